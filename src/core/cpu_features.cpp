@@ -1,0 +1,73 @@
+// cpuid-based detection; the OS must also enable the AVX / AVX-512 register state (xgetbv).
+#include "core/cpu_features.h"
+
+#include <cpuid.h>
+#include <cstdlib>
+#include <cstring>
+
+namespace lt {
+
+static CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = c & (1u << 27);
+  bool fma = c & (1u << 12), f16c = c & (1u << 29);
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (unsigned long long)hi << 32 | lo;
+  }
+  bool ymm = (xcr0 & 6) == 6, zmm = (xcr0 & 0xe6) == 0xe6;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.fma = fma && ymm;
+  f.f16c = f16c && ymm;
+  f.avx2 = (b & (1u << 5)) && ymm;
+  f.avx512f = (b & (1u << 16)) && zmm;
+  f.avx512dq = (b & (1u << 17)) && zmm;
+  f.avx512bw = (b & (1u << 30)) && zmm;
+  f.avx512vl = (b & (1u << 31)) && zmm;
+  f.avx512_vnni = (c & (1u << 11)) && zmm;
+  unsigned a1, b1, c1, d1;
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = (a1 & (1u << 5)) && zmm;
+  return f;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+Isa cpu_isa() {
+  const auto& f = cpu_features();
+  Isa best = Isa::Scalar;
+  if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
+  if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) best = Isa::Avx512;
+  if (const char* cap = std::getenv("LEANTUNE_ISA")) {
+    Isa c = !std::strcmp(cap, "scalar") ? Isa::Scalar : !std::strcmp(cap, "avx2") ? Isa::Avx2 : Isa::Avx512;
+    if (int(c) < int(best)) best = c;
+  }
+  return best;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+std::string cpu_features_string() {
+  const auto& f = cpu_features();
+  std::string s;
+  auto add = [&](bool on, const char* n) { if (on) { if (!s.empty()) s += ' '; s += n; } };
+  add(f.avx2, "avx2"); add(f.fma, "fma"); add(f.f16c, "f16c"); add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw"); add(f.avx512vl, "avx512vl"); add(f.avx512_bf16, "avx512_bf16");
+  add(f.avx512_vnni, "avx512_vnni");
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace lt

@@ -1,0 +1,29 @@
+// A read-only memory-mapped file. Throws lt::Error naming the path when it cannot be opened.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lt {
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Reads a whole (small) file into a string; throws naming the path.
+std::string read_text_file(const std::string& path);
+
+}  // namespace lt

@@ -1,0 +1,87 @@
+// The memory plan: every buffer a run needs (name, category, bytes, lifetime), listed from the
+// model and run configuration before anything is allocated. `leantune info` / `plan` print it;
+// Arenas allocates exactly it, one 64-byte-aligned arena per category, buffers carved in order
+// (llm.c's malloc_and_point). Nothing allocates inside a step.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace lt {
+
+enum class Category : uint8_t {
+  FrozenWeights,    // base weights that are not trained (converted copies; mmapped ones are listed apart)
+  MappedWeights,    // weights read in place from a memory-mapped file (not anonymous memory)
+  TrainableParams,
+  Grads,
+  OptimizerState,
+  Activations,      // saved or working activations
+  Recompute,        // gradient-checkpointing scratch
+  LossChunk,        // logits / loss chunk
+  KVCache,
+  Workspace,        // GEMM, dequantization and attention scratch
+  Data,             // token batches, tokenizer tables
+  Count
+};
+constexpr size_t kNumCategories = size_t(Category::Count);
+
+enum class Lifetime : uint8_t { Persistent, Step, Layer, Phase };
+
+std::string_view category_name(Category c);
+std::string_view lifetime_name(Lifetime l);
+
+constexpr size_t kArenaAlign = 64;
+inline size_t align_up(size_t n, size_t a = kArenaAlign) { return (n + a - 1) / a * a; }
+
+struct BufferSpec {
+  std::string name;
+  Category cat;
+  size_t bytes;
+  Lifetime life;
+};
+
+struct MemoryPlan {
+  std::vector<BufferSpec> buffers;
+
+  void add(std::string name, Category cat, size_t bytes, Lifetime life = Lifetime::Persistent) {
+    buffers.push_back({std::move(name), cat, bytes, life});
+  }
+  // Bytes the arena of `c` will hold (each buffer rounded up to kArenaAlign).
+  size_t arena_bytes(Category c) const;
+  size_t total_bytes() const;  // all anonymous arenas (MappedWeights excluded)
+  // A table: one row per buffer (optionally), then one per category and the total.
+  std::string format_table(bool per_buffer) const;
+};
+
+// Allocates a MemoryPlan: one aligned, zeroed allocation per category, buffers carved in order.
+class Arenas {
+ public:
+  Arenas() = default;
+  explicit Arenas(const MemoryPlan& plan) { allocate(plan); }
+  ~Arenas();
+  Arenas(const Arenas&) = delete;
+  Arenas& operator=(const Arenas&) = delete;
+
+  void allocate(const MemoryPlan& plan);
+  // The buffer named `name`; lt::Error if the plan did not list it.
+  void* get(std::string_view name) const;
+  template <class T> T* get_as(std::string_view name) const { return static_cast<T*>(get(name)); }
+  size_t allocated_bytes(Category c) const { return sizes_[size_t(c)]; }
+  size_t allocated_total() const;
+
+ private:
+  std::array<uint8_t*, kNumCategories> bases_{};
+  std::array<size_t, kNumCategories> sizes_{};
+  std::unordered_map<std::string, void*> by_name_;
+};
+
+// Process memory from /proc/self/status (VmRSS, VmHWM), in bytes; 0 when unavailable.
+size_t process_rss_bytes();
+size_t process_peak_rss_bytes();
+std::string format_bytes(size_t bytes);
+
+}  // namespace lt

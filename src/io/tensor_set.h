@@ -1,0 +1,48 @@
+// TensorSet: named tensors read in place from memory-mapped checkpoint files. Loaders
+// (safetensors, llama2.c) produce one, keyed by Hugging Face names
+// ("model.layers.0.self_attn.q_proj.weight"); the model builder takes tensors out by name and
+// checks their shapes against the ModelConfig.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+
+namespace lt {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // points into a mapped file
+  size_t nbytes = 0;
+  std::string file;            // the file it came from, for error messages
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+class TensorSet {
+ public:
+  void add_file(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
+  // Adds a tensor; lt::Error if the name is already present.
+  void add(TensorInfo t);
+  const TensorInfo* find(const std::string& name) const;
+  // The tensor `name` with exactly `shape`; lt::Error naming file, tensor, and expected vs actual shape.
+  const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) const;
+  const std::map<std::string, TensorInfo>& all() const { return tensors_; }
+  std::string source;  // folder or file the set was loaded from (for messages)
+
+ private:
+  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+}  // namespace lt

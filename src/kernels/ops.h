@@ -1,0 +1,45 @@
+// The op table: every forward op of the model as a function pointer, so a backend (ref, cpu,
+// later cuda) fills the same list and is tested against ref. All tensors are row-major f32.
+// Dimension letters: T tokens, C channels, IC/OC linear in/out, NH heads, NKV key/value heads,
+// HS head size, F MLP width, V vocabulary, P cache positions.
+#pragma once
+#include <cstddef>
+
+namespace lt {
+
+struct Ops {
+  const char* name;
+
+  // out (T, C) = table[tokens[t]] ; table (V, C)
+  void (*embedding_forward)(float* out, const int* tokens, const float* table, int T, int C);
+
+  // out (T, C) = x / rms(x) * w ; rstd (T) receives 1/rms when not null
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
+
+  // In place on x (T, NH, HS), token t at position pos[t]; inv_freq (HS/2) is the per-pair
+  // frequency (rope scaling already applied). interleaved: pairs (2i, 2i+1), else (i, i+HS/2).
+  // Angles are computed as float(pos) * inv_freq[i] in f32, then cos/sin, as HF does.
+  void (*rope_forward)(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+
+  // Causal attention with GQA over a cache. q (T, NH*HS) holds the queries of positions
+  // pos0..pos0+T-1; k, v (P, NKV*HS) hold keys/values of positions 0..pos0+T-1 (P >= pos0+T).
+  // Head h uses KV head h / (NH/NKV). Query t attends keys 0..pos0+t, scaled by 1/sqrt(HS).
+  // out (T, NH*HS). lse (NH, T), when not null, receives the log-sum-exp of the scaled scores.
+  // No T×T matrix is materialized (online softmax over key blocks).
+  void (*attention_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
+                            int NH, int NKV, int HS);
+
+  // out (T, F) = silu(gate) * up
+  void (*swiglu_forward)(float* out, const float* gate, const float* up, int T, int F);
+
+  // out (T, OC) = x (T, IC) · w (OC, IC)ᵀ + bias (OC, may be null)
+  void (*matmul_forward)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+
+  // x[i] += y[i]
+  void (*add_inplace)(float* x, const float* y, size_t n);
+};
+
+const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)
+const Ops& ops_cpu();  // fast CPU kernels, ISA chosen at run time (src/kernels/cpu/)
+
+}  // namespace lt

@@ -1,0 +1,49 @@
+// ModelConfig: the hyperparameters of a Llama-family model, read from the checkpoint
+// (HF config.json or a llama2.c header) and read-only afterwards.
+// Dimension letters: C model width, L layers, NH heads, NKV key/value heads, HS head size,
+// F MLP width, V vocabulary.
+#pragma once
+#include <string>
+
+namespace lt {
+
+enum class RopeLayout : unsigned char {
+  Halves,       // HF: rotate (x[i], x[i + HS/2])
+  Interleaved,  // llama2.c / Meta: rotate (x[2i], x[2i+1])
+};
+
+struct RopeScaling {
+  std::string type;  // "" (none) or "llama3"
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string arch = "llama";  // llama | mistral | qwen2 (model_type)
+  int dim = 0;                 // C
+  int n_layers = 0;            // L
+  int n_heads = 0;             // NH
+  int n_kv_heads = 0;          // NKV
+  int head_dim = 0;            // HS (config head_dim, else C / NH)
+  int hidden_dim = 0;          // F
+  int vocab_size = 0;          // V
+  int max_seq_len = 2048;      // max_position_embeddings
+  float norm_eps = 1e-5f;      // rms_norm_eps
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  RopeLayout rope_layout = RopeLayout::Halves;
+  bool tie_embeddings = false;  // lm_head shares the embedding table
+  bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
+  bool mlp_bias = false;
+  int bos_token_id = -1, eos_token_id = -1;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Checks the config is usable (positive sizes, NH divisible by NKV, ...); throws naming `where`.
+void validate_config(const ModelConfig& c, const std::string& where);
+
+}  // namespace lt

@@ -1,0 +1,50 @@
+// Tokenizer: Hugging Face tokenizer.json (byte-level BPE with regex pre-tokenizers, and
+// SentencePiece-style BPE with byte fallback) and llama2.c tokenizer.bin, behind one interface.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lt {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Loads `path`: a tokenizer.json file, a folder holding tokenizer.json (and optionally
+  // tokenizer_config.json), or a llama2.c tokenizer .bin. lt::Error naming the file on bad input.
+  static std::unique_ptr<Tokenizer> load(const std::string& path);
+
+  // Encodes text. add_special: add BOS/EOS as the post-processor / tokenizer_config.json says
+  // (llama2.c: BOS only). Special/added tokens written in the text are recognized.
+  virtual std::vector<int> encode(std::string_view text, bool add_special) const = 0;
+  // Decodes ids to text; skip_special drops special tokens.
+  virtual std::string decode(std::span<const int> ids, bool skip_special) const = 0;
+
+  virtual int vocab_size() const = 0;
+  virtual int bos_id() const = 0;  // -1 when none
+  virtual int eos_id() const = 0;  // -1 when none
+  virtual bool is_special(int id) const = 0;
+  // The raw piece string of a token (for debugging / listing).
+  virtual std::string token_text(int id) const = 0;
+
+  // Streaming decode: push ids one at a time; each call returns the text that is now complete
+  // (valid UTF-8 only; bytes of a multi-byte character split across byte-fallback tokens are held
+  // back until the character is complete). Equal, concatenated, to decode() of all ids.
+  class StreamDecoder {
+   public:
+    explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_(skip_special) {}
+    std::string push(int id);
+    std::string flush();  // whatever is left (invalid trailing bytes as U+FFFD)
+
+   private:
+    const Tokenizer& tok_;
+    bool skip_;
+    std::vector<int> ids_;
+    size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+  };
+};
+
+}  // namespace lt
