@@ -1,0 +1,74 @@
+#include "infer/generate.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace lt {
+
+using Clock = std::chrono::steady_clock;
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+GenerateResult generate(LlamaModel& model, const Tokenizer& tok, const std::string& prompt,
+                        const GenerateOptions& opts, const std::function<void(const std::string&)>& on_text) {
+  GenerateResult r;
+  const ModelConfig& cfg = model.config();
+  r.prompt_ids = tok.encode(prompt, opts.add_bos);
+  LT_CHECK(!r.prompt_ids.empty(), "the prompt encodes to no tokens; give a prompt or keep BOS");
+  LT_CHECK(int(r.prompt_ids.size()) < model.context(), "the prompt has {} tokens; the context holds {}",
+           r.prompt_ids.size(), model.context());
+  LT_CHECK(tok.vocab_size() <= cfg.vocab_size, "tokenizer has {} tokens but the model's vocabulary is {}",
+           tok.vocab_size(), cfg.vocab_size);
+  int eos = tok.eos_id() >= 0 ? tok.eos_id() : cfg.eos_token_id;
+
+  Sampler sampler(opts.sampler, cfg.vocab_size);
+  std::vector<int> context = r.prompt_ids;
+  context.reserve(context.size() + size_t(std::max(opts.max_new_tokens, 0)));
+  Tokenizer::StreamDecoder stream(tok);
+
+  auto t0 = Clock::now();
+  model.forward(r.prompt_ids.data(), int(r.prompt_ids.size()), 0);
+  r.prefill_seconds = seconds_since(t0);
+
+  auto t1 = Clock::now();
+  int pos = int(r.prompt_ids.size());
+  r.stop_reason = "max_new_tokens";
+  for (int i = 0; i < opts.max_new_tokens; ++i) {
+    int next = sampler.sample(model.logits(), context);
+    if (opts.stop_at_eos && next == eos) { r.stop_reason = "eos"; break; }
+    r.output_ids.push_back(next);
+    context.push_back(next);
+    std::string piece = stream.push(next);
+    r.text += piece;
+    bool stopped = false;
+    for (const auto& s : opts.stop) {
+      auto at = r.text.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        // emit only up to the stop string
+        size_t before = r.text.size() - piece.size();
+        if (at > before) on_text(r.text.substr(before, at - before));
+        r.text.resize(at);
+        stopped = true;
+        break;
+      }
+    }
+    if (stopped) { r.stop_reason = "stop_string"; break; }
+    if (!piece.empty()) on_text(piece);
+    if (i + 1 == opts.max_new_tokens) break;
+    if (pos >= model.context()) { r.stop_reason = "context"; break; }
+    model.forward(&next, 1, pos);
+    ++pos;
+    ++r.decode_tokens;
+  }
+  if (r.stop_reason != "stop_string") {
+    std::string rest = stream.flush();
+    r.text += rest;
+    if (!rest.empty()) on_text(rest);
+  }
+  r.decode_seconds = seconds_since(t1);
+  return r;
+}
+
+}  // namespace lt

@@ -1,0 +1,207 @@
+// The token sampler (see sampler.h for the order of stages and their HF counterparts).
+// Sampling works on a candidate list of token ids rather than on all V logits: it starts as every
+// finite logit, top-k shrinks it with nth_element (O(V)), top-p sorts only as much of it as the
+// nucleus needs (a partial sort whose window grows 4x at a time), min-p compacts it, and the draw
+// walks its cumulative weights. Weights are exp(logit - max logit) over the candidates; each
+// filter compares ratios of weights, so no stage needs the normalised softmax itself.
+// Dimension letters: V vocabulary, L context length, n candidates left.
+#include "infer/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace lt {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+}  // namespace
+
+Sampler::Sampler(SamplerOptions opts, int vocab_size) : opts_(opts), V_(vocab_size) {
+  LT_CHECK(vocab_size > 0, "sampler: vocab_size must be positive, got {}", vocab_size);
+  LT_CHECK(std::isfinite(opts.temperature) && opts.temperature >= 0.0f,
+           "sampler: temperature must be a finite value >= 0 (0 = greedy), got {}", opts.temperature);
+  LT_CHECK(opts.top_k >= 0, "sampler: top_k must be >= 0 (0 = off), got {}", opts.top_k);
+  LT_CHECK(opts.top_p > 0.0f && opts.top_p <= 1.0f, "sampler: top_p must be in (0, 1] (1 = off), got {}",
+           opts.top_p);
+  LT_CHECK(opts.min_p >= 0.0f && opts.min_p <= 1.0f, "sampler: min_p must be in [0, 1] (0 = off), got {}",
+           opts.min_p);
+  LT_CHECK(std::isfinite(opts.repetition_penalty) && opts.repetition_penalty > 0.0f,
+           "sampler: repetition_penalty must be a finite value > 0 (1 = off), got {}",
+           opts.repetition_penalty);
+  LT_CHECK(opts.no_repeat_ngram_size >= 0, "sampler: no_repeat_ngram_size must be >= 0 (0 = off), got {}",
+           opts.no_repeat_ngram_size);
+  cand_.resize(size_t(V_));
+  weight_.resize(size_t(V_));
+  seen_.assign(size_t(V_), 0);
+  reseed(opts.seed);
+}
+
+size_t Sampler::scratch_bytes(int vocab_size) {
+  return size_t(vocab_size) * (sizeof(int) + sizeof(float) + sizeof(uint8_t));
+}
+
+void Sampler::reseed(uint64_t seed) {
+  opts_.seed = seed;
+  uint64_t x = seed;
+  for (auto& s : rng_) s = splitmix64(x);  // splitmix64 never yields an all-zero state here
+}
+
+uint64_t Sampler::next_u64() {
+  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
+  const uint64_t t = rng_[1] << 17;
+  rng_[2] ^= rng_[0];
+  rng_[3] ^= rng_[1];
+  rng_[1] ^= rng_[2];
+  rng_[0] ^= rng_[3];
+  rng_[2] ^= t;
+  rng_[3] = rotl(rng_[3], 45);
+  return result;
+}
+
+double Sampler::next_unit() { return double(next_u64() >> 11) * 0x1.0p-53; }
+
+void Sampler::apply_repetition_penalty(float* logits, std::span<const int> context) {
+  const float p = opts_.repetition_penalty;
+  // HF gathers each id once, however often it repeats: mark ids as they are penalised, then clear.
+  for (int id : context) {
+    if (seen_[id]) continue;
+    seen_[id] = 1;
+    float& l = logits[id];
+    l = l > 0.0f ? l / p : l * p;
+  }
+  for (int id : context) seen_[id] = 0;
+}
+
+void Sampler::apply_no_repeat_ngram(float* logits, std::span<const int> context) {
+  const size_t n = size_t(opts_.no_repeat_ngram_size), L = context.size();
+  if (L + 1 < n) return;
+  // The last n-1 tokens are the prefix of the n-gram the next token would complete; every earlier
+  // n-gram (start i, 0 <= i <= L-n) with that prefix bans its last token.
+  const int* prefix = context.data() + (L + 1 - n);
+  for (size_t i = 0; i + n <= L; ++i) {
+    if (std::equal(prefix, prefix + (n - 1), context.data() + i)) logits[context[i + n - 1]] = kNegInf;
+  }
+}
+
+int Sampler::argmax(const float* logits) const {
+  int best = -1;
+  float best_l = kNegInf;
+  for (int i = 0; i < V_; ++i) {
+    if (logits[i] > best_l) {  // strict: the lowest id wins ties; NaN never wins
+      best_l = logits[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
+int Sampler::sample(float* logits, std::span<const int> context) {
+  const bool penalise = opts_.repetition_penalty != 1.0f, ban = opts_.no_repeat_ngram_size > 0;
+  if (penalise || ban) {
+    for (size_t t = 0; t < context.size(); ++t)
+      LT_CHECK(context[t] >= 0 && context[t] < V_, "sampler: context token {} at position {} is outside "
+               "the vocabulary [0, {})", context[t], t, V_);
+  }
+  if (penalise) apply_repetition_penalty(logits, context);
+  if (ban) apply_no_repeat_ngram(logits, context);
+
+  if (opts_.temperature == 0.0f) {
+    const int best = argmax(logits);
+    LT_CHECK(best >= 0, "sampler: every token is banned or -inf (no_repeat_ngram_size={}, vocab {}); "
+             "lower no_repeat_ngram_size or check the logits", opts_.no_repeat_ngram_size, V_);
+    return best;
+  }
+
+  // Temperature, and the candidate list: every token with a finite (non -inf, non-NaN) score.
+  const float T = opts_.temperature;
+  int* cand = cand_.data();
+  float* w = weight_.data();
+  size_t n = 0;
+  for (int i = 0; i < V_; ++i) {
+    if (T != 1.0f) logits[i] /= T;
+    if (logits[i] > kNegInf) cand[n++] = i;
+  }
+  LT_CHECK(n > 0, "sampler: every token is banned or -inf (no_repeat_ngram_size={}, vocab {}); "
+           "lower no_repeat_ngram_size or check the logits", opts_.no_repeat_ngram_size, V_);
+  auto better = [logits](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+
+  // Top-k: HF keeps every score >= the k-th largest, so ties with the k-th stay in.
+  if (opts_.top_k > 0 && size_t(opts_.top_k) < n) {
+    const size_t k = size_t(opts_.top_k);
+    std::nth_element(cand, cand + (k - 1), cand + n, better);
+    const float kth = logits[cand[k - 1]];
+    size_t kept = k;
+    for (size_t j = k; j < n; ++j)
+      if (logits[cand[j]] == kth) std::swap(cand[kept++], cand[j]);
+    n = kept;
+  }
+
+  // Weights exp(l - max) over the candidates; the max candidate survives every filter below.
+  float max_l = kNegInf;
+  for (size_t j = 0; j < n; ++j) max_l = std::max(max_l, logits[cand[j]]);
+  double total = 0.0;
+  for (size_t j = 0; j < n; ++j) {
+    const int id = cand[j];
+    w[id] = std::exp(logits[id] - max_l);
+    total += w[id];
+  }
+
+  // Top-p: keep tokens, best first, until their mass reaches top_p (the token crossing it stays).
+  if (opts_.top_p < 1.0f && n > 1) {
+    const double target = double(opts_.top_p) * total;
+    double cum = 0.0;
+    size_t sorted = 0;
+    bool cut = false;
+    for (size_t window = std::min<size_t>(n, 64);; window = std::min(n, window * 4)) {
+      // The first `sorted` ids are already the best, in order: sort only the next slice.
+      std::partial_sort(cand + sorted, cand + window, cand + n, better);
+      for (; sorted < window; ++sorted) {
+        cum += w[cand[sorted]];
+        if (cum >= target) { cut = true; break; }
+      }
+      if (cut || window == n) break;  // not cut: rounding kept cum under target, keep everything
+    }
+    if (cut) {
+      n = sorted + 1;
+      total = cum;
+    }
+  }
+
+  // Min-p: prob >= min_p * max prob  <=>  w >= min_p, since the max candidate has w = 1.
+  if (opts_.min_p > 0.0f) {
+    size_t kept = 0;
+    total = 0.0;
+    for (size_t j = 0; j < n; ++j) {
+      if (w[cand[j]] >= opts_.min_p) {
+        cand[kept++] = cand[j];
+        total += w[cand[j]];
+      }
+    }
+    n = kept;
+  }
+
+  // The draw: inverse CDF over the kept candidates' weights.
+  const double u = next_unit() * total;
+  double cum = 0.0;
+  for (size_t j = 0; j < n; ++j) {
+    cum += w[cand[j]];
+    if (u < cum) return cand[j];
+  }
+  return cand[n - 1];  // u landed on the rounding slack at the very top
+}
+
+}  // namespace lt

@@ -1,0 +1,202 @@
+// HF config.json and weight folders. Field defaults follow transformers' LlamaConfig /
+// MistralConfig / Qwen2Config where a field is optional there and commonly omitted.
+#include "io/hf_model.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace lt {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Reads fields of one config object, naming the file and field in every error.
+struct Fields {
+  const json& j;
+  const std::string& where;
+
+  const json* find(const char* key) const {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  int to_int(const json& v, const char* key) const {
+    LT_CHECK(v.is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, v.dump());
+    bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                                     : v.get<int64_t>() >= std::numeric_limits<int>::min();
+    LT_CHECK(ok, "{}: field '{}' is out of range: {}", where, key, v.dump());
+    return int(v.get<int64_t>());
+  }
+  int req_int(const char* key) const {
+    const json* v = find(key);
+    LT_CHECK(v, "{}: missing required field '{}'", where, key);
+    return to_int(*v, key);
+  }
+  int opt_int(const char* key, int def) const {
+    const json* v = find(key);
+    return v ? to_int(*v, key) : def;
+  }
+  float opt_float(const char* key, float def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    LT_CHECK(v->is_number(), "{}: field '{}' must be a number, got {}", where, key, v->dump());
+    return v->get<float>();
+  }
+  bool opt_bool(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    LT_CHECK(v->is_boolean(), "{}: field '{}' must be true or false, got {}", where, key, v->dump());
+    return v->get<bool>();
+  }
+  std::string opt_string(const char* key) const {
+    const json* v = find(key);
+    if (!v) return "";
+    LT_CHECK(v->is_string(), "{}: field '{}' must be a string, got {}", where, key, v->dump());
+    return v->get<std::string>();
+  }
+  // An int, or a list of ints (the first is taken), or absent (-1).
+  int opt_token_id(const char* key) const {
+    const json* v = find(key);
+    if (!v) return -1;
+    if (v->is_array()) {
+      if (v->empty()) return -1;
+      return to_int((*v)[0], key);
+    }
+    return to_int(*v, key);
+  }
+};
+
+RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
+  RopeScaling rs;
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return rs;
+  LT_CHECK(it->is_object(), "{}: field 'rope_scaling' must be an object or null, got {}", where, it->dump());
+  std::string sub = where + " (rope_scaling)";
+  Fields f{*it, sub};
+  std::string type = f.opt_string("rope_type");
+  if (type.empty()) type = f.opt_string("type");
+  LT_CHECK(!type.empty(), "{}: field 'rope_scaling' has no 'rope_type' (or 'type')", where);
+  if (type == "default") return rs;
+  LT_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3 (or null)", where, type);
+  rs.type = type;
+  const json* factor = f.find("factor");
+  LT_CHECK(factor, "{}: missing required field 'rope_scaling.factor'", where);
+  rs.factor = f.opt_float("factor", 1.0f);
+  rs.low_freq_factor = f.opt_float("low_freq_factor", rs.low_freq_factor);
+  rs.high_freq_factor = f.opt_float("high_freq_factor", rs.high_freq_factor);
+  rs.original_max_position_embeddings =
+      f.opt_int("original_max_position_embeddings", rs.original_max_position_embeddings);
+  return rs;
+}
+
+}  // namespace
+
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON: {}", where, e.what());
+  }
+  LT_CHECK(j.is_object(), "{}: config must be a JSON object, got {}", where, j.type_name());
+  Fields f{j, where};
+
+  ModelConfig c;
+  const json* mt = f.find("model_type");
+  LT_CHECK(mt, "{}: missing required field 'model_type'", where);
+  c.arch = f.opt_string("model_type");
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2",
+           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", c.arch, where);
+
+  c.dim = f.req_int("hidden_size");
+  c.n_layers = f.req_int("num_hidden_layers");
+  c.n_heads = f.req_int("num_attention_heads");
+  c.n_kv_heads = f.opt_int("num_key_value_heads", c.n_heads);
+  c.hidden_dim = f.req_int("intermediate_size");
+  c.vocab_size = f.req_int("vocab_size");
+  LT_CHECK(c.n_heads > 0, "{}: field 'num_attention_heads' must be positive, got {}", where, c.n_heads);
+  c.head_dim = f.opt_int("head_dim", c.dim / c.n_heads);
+  c.max_seq_len = f.opt_int("max_position_embeddings", c.max_seq_len);
+  c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
+  c.rope_theta = f.opt_float("rope_theta", 10000.0f);
+  c.rope_scaling = parse_rope_scaling(j, where);
+  c.rope_layout = RopeLayout::Halves;
+  c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
+  if (c.arch == "qwen2") {
+    c.attention_bias = true;  // Qwen2 always has q/k/v biases (o_proj has none)
+    c.mlp_bias = false;
+  } else {
+    c.attention_bias = f.opt_bool("attention_bias", false);
+    c.mlp_bias = f.opt_bool("mlp_bias", false);
+  }
+  c.bos_token_id = f.opt_token_id("bos_token_id");
+  c.eos_token_id = f.opt_token_id("eos_token_id");
+  validate_config(c, where);
+  return c;
+}
+
+ModelConfig load_hf_config(const std::string& config_json_path) {
+  return parse_hf_config(read_text_file(config_json_path), config_json_path);
+}
+
+TensorSet load_hf_weights(const std::string& dir) {
+  TensorSet set;
+  set.source = dir;
+  std::string single = dir + "/model.safetensors", index_path = dir + "/model.safetensors.index.json";
+  if (is_file(single)) {
+    load_safetensors(single, set);
+    return set;
+  }
+  LT_CHECK(is_file(index_path), "{}: no model.safetensors or model.safetensors.index.json in this folder", dir);
+
+  json index;
+  try {
+    index = json::parse(read_text_file(index_path));
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON: {}", index_path, e.what());
+  }
+  auto wm = index.is_object() ? index.find("weight_map") : index.end();
+  LT_CHECK(index.is_object() && wm != index.end() && wm->is_object(), "{}: missing object field 'weight_map'",
+           index_path);
+  std::set<std::string> shards;
+  for (const auto& [name, shard] : wm->items()) {
+    LT_CHECK(shard.is_string(), "{}: weight_map entry '{}' must be a file name string", index_path, name);
+    const std::string& s = shard.get_ref<const std::string&>();
+    LT_CHECK(!s.empty() && s.find('/') == std::string::npos && s != "." && s != "..",
+             "{}: weight_map entry '{}' names '{}', which is not a file name in this folder", index_path, name, s);
+    shards.insert(s);
+  }
+  for (const auto& s : shards) {
+    std::string p = dir + "/" + s;
+    LT_CHECK(is_file(p), "{}: shard '{}' listed in the weight_map is missing", index_path, s);
+    load_safetensors(p, set);
+  }
+  for (const auto& [name, shard] : wm->items()) {
+    const TensorInfo* t = set.find(name);
+    std::string p = dir + "/" + shard.get<std::string>();
+    LT_CHECK(t, "{}: tensor '{}' is listed in the weight_map but not found in its shard '{}'", index_path, name, p);
+    LT_CHECK(t->file == p, "{}: tensor '{}' is listed in shard '{}' but found in '{}'", index_path, name, p, t->file);
+  }
+  return set;
+}
+
+HfModelFiles load_hf_folder(const std::string& dir) {
+  HfModelFiles m;
+  m.config = load_hf_config(dir + "/config.json");
+  m.tensors = load_hf_weights(dir);
+  return m;
+}
+
+}  // namespace lt

@@ -1,0 +1,21 @@
+// One entry point for "load the model at this path", whatever its format:
+//   a directory                                  -> Hugging Face folder (config.json + safetensors)
+//   a *.safetensors file with config.json beside -> Hugging Face config + that one file
+//   anything else                                -> llama2.c checkpoint
+#pragma once
+#include <string>
+
+#include "io/tensor_set.h"
+#include "model/config.h"
+
+namespace lt {
+
+struct ModelFiles {
+  ModelConfig config;
+  TensorSet tensors;
+};
+
+// Loads the config and maps the weights at `path` (see above). Throws lt::Error naming the path.
+ModelFiles load_model_files(const std::string& path);
+
+}  // namespace lt

@@ -1,0 +1,17 @@
+// The one wrapper over oneDNN's GEMM. Every f32 GEMM of the engine goes through here so the
+// library (and its version quirks) stays behind one small API; bf16 / int8 paths will join here.
+// oneDNN runs on the same OpenMP runtime as our kernels: never call these inside a parallel region.
+#pragma once
+
+namespace lt::cpu {
+
+// Row-major BLAS-like GEMM: C (M, N) = alpha * op(A) · op(B) + beta * C, where op(A) is (M, K)
+// and op(B) is (K, N); trans_a / trans_b say A / B are stored transposed. lda/ldb/ldc are row
+// strides in elements. Throws lt::Error naming the shape if oneDNN rejects the call.
+void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc);
+
+// The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
+void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);
+
+}  // namespace lt::cpu

@@ -1,0 +1,45 @@
+// Reference causal attention with GQA over a KV cache (see ops.h for the contract).
+// Plain softmax over a per-query score vector (allocated per call: this is the spec, not fast).
+#include <cmath>
+#include <vector>
+
+#include "kernels/ref/ref.h"
+
+namespace lt::ref {
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
+                       int NH, int NKV, int HS) {
+  int group = NH / NKV;             // query heads per KV head
+  float scale = 1.0f / std::sqrt((float)HS);
+  std::vector<float> scores(pos0 + T);  // (P)
+  for (int h = 0; h < NH; h++) {
+    int hk = h / group;
+    for (int t = 0; t < T; t++) {
+      const float* qt = q + ((size_t)t * NH + h) * HS;  // (HS)
+      int n = pos0 + t + 1;                               // keys 0..pos0+t
+      float mx = -INFINITY;
+      for (int j = 0; j < n; j++) {
+        const float* kj = k + ((size_t)j * NKV + hk) * HS;
+        float s = 0.0f;
+        for (int d = 0; d < HS; d++) s += qt[d] * kj[d];
+        scores[j] = s * scale;
+        if (scores[j] > mx) mx = scores[j];
+      }
+      float sum = 0.0f;
+      for (int j = 0; j < n; j++) {
+        scores[j] = std::exp(scores[j] - mx);
+        sum += scores[j];
+      }
+      float* ot = out + ((size_t)t * NH + h) * HS;  // (HS)
+      for (int d = 0; d < HS; d++) ot[d] = 0.0f;
+      for (int j = 0; j < n; j++) {
+        const float* vj = v + ((size_t)j * NKV + hk) * HS;
+        float p = scores[j] / sum;
+        for (int d = 0; d < HS; d++) ot[d] += p * vj[d];
+      }
+      if (lse) lse[(size_t)h * T + t] = mx + std::log(sum);
+    }
+  }
+}
+
+}  // namespace lt::ref

@@ -1,0 +1,21 @@
+// The reference op table: every entry is a plain scalar loop from this directory.
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
+
+namespace lt {
+
+const Ops& ops_ref() {
+  static const Ops ops = {
+      "ref",
+      ref::embedding_forward,
+      ref::rmsnorm_forward,
+      ref::rope_forward,
+      ref::attention_forward,
+      ref::swiglu_forward,
+      ref::matmul_forward,
+      ref::add_inplace,
+  };
+  return ops;
+}
+
+}  // namespace lt

@@ -1,0 +1,18 @@
+// The scalar reference kernels (namespace lt::ref), one file per op family. Plain loops that read
+// like the formulas in ops.h; they are the specification every fast backend is tested against.
+// Use them through ops_ref(); this header exists so tests can call one directly.
+#pragma once
+#include <cstddef>
+
+namespace lt::ref {
+
+void embedding_forward(float* out, const int* tokens, const float* table, int T, int C);
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
+void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
+                       int NH, int NKV, int HS);
+void swiglu_forward(float* out, const float* gate, const float* up, int T, int F);
+void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+void add_inplace(float* x, const float* y, size_t n);
+
+}  // namespace lt::ref

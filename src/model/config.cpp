@@ -1,0 +1,57 @@
+// validate_config: the checks every loader runs before a ModelConfig is used, so that later code
+// can rely on positive sizes, a whole number of query heads per key/value head, an even head
+// size for RoPE, and finite positive epsilons and frequencies.
+#include "model/config.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lt {
+
+void validate_config(const ModelConfig& c, const std::string& where) {
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2",
+           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", c.arch, where);
+  auto positive = [&](int v, const char* name) {
+    LT_CHECK(v > 0, "{}: {} must be positive, got {}", where, name, v);
+  };
+  positive(c.dim, "hidden size (dim)");
+  positive(c.n_layers, "number of layers");
+  positive(c.n_heads, "number of attention heads");
+  positive(c.n_kv_heads, "number of key/value heads");
+  positive(c.head_dim, "head size (head_dim)");
+  positive(c.hidden_dim, "MLP width (intermediate_size)");
+  positive(c.vocab_size, "vocabulary size");
+  positive(c.max_seq_len, "maximum sequence length (max_position_embeddings)");
+  LT_CHECK(c.n_heads % c.n_kv_heads == 0,
+           "{}: number of attention heads ({}) must be a multiple of the number of key/value heads ({})", where,
+           c.n_heads, c.n_kv_heads);
+  LT_CHECK(c.head_dim % 2 == 0, "{}: head size {} must be even for RoPE", where, c.head_dim);
+  // q_dim / kv_dim and the largest matrices must fit in an int.
+  LT_CHECK(int64_t(c.n_heads) * c.head_dim <= (1 << 30) && int64_t(c.n_kv_heads) * c.head_dim <= (1 << 30),
+           "{}: heads x head size is too large ({} x {})", where, c.n_heads, c.head_dim);
+  LT_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "{}: rms_norm_eps must be a positive number, got {}", where,
+           c.norm_eps);
+  LT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta must be a positive number, got {}",
+           where, c.rope_theta);
+  const RopeScaling& rs = c.rope_scaling;
+  LT_CHECK(rs.type.empty() || rs.type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3",
+           where, rs.type);
+  if (rs.type == "llama3") {
+    LT_CHECK(std::isfinite(rs.factor) && rs.factor > 0, "{}: rope_scaling.factor must be positive, got {}", where,
+             rs.factor);
+    LT_CHECK(std::isfinite(rs.low_freq_factor) && std::isfinite(rs.high_freq_factor) && rs.low_freq_factor > 0 &&
+                 rs.high_freq_factor > rs.low_freq_factor,
+             "{}: rope_scaling needs 0 < low_freq_factor < high_freq_factor, got {} and {}", where,
+             rs.low_freq_factor, rs.high_freq_factor);
+    LT_CHECK(rs.original_max_position_embeddings > 0,
+             "{}: rope_scaling.original_max_position_embeddings must be positive, got {}", where,
+             rs.original_max_position_embeddings);
+  }
+  LT_CHECK(c.bos_token_id >= -1 && c.bos_token_id < c.vocab_size, "{}: bos_token_id {} is outside the vocabulary ({} tokens)", where,
+           c.bos_token_id, c.vocab_size);
+  LT_CHECK(c.eos_token_id >= -1 && c.eos_token_id < c.vocab_size, "{}: eos_token_id {} is outside the vocabulary ({} tokens)", where,
+           c.eos_token_id, c.vocab_size);
+}
+
+}  // namespace lt

@@ -1,0 +1,78 @@
+// LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, SmolLM2,
+// TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
+// buffer comes from one MemoryPlan built by plan_inference() before anything is allocated, and
+// forward() allocates nothing.
+// Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory_plan.h"
+#include "io/tensor_set.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace lt {
+
+struct InferenceOptions {
+  int context = 0;        // KV cache positions P; 0 = min(model max_seq_len, 4096)
+  int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256)
+};
+
+// The resolved P and TB for a config and options.
+void resolve_inference_options(const ModelConfig& c, InferenceOptions& o);
+
+// Every buffer an inference run needs. Names are the HF tensor names for weights.
+MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
+
+struct LayerWeights {
+  float* attn_norm;                 // (C)
+  float *wq, *wk, *wv, *wo;         // (QD, C) (KVD, C) (KVD, C) (C, QD)
+  float *bq, *bk, *bv;              // (QD) (KVD) (KVD), null without attention_bias
+  float* ffn_norm;                  // (C)
+  float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
+  float *k_cache, *v_cache;         // (P, KVD) each
+};
+
+class LlamaModel {
+ public:
+  // Builds the plan, allocates it, and copies/converts every weight from `tensors` (checked
+  // against the config by name and shape).
+  LlamaModel(const ModelConfig& config, const TensorSet& tensors, InferenceOptions opts, const Ops& ops);
+
+  // Loads a checkpoint path (HF folder, .safetensors in an HF folder, or llama2.c .bin).
+  static std::unique_ptr<LlamaModel> load(const std::string& path, InferenceOptions opts, const Ops& ops);
+
+  // Runs tokens[0..T) at positions pos0..pos0+T-1 through the model, appending to the KV cache,
+  // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context().
+  void forward(const int* tokens, int T, int pos0);
+
+  const float* logits() const { return logits_; }
+  float* logits() { return logits_; }
+  const ModelConfig& config() const { return cfg_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const Arenas& arenas() const { return arenas_; }
+  int context() const { return opts_.context; }
+
+ private:
+  void load_weights(const TensorSet& tensors);
+  void forward_block(const int* tokens, int T, int pos0);
+
+  ModelConfig cfg_;
+  InferenceOptions opts_;
+  const Ops& ops_;
+  MemoryPlan plan_;
+  Arenas arenas_;
+  float* embed_ = nullptr;       // (V, C)
+  float* final_norm_ = nullptr;  // (C)
+  float* lm_head_ = nullptr;     // (V, C), = embed_ when tied
+  std::vector<LayerWeights> layers_;
+  float* inv_freq_ = nullptr;    // (HS/2)
+  // activations, one prefill block at a time
+  float *x_, *xn_, *q_, *att_, *gate_, *up_;  // (TB,C) (TB,C) (TB,QD) (TB,QD) (TB,F) (TB,F)
+  int* pos_ = nullptr;                        // (TB)
+  float* logits_ = nullptr;                   // (V)
+};
+
+}  // namespace lt

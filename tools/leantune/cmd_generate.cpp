@@ -1,0 +1,89 @@
+// `leantune generate`: load a model and tokenizer, stream a completion of the prompt to stdout,
+// then print prefill and decode speed to stderr.
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "infer/generate.h"
+#include "kernels/ops.h"
+
+namespace lt::cli {
+
+namespace {
+struct GenerateArgs {
+  std::string model, tokenizer, prompt;
+  int threads = 0, context = 0, max_new_tokens = 256;
+  bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
+  std::vector<std::string> stop;
+  SamplerOptions s;
+};
+
+std::string default_tokenizer(const std::string& model) {
+  // HF folder: the folder itself; llama2.c: no default (must be given)
+  auto slash = model.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
+  if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
+  return model.size() >= 12 && model.compare(model.size() - 12, 12, ".safetensors") == 0 ? dir : model;
+}
+
+void run_generate(const GenerateArgs& a) {
+  set_num_threads(a.threads);
+  std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
+  LT_CHECK(!tok_path.empty(), "{}: a llama2.c checkpoint needs --tokenizer (e.g. tok512.bin)", a.model);
+  auto tok = Tokenizer::load(tok_path);
+  InferenceOptions io;
+  io.context = a.context;
+  auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
+  GenerateOptions g;
+  g.max_new_tokens = a.max_new_tokens;
+  g.stop = a.stop;
+  g.stop_at_eos = !a.ignore_eos;
+  g.add_bos = !a.no_bos;
+  g.sampler = a.s;
+  auto r = generate(*model, *tok, a.prompt, g, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!a.quiet) {
+    size_t np = r.prompt_ids.size();
+    std::fprintf(stderr, "%s", fmt::format(
+        "[prefill {} tokens: {:.1f} tok/s | decode {} tokens: {:.1f} tok/s | stop: {} | threads {} | {}]\n", np,
+        np / std::max(r.prefill_seconds, 1e-9), r.decode_tokens,
+        r.decode_tokens / std::max(r.decode_seconds, 1e-9), r.stop_reason, num_threads(),
+        a.reference ? "reference kernels" : isa_name(cpu_isa())).c_str());
+  }
+}
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* c = app.add_subcommand("generate", "Generate text from a prompt");
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
+  c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
+  c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most")->check(CLI::NonNegativeNumber);
+  c->add_option("--temperature", a->s.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  c->add_option("--top-p", a->s.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+  c->add_option("--min-p", a->s.min_p, "drop tokens below min_p * max prob (0 = off)")->check(CLI::Range(0.0, 1.0));
+  c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--seed", a->s.seed, "sampling seed");
+  c->add_option("--stop", a->stop, "stop string (repeatable)");
+  c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
+  c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
+  c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");
+  c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");
+  c->add_flag("--reference", a->reference, "use the scalar reference kernels");
+  c->add_flag("--quiet,-q", a->quiet, "do not print speed");
+  c->callback([a] { run_generate(*a); });
+}
+
+}  // namespace lt::cli

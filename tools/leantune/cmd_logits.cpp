@@ -1,0 +1,65 @@
+// `leantune logits`: a test and debugging aid. Prefills the given token ids, then feeds the
+// `--decode` ids one at a time through the KV cache, and writes the last-token logits after the
+// prefill and after each decode step as raw little-endian f32 rows ((1 + n_decode) × V) to --out.
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "kernels/ops.h"
+#include "model/llama_model.h"
+
+namespace lt::cli {
+
+static std::vector<int> parse_ids(const std::string& s, const char* what) {
+  std::vector<int> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    try {
+      ids.push_back(std::stoi(item));
+    } catch (...) {
+      fail("{}: '{}' is not a token id", what, item);
+    }
+  }
+  return ids;
+}
+
+void add_logits_command(CLI::App& app) {
+  struct Args { std::string model, prompt, decode, out; int threads = 0, context = 0, block = 0; bool reference = false; };
+  auto a = std::make_shared<Args>();
+  auto* c = app.add_subcommand("logits", "Write next-token logits for given token ids (testing aid)");
+  c->add_option("--model,-m", a->model, "model path")->required();
+  c->add_option("--ids", a->prompt, "comma-separated prompt token ids")->required();
+  c->add_option("--decode", a->decode, "comma-separated ids fed one at a time after the prompt");
+  c->add_option("--out,-o", a->out, "output file (raw f32)")->required();
+  c->add_option("--threads,-t", a->threads, "threads");
+  c->add_option("--context", a->context, "KV cache positions");
+  c->add_option("--prefill-block", a->block, "prefill block size");
+  c->add_flag("--reference", a->reference, "use the scalar reference kernels");
+  c->callback([a] {
+    set_num_threads(a->threads);
+    auto prompt = parse_ids(a->prompt, "--ids");
+    auto dec = parse_ids(a->decode, "--decode");
+    LT_CHECK(!prompt.empty(), "--ids: no token ids given");
+    InferenceOptions io;
+    io.context = a->context;
+    io.prefill_block = a->block;
+    auto model = LlamaModel::load(a->model, io, a->reference ? ops_ref() : ops_cpu());
+    const int V = model->config().vocab_size;
+    std::FILE* f = std::fopen(a->out.c_str(), "wb");
+    LT_CHECK(f, "{}: cannot open for writing", a->out);
+    model->forward(prompt.data(), int(prompt.size()), 0);
+    std::fwrite(model->logits(), sizeof(float), V, f);
+    int pos = int(prompt.size());
+    for (int id : dec) {
+      model->forward(&id, 1, pos++);
+      std::fwrite(model->logits(), sizeof(float), V, f);
+    }
+    LT_CHECK(std::fclose(f) == 0, "{}: write failed", a->out);
+  });
+}
+
+}  // namespace lt::cli

@@ -1,0 +1,12 @@
+// Each subcommand of the leantune program lives in its own cmd_*.cpp and registers itself here.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace lt::cli {
+
+void add_generate_command(CLI::App& app);  // cmd_generate.cpp
+void add_info_command(CLI::App& app);      // cmd_info.cpp
+void add_tokenize_command(CLI::App& app);  // cmd_tokenize.cpp
+void add_logits_command(CLI::App& app);    // cmd_logits.cpp
+
+}  // namespace lt::cli

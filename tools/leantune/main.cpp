@@ -1,0 +1,29 @@
+// leantune: fine-tune and run Llama-family models on the CPU. Subcommands register from cmd_*.cpp;
+// user errors (lt::Error) are printed as one line and exit with status 1.
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"leantune: fine-tune and run Llama-family language models"};
+  app.require_subcommand(1);
+  lt::cli::add_generate_command(app);
+  lt::cli::add_info_command(app);
+  lt::cli::add_tokenize_command(app);
+  lt::cli::add_logits_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const lt::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "leantune: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "leantune: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
