@@ -1,9 +1,9 @@
 // The token sampler (see sampler.h for the order of stages and their HF counterparts).
 // Sampling works on a candidate list of token ids rather than on all V logits: it starts as every
-// finite logit, top-k shrinks it with nth_element (O(V)), top-p sorts only as much of it as the
-// nucleus needs (a partial sort whose window grows 4x at a time), min-p compacts it, and the draw
-// walks its cumulative weights. Weights are exp(logit - max logit) over the candidates; each
-// filter compares ratios of weights, so no stage needs the normalised softmax itself.
+// finite logit, top-k shrinks it by heap select or nth_element (O(V)), top-p finds the nucleus by
+// quickselect bisection on its mass (O(V), no full sort), min-p compacts it, and the draw walks
+// its cumulative weights. Weights are exp(logit - max logit) over the candidates; each filter
+// compares ratios of weights, so no stage needs the normalised softmax itself.
 // Dimension letters: V vocabulary, L context length, n candidates left.
 #include "infer/sampler.h"
 
@@ -142,7 +142,9 @@ int Sampler::sample(float* logits, std::span<const int> context) {
   // Top-k: HF keeps every score >= the k-th largest, so ties with the k-th stay in.
   if (opts_.top_k > 0 && size_t(opts_.top_k) < n) {
     const size_t k = size_t(opts_.top_k);
-    std::nth_element(cand, cand + (k - 1), cand + n, better);
+    // A small k is a heap select (one compare per rejected id); a large one, introselect.
+    if (k <= 256) std::partial_sort(cand, cand + k, cand + n, better);
+    else std::nth_element(cand, cand + (k - 1), cand + n, better);
     const float kth = logits[cand[k - 1]];
     size_t kept = k;
     for (size_t j = k; j < n; ++j)
@@ -161,23 +163,41 @@ int Sampler::sample(float* logits, std::span<const int> context) {
   }
 
   // Top-p: keep tokens, best first, until their mass reaches top_p (the token crossing it stays).
+  // Fast path: partial-sort the best 64 and scan them (a peaked distribution ends there). Else
+  // bisect the rest by quickselect: split the undecided range [lo, hi) at its middle with
+  // nth_element; if the better half's mass reaches the target, the crossing token lies in it,
+  // otherwise past it. O(n) expected, against O(n log n) for HF's full sort.
   if (opts_.top_p < 1.0f && n > 1) {
     const double target = double(opts_.top_p) * total;
-    double cum = 0.0;
-    size_t sorted = 0;
-    bool cut = false;
-    for (size_t window = std::min<size_t>(n, 64);; window = std::min(n, window * 4)) {
-      // The first `sorted` ids are already the best, in order: sort only the next slice.
-      std::partial_sort(cand + sorted, cand + window, cand + n, better);
-      for (; sorted < window; ++sorted) {
-        cum += w[cand[sorted]];
-        if (cum >= target) { cut = true; break; }
-      }
-      if (cut || window == n) break;  // not cut: rounding kept cum under target, keep everything
+    const size_t head = std::min<size_t>(n, 64);
+    std::partial_sort(cand, cand + head, cand + n, better);
+    double above = 0.0;  // mass of cand[0, lo), every one better than all of cand[lo, n)
+    size_t lo = 0, hi = n;
+    for (; lo < head; ++lo) {
+      above += w[cand[lo]];
+      if (above >= target) { hi = lo + 1; lo = hi; break; }
     }
-    if (cut) {
-      n = sorted + 1;
-      total = cum;
+    while (hi - lo > 64) {
+      const size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(cand + lo, cand + mid, cand + hi, better);
+      double m = 0.0;
+      for (size_t j = lo; j < mid; ++j) m += w[cand[j]];
+      if (above + m >= target) {
+        hi = mid;
+      } else {
+        above += m;
+        lo = mid;
+      }
+    }
+    std::sort(cand + lo, cand + hi, better);
+    for (; lo < hi; ++lo) {
+      above += w[cand[lo]];
+      if (above >= target) { hi = lo + 1; break; }
+    }
+    // hi == n with the target unmet means rounding kept the full mass just under it: keep all.
+    if (hi < n) {
+      n = hi;
+      total = above;
     }
   }
 

@@ -78,9 +78,11 @@ struct Fields {
   }
 };
 
+// rope_scaling (transformers < 5) or rope_parameters (transformers >= 5, which also holds rope_theta).
 RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   RopeScaling rs;
   auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) it = j.find("rope_parameters");
   if (it == j.end() || it->is_null()) return rs;
   LT_CHECK(it->is_object(), "{}: field 'rope_scaling' must be an object or null, got {}", where, it->dump());
   std::string sub = where + " (rope_scaling)";
@@ -131,6 +133,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.max_seq_len = f.opt_int("max_position_embeddings", c.max_seq_len);
   c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
   c.rope_theta = f.opt_float("rope_theta", 10000.0f);
+  if (!f.find("rope_theta")) {
+    auto rp = j.find("rope_parameters");
+    if (rp != j.end() && rp->is_object()) c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
+  }
   c.rope_scaling = parse_rope_scaling(j, where);
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);

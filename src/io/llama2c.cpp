@@ -56,11 +56,12 @@ Llama2cModel load_llama2c(const std::string& path) {
            "{}: llama2.c export version {} is not supported; export with the legacy format (version 0)", path, h[1]);
   const int C = h[0], F = h[1], L = h[2], NH = h[3], NKV = h[4], T = h[6];
   const bool shared = h[5] > 0;
-  LT_CHECK(h[5] != 0 && h[5] != INT32_MIN, "{}: llama2.c header has vocab_size {}", path, h[5]);
+  LT_CHECK(h[5] != 0 && h[5] != INT32_MIN, "{}: llama2.c header has vocab_size {} (not a llama2.c checkpoint?)", path,
+           h[5]);
   const int V = shared ? h[5] : -h[5];
   LT_CHECK(C > 0 && F > 0 && L > 0 && NH > 0 && NKV > 0 && T > 0,
-           "{}: llama2.c header has non-positive sizes: dim {}, hidden_dim {}, n_layers {}, n_heads {}, n_kv_heads "
-           "{}, seq_len {}",
+           "{}: llama2.c header has non-positive sizes (not a llama2.c checkpoint?): dim {}, hidden_dim {}, "
+           "n_layers {}, n_heads {}, n_kv_heads {}, seq_len {}",
            path, C, F, L, NH, NKV, T);
   LT_CHECK(C % NH == 0, "{}: llama2.c header: dim {} is not a multiple of n_heads {}", path, C, NH);
   LT_CHECK(NKV <= NH && NH % NKV == 0, "{}: llama2.c header: n_heads {} is not a multiple of n_kv_heads {}", path, NH,

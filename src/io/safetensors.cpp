@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -76,8 +78,8 @@ void check_entry(const std::string& path, const Entry& e, uint64_t buf_start, ui
   LT_CHECK(e.end <= buf_size, "{}: tensor '{}': data ends at byte {} past the end of the data buffer ({} bytes)", path,
            e.name, e.end, buf_size);
   LT_CHECK(e.end - e.begin == bytes,
-           "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but a {} tensor of this shape needs {}", path, e.name,
-           e.begin, e.end, e.end - e.begin, dtype_name(e.dtype), bytes);
+           "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but a {} tensor of shape [{}] needs {}", path,
+           e.name, e.begin, e.end, e.end - e.begin, dtype_name(e.dtype), fmt::join(e.shape, ", "), bytes);
   LT_CHECK((buf_start + e.begin) % esize == 0,
            "{}: tensor '{}': data at file offset {} is not aligned to its {}-byte {} elements", path, e.name,
            buf_start + e.begin, esize, dtype_name(e.dtype));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -47,6 +48,27 @@ void expect_frequencies(const std::vector<int>& counts, const std::vector<double
     EXPECT_NEAR(counts[i], mean, 4.5 * sigma) << "token " << i << " p=" << p;
     EXPECT_GT(counts[i], 0) << "token " << i << " is in the kept set but never sampled";
   }
+}
+
+// The HF nucleus by brute force (full sort, double sums): 1 for each id top-p keeps.
+std::vector<uint8_t> brute_force_nucleus(const std::vector<float>& l, double top_p, int* size) {
+  const int V = int(l.size());
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  const double mx = l[order[0]];
+  double Z = 0.0;
+  for (int i = 0; i < V; ++i) Z += std::exp(double(l[i]) - mx);
+  std::vector<uint8_t> in(V, 0);
+  double cum = 0.0;
+  *size = 0;
+  for (int id : order) {
+    in[id] = 1;
+    ++*size;
+    cum += std::exp(double(l[id]) - mx) / Z;
+    if (cum >= top_p) break;
+  }
+  return in;
 }
 
 TEST(SamplerGreedy, PicksArgmaxLowestIdOnTies) {
@@ -262,29 +284,16 @@ TEST(SamplerOptions, RejectsBadValues) {
 }
 
 TEST(SamplerTopP, LargeVocabMatchesBruteForceNucleus) {
-  // V = 128k exercises the growing partial sort; the brute-force nucleus uses a full sort.
+  // V = 128k with a flat distribution: a nucleus of thousands, found by the quickselect bisection.
   const int V = 128256;
   std::mt19937 gen(99);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   std::vector<float> l(V);
   for (auto& v : l) v = nd(gen);
   const float top_p = 0.9f;
-
-  std::vector<int> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-  double Z = 0.0;
-  for (int i = 0; i < V; ++i) Z += std::exp(double(l[i]) - l[order[0]]);
-  std::vector<uint8_t> in_nucleus(V, 0);
-  double cum = 0.0;
   int nucleus = 0;
-  for (int id : order) {
-    in_nucleus[id] = 1;
-    ++nucleus;
-    cum += std::exp(double(l[id]) - l[order[0]]) / Z;
-    if (cum >= top_p) break;
-  }
-  ASSERT_GT(nucleus, 1000);  // the window must have grown several times
+  const auto in_nucleus = brute_force_nucleus(l, top_p, &nucleus);
+  ASSERT_GT(nucleus, 1000);
   ASSERT_LT(nucleus, V);
 
   Sampler s({.top_p = top_p, .seed = 77}, V);
@@ -295,12 +304,37 @@ TEST(SamplerTopP, LargeVocabMatchesBruteForceNucleus) {
     EXPECT_TRUE(in_nucleus[t]) << "token " << t << " sampled outside the nucleus";
   }
   // Top-k on the same vocabulary: only the k best.
+  std::vector<float> sorted = l;
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
   Sampler k({.top_k = 50, .seed = 78}, V);
   for (int i = 0; i < 50; ++i) {
     w = l;
     const int t = k.sample(w.data(), {});
-    EXPECT_GE(l[t], l[order[49]]);
+    EXPECT_GE(l[t], sorted[49]);
   }
+}
+
+TEST(SamplerTopP, MidSizeNucleusSupportIsExact) {
+  // 99 head tokens of ~0.008 each (mass ~0.79) over a long tail: top_p = 0.78 keeps ~98 of them,
+  // past the 64-token fast path. 3000 draws give each kept token ~30 hits, so the sampled support
+  // must be exactly the brute-force nucleus: nothing missing, nothing extra.
+  const int V = 8192, H = 99;
+  std::vector<int> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(5));
+  std::vector<float> l(V);
+  for (int r = 0; r < V; ++r) {
+    const double p = r < H ? 0.008 * (1.0 - 0.001 * r) : 0.21 / (V - H);
+    l[ids[r]] = float(std::log(p));
+  }
+  int nucleus = 0;
+  const auto in_nucleus = brute_force_nucleus(l, 0.78, &nucleus);
+  ASSERT_GT(nucleus, 64);
+  ASSERT_LE(nucleus, H);
+
+  Sampler s({.top_p = 0.78f, .seed = 31}, V);
+  const auto counts = draw_counts(s, l, 3000);
+  for (int i = 0; i < V; ++i) EXPECT_EQ(counts[i] > 0, bool(in_nucleus[i])) << "token " << i;
 }
 
 }  // namespace

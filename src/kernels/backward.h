@@ -1,0 +1,93 @@
+// The training op table: the backward of every forward op in ops.h, the document-masked training
+// attention (forward + backward) and the chunked fused lm_head + cross-entropy loss, as function
+// pointers so a backend (ref now; cpu, cuda later) fills the same list and is tested against ref.
+// All tensors are row-major f32. Dimension letters as in ops.h: T tokens, C channels, IC/OC linear
+// in/out, NH heads, NKV key/value heads, HS head size, F MLP width, V vocabulary.
+// Conventions (llm.c): outputs first, dimensions last; a gradient output marked "+=" ACCUMULATES
+// into what the caller left there (zero it first for a plain gradient), one marked "written" is
+// overwritten. A gradient pointer documented "may be null" is skipped (frozen parameter).
+// Usage: const TrainOps& tops = train_ops_ref(); tops.matmul_backward(dx, dw, nullptr, dout, x, w, T, IC, OC);
+#pragma once
+#include <cstddef>
+
+namespace lt {
+
+struct TrainOps {
+  const char* name;
+
+  // Backward of embedding_forward: dtable (V, C) += scatter-add of dout (T, C) into the rows
+  // tokens[t] (T); a token repeated in the sequence accumulates every occurrence.
+  void (*embedding_backward)(float* dtable, const float* dout, const int* tokens, int T, int C);
+
+  // Backward of rmsnorm_forward (out = w * (x * rstd), rstd = 1/sqrt(mean(x^2) + eps)).
+  // dx (T, C) +=; dw (C) += (may be null when w is frozen); dout, x (T, C); w (C);
+  // rstd (T) as saved by the forward. With n = x*rstd, g = dout*w:
+  // dx = rstd * (g - n * mean(g * n)), dw = sum_t dout * n.
+  void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                           const float* rstd, int T, int C);
+
+  // Backward of rope_forward, in place on dx (T, NH, HS): on entry the gradient wrt the roped
+  // output, on exit the gradient wrt the pre-rope input (the transposed = inverse rotation).
+  // Same pos (T), inv_freq (HS/2), layout and f32 angle (float(pos) * inv_freq[i]) as the forward.
+  void (*rope_backward)(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+
+  // Training attention with document masking, causal, GQA (head h uses KV head h / (NH/NKV)).
+  // q (T, NH*HS); k, v (T, NKV*HS); query t attends keys doc_start[t]..t (doc_start (T), with
+  // 0 <= doc_start[t] <= t; all zeros = one document = plain causal attention), scores scaled
+  // by 1/sqrt(HS). out (T, NH*HS) written; lse (NH, T) written when not null: the log-sum-exp
+  // of the scaled scores, which the backward needs. Online softmax, no T×T buffer.
+  void (*attention_train_forward)(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  const int* doc_start, int T, int NH, int NKV, int HS);
+
+  // Flash-attention-2 style backward of attention_train_forward: probabilities are recomputed
+  // from lse, D_t = rowsum(dout_t * out_t), dS = P * (dout·vᵀ - D). dq (T, NH*HS) +=;
+  // dk, dv (T, NKV*HS) += (the NH/NKV query heads of a group all accumulate into their KV head).
+  // dout, out (T, NH*HS); q, k, v, doc_start as in the forward; lse (NH, T) from the forward.
+  void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                             const float* v, const float* out, const float* lse, const int* doc_start, int T,
+                             int NH, int NKV, int HS);
+
+  // Backward of swiglu_forward (out = silu(gate) * up): dgate, dup (T, F) WRITTEN (not
+  // accumulated); dout, gate, up (T, F). dgate = dout*up*sig(g)*(1 + g*(1 - sig(g))), dup = dout*silu(g).
+  void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,
+                          int F);
+
+  // Backward of matmul_forward (out = x·wᵀ + b). dout (T, OC); x (T, IC); w (OC, IC).
+  // dx (T, IC) += dout·w; dw (OC, IC) += doutᵀ·x; db (OC) += sum_t dout. Each may be null (skipped).
+  void (*matmul_backward)(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
+                          int IC, int OC);
+
+  // Fused lm_head + softmax + cross-entropy over chunks of `chunk` token rows (DESIGN.md §5):
+  // the logits of at most chunk rows exist at a time, in logits_chunk (chunk, V) scratch.
+  // x (T, C) final-normed hidden states; w (V, C) the lm_head; labels (T), -100 = ignored,
+  // others must be in [0, V) (else lt::Error). Returns the mean loss over the non-ignored
+  // labels (0 when there are none). Gradients are those of loss_scale * mean loss:
+  // dx (T, C) WRITTEN (rows of ignored labels get 0), dw (V, C) +=; either may be null, and
+  // with both null only the loss is computed. Log-sum-exp is max-subtracted, in double.
+  float (*lm_head_loss)(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                        const int* labels, int T, int C, int V, int chunk, float loss_scale);
+};
+
+inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
+
+const TrainOps& train_ops_ref();  // scalar reference: the specification (src/kernels/ref/backward_*.cpp)
+
+// The reference functions themselves, so tests can call one directly (same contracts as above).
+namespace ref {
+void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C);
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int T, int C);
+void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void attention_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const int* doc_start, int T, int NH, int NKV, int HS);
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
+                        int NKV, int HS);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int F);
+void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
+                     int IC, int OC);
+float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
+                   int T, int C, int V, int chunk, float loss_scale);
+}  // namespace ref
+
+}  // namespace lt

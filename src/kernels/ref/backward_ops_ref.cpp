@@ -1,0 +1,22 @@
+// The reference training op table: every entry is a plain scalar loop from this directory
+// (backward_*.cpp, cross_entropy.cpp). Fast backends fill the same TrainOps and test against it.
+#include "kernels/backward.h"
+
+namespace lt {
+
+const TrainOps& train_ops_ref() {
+  static const TrainOps ops = {
+      "ref",
+      ref::embedding_backward,
+      ref::rmsnorm_backward,
+      ref::rope_backward,
+      ref::attention_train_forward,
+      ref::attention_backward,
+      ref::swiglu_backward,
+      ref::matmul_backward,
+      ref::lm_head_loss,
+  };
+  return ops;
+}
+
+}  // namespace lt

@@ -1,0 +1,64 @@
+// Tokenizer::load dispatches on content: a folder (tokenizer.json + optional
+// tokenizer_config.json), a JSON file (first non-blank byte '{'), else a llama2.c tokenizer .bin.
+// StreamDecoder re-decodes the ids so far and returns the new complete text, holding back a
+// trailing U+FFFD or incomplete character that later tokens may still complete, and everything
+// while the last token is a "<0xNN>" byte piece.
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace lt {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
+  std::error_code ec;
+  LT_CHECK(fs::exists(path, ec), "{}: tokenizer path does not exist", path);
+  if (fs::is_directory(path, ec)) {
+    std::string json_path = (fs::path(path) / "tokenizer.json").string();
+    LT_CHECK(fs::is_regular_file(json_path, ec),
+             "{}: folder has no tokenizer.json (SentencePiece tokenizer.model files are not supported)", path);
+    std::string cfg_path = (fs::path(path) / "tokenizer_config.json").string();
+    std::string cfg = fs::is_regular_file(cfg_path, ec) ? read_text_file(cfg_path) : std::string();
+    return load_hf_tokenizer(json_path, read_text_file(json_path), cfg_path, cfg);
+  }
+  std::string bytes = read_text_file(path);
+  size_t i = bytes.find_first_not_of(" \t\r\n");
+  if (i != std::string::npos && (bytes[i] == '{' || bytes[i] == '[')) return load_hf_tokenizer(path, bytes, "", "");
+  return load_llama2c_tokenizer(path, bytes);
+}
+
+std::string Tokenizer::StreamDecoder::push(int id) {
+  ids_.push_back(id);
+  // A run of byte-fallback pieces is decoded as a whole (ByteFallback turns the entire run into
+  // U+FFFDs when it is not valid UTF-8), so nothing is final until the run ends.
+  // A skipped special token (or an unknown id) adds nothing and lets the runs around it join.
+  std::string piece = tok_.token_text(id);
+  if (piece.empty() || (skip_ && tok_.is_special(id))) return {};
+  if (piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>') return {};
+  std::string text = tok_.decode(ids_, skip_);
+  std::string_view v = text;
+  // Hold back what a later token may still change: an incomplete character, or U+FFFD standing
+  // for the partial byte run of a byte-fallback / byte-level character.
+  if (utf8::incomplete_tail_len(v) > 0) return {};
+  if (v.size() >= 3 && v.substr(v.size() - 3) == utf8::kReplacement) return {};
+  if (text.size() <= emitted_) return {};
+  std::string out = text.substr(emitted_);
+  emitted_ = text.size();
+  return out;
+}
+
+std::string Tokenizer::StreamDecoder::flush() {
+  std::string text = tok_.decode(ids_, skip_);
+  std::string out = text.size() > emitted_ ? utf8::lossy(std::string_view(text).substr(emitted_)) : std::string();
+  emitted_ = text.size();
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,233 @@
+// HF config.json parsing (every supported architecture, defaults, each error naming file and
+// field) and weight folders (single file, sharded index, missing shard or tensor).
+#include "io/hf_model.h"
+
+#include <gtest/gtest.h>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "io_test_util.h"
+
+namespace lt {
+namespace {
+
+using test::TempDir;
+using test::write_bytes;
+
+const char* kLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+  "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+  "intermediate_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072,
+  "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true,
+  "attention_bias": false, "mlp_bias": false, "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "torch_dtype": "bfloat16"})";
+
+TEST(HfConfig, Llama32) {
+  ModelConfig c = parse_hf_config(kLlama, "config.json");
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_EQ(c.dim, 2048);
+  EXPECT_EQ(c.n_layers, 16);
+  EXPECT_EQ(c.n_heads, 32);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.hidden_dim, 8192);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_seq_len, 131072);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 32.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.rope_layout, RopeLayout::Halves);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_EQ(c.eos_token_id, 128001);
+}
+
+TEST(HfConfig, DefaultsForOptionalFields) {
+  ModelConfig c = parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "rope_scaling": null,
+      "head_dim": null, "eos_token_id": 2})", "c.json");
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.max_seq_len, 2048);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.rope_scaling.type, "");
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_EQ(c.eos_token_id, 2);
+}
+
+TEST(HfConfig, Qwen2AlwaysHasQkvBias) {
+  ModelConfig c = parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24,
+      "num_attention_heads": 14, "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936,
+      "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+      "tie_word_embeddings": true, "bos_token_id": 151643, "eos_token_id": 151645, "sliding_window": 32768})",
+                                  "qwen/config.json");
+  EXPECT_EQ(c.arch, "qwen2");
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+}
+
+TEST(HfConfig, Mistral) {
+  ModelConfig c = parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
+      "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 1000000, "sliding_window": null})",
+                                  "m.json");
+  EXPECT_EQ(c.arch, "mistral");
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FALSE(c.tie_embeddings);
+}
+
+TEST(HfConfig, UnknownArchitecture) {
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "gpt2", "hidden_size": 768})", "gpt/config.json"),
+                  {"unknown architecture 'gpt2' in gpt/config.json; supported: llama, mistral, qwen2"});
+  EXPECT_LT_ERROR(parse_hf_config(R"({"hidden_size": 768})", "x/config.json"), {"x/config.json", "'model_type'"});
+}
+
+TEST(HfConfig, MissingAndWrongTypedFields) {
+  std::string base = R"("model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100)";
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + "}", "a/config.json"), {"a/config.json", "'hidden_size'", "missing"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": "64"})", "b/config.json"),
+                  {"b/config.json", "'hidden_size'", "integer"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64.5})", "c/config.json"),
+                  {"c/config.json", "'hidden_size'", "integer"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 4294967360})", "d/config.json"),
+                  {"d/config.json", "'hidden_size'", "range"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64, "rms_norm_eps": "x"})", "e/config.json"),
+                  {"e/config.json", "'rms_norm_eps'", "number"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64, "tie_word_embeddings": 1})", "f/config.json"),
+                  {"f/config.json", "'tie_word_embeddings'"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64, "eos_token_id": ["a"]})", "g/config.json"),
+                  {"g/config.json", "'eos_token_id'"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64, "num_key_value_heads": 3})", "h/config.json"),
+                  {"h/config.json", "key/value heads"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": -64})", "i/config.json"),
+                  {"i/config.json", "hidden size", "positive"});
+  EXPECT_LT_ERROR(parse_hf_config("{" + base + R"(, "hidden_size": 64, "num_attention_heads": 0})", "j/config.json"),
+                  {"j/config.json", "'num_attention_heads'"});
+}
+
+TEST(HfConfig, RopeScaling) {
+  std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100, "rope_scaling": )";
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"type": "linear", "factor": 2.0}})", "r/config.json"),
+                  {"r/config.json", "'linear'", "llama3"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "yarn", "factor": 2.0}})", "r/config.json"),
+                  {"r/config.json", "'yarn'"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "llama3"}})", "r/config.json"),
+                  {"r/config.json", "rope_scaling.factor"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"(5})", "r/config.json"), {"r/config.json", "'rope_scaling'"});
+  EXPECT_EQ(parse_hf_config(base + R"({"rope_type": "default"}})", "r").rope_scaling.type, "");
+  EXPECT_EQ(parse_hf_config(base + R"({"type": "llama3", "factor": 8}})", "r").rope_scaling.factor, 8.0f);
+}
+
+TEST(HfConfig, FileErrors) {
+  TempDir dir;
+  EXPECT_LT_ERROR(load_hf_config(dir / "config.json"), {"config.json"});
+  write_bytes(dir / "config.json", R"({"model_type": "llama", "hidden_size": )");
+  EXPECT_LT_ERROR(load_hf_config(dir / "config.json"), {dir / "config.json", "malformed JSON"});
+  write_bytes(dir / "config.json", "[1, 2]");
+  EXPECT_LT_ERROR(load_hf_config(dir / "config.json"), {dir / "config.json", "object"});
+  write_bytes(dir / "config.json", R"({"model_type": "gpt2"})");
+  EXPECT_LT_ERROR(load_hf_config(dir / "config.json"),
+                  {"unknown architecture 'gpt2' in " + (dir / "config.json") + "; supported: llama, mistral, qwen2"});
+}
+
+// A tiny llama folder: config + weights, written either as one file or as two shards.
+const char* kTinyConfig = R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10})";
+
+TensorInfo f32_tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& data) {
+  TensorInfo t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.data = data.data();
+  t.nbytes = data.size() * 4;
+  return t;
+}
+
+TEST(IoHfWeights, SingleFileFolder) {
+  TempDir dir;
+  write_text_file_atomic(dir / "config.json", kTinyConfig);
+  std::vector<float> emb(80, 0.5f), norm(8, 1.0f);
+  save_safetensors(dir / "model.safetensors",
+                   {f32_tensor("model.embed_tokens.weight", {10, 8}, emb), f32_tensor("model.norm.weight", {8}, norm)});
+  HfModelFiles m = load_hf_folder(dir.path);
+  EXPECT_EQ(m.config.dim, 8);
+  const TensorInfo& e = m.tensors.get("model.embed_tokens.weight", {m.config.vocab_size, m.config.dim});
+  EXPECT_EQ(static_cast<const float*>(e.data)[79], 0.5f);
+  EXPECT_LT_ERROR(m.tensors.get("model.norm.weight", {m.config.hidden_dim}),
+                  {"model.safetensors", "'model.norm.weight'", "[8]", "[16]"});
+}
+
+struct ShardedFolder {
+  TempDir dir;
+  std::vector<float> emb = std::vector<float>(80, 0.25f), norm = std::vector<float>(8, 2.0f);
+  ShardedFolder() {
+    write_text_file_atomic(dir / "config.json", kTinyConfig);
+    save_safetensors(dir / "model-00001-of-00002.safetensors", {f32_tensor("model.embed_tokens.weight", {10, 8}, emb)});
+    save_safetensors(dir / "model-00002-of-00002.safetensors", {f32_tensor("model.norm.weight", {8}, norm)});
+  }
+  void index(const std::string& weight_map) {
+    write_text_file_atomic(dir / "model.safetensors.index.json",
+                           R"({"metadata": {"total_size": 352}, "weight_map": )" + weight_map + "}");
+  }
+};
+
+TEST(IoHfWeights, ShardedIndex) {
+  ShardedFolder f;
+  f.index(R"({"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+              "model.norm.weight": "model-00002-of-00002.safetensors"})");
+  TensorSet s = load_hf_weights(f.dir.path);
+  EXPECT_EQ(s.all().size(), 2u);
+  EXPECT_EQ(static_cast<const float*>(s.get("model.norm.weight", {8}).data)[7], 2.0f);
+  EXPECT_EQ(s.get("model.embed_tokens.weight", {10, 8}).file, f.dir / "model-00001-of-00002.safetensors");
+}
+
+TEST(IoHfWeights, MissingShard) {
+  ShardedFolder f;
+  f.index(R"({"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+              "model.norm.weight": "model-00003-of-00003.safetensors"})");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path),
+                  {"model.safetensors.index.json", "model-00003-of-00003.safetensors", "missing"});
+}
+
+TEST(IoHfWeights, TensorNotInItsShard) {
+  ShardedFolder f;
+  f.index(R"({"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+              "model.norm.weight": "model-00002-of-00002.safetensors",
+              "lm_head.weight": "model-00002-of-00002.safetensors"})");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path), {"model.safetensors.index.json", "'lm_head.weight'", "not found"});
+  f.index(R"({"model.embed_tokens.weight": "model-00002-of-00002.safetensors",
+              "model.norm.weight": "model-00002-of-00002.safetensors"})");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path), {"model.safetensors.index.json", "'model.embed_tokens.weight'"});
+}
+
+TEST(IoHfWeights, BadIndex) {
+  ShardedFolder f;
+  f.index(R"({"a": "../etc/passwd"})");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path), {"model.safetensors.index.json", "'a'", "../etc/passwd"});
+  f.index("[]");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path), {"model.safetensors.index.json", "weight_map"});
+  write_bytes(f.dir / "model.safetensors.index.json", "{");
+  EXPECT_LT_ERROR(load_hf_weights(f.dir.path), {"model.safetensors.index.json", "malformed JSON"});
+  TempDir empty;
+  EXPECT_LT_ERROR(load_hf_weights(empty.path), {empty.path, "model.safetensors"});
+}
+
+}  // namespace
+}  // namespace lt

@@ -1,0 +1,87 @@
+// CPU kernels vs ref for the row-wise and elementwise ops (embedding, rmsnorm, rope, swiglu,
+// add), once per ISA, on sizes that do not divide the vector widths.
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.h"
+
+namespace lt::test {
+namespace {
+
+class KernelCpuPointwise : public KernelIsaTest {};
+
+TEST_P(KernelCpuPointwise, Embedding) {
+  int V = 11, C = 67, T = 37;
+  auto table = random_vec((size_t)V * C, 1);
+  std::vector<int> tokens(T);
+  for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
+  std::vector<float> got((size_t)T * C), want((size_t)T * C);
+  cpu().embedding_forward(got.data(), tokens.data(), table.data(), T, C);
+  ref().embedding_forward(want.data(), tokens.data(), table.data(), T, C);
+  expect_close(got, want, 0, 0, "embedding");
+}
+
+TEST_P(KernelCpuPointwise, Rmsnorm) {
+  for (int C : {1, 7, 16, 67, 300}) {
+    for (int T : {1, 37}) {
+      auto x = random_vec((size_t)T * C, 2 + C, -3, 3), w = random_vec(C, 3 + C);
+      std::vector<float> got(x.size()), want(x.size()), rg(T), rw(T);
+      cpu().rmsnorm_forward(got.data(), rg.data(), x.data(), w.data(), T, C, 1e-6f);
+      ref().rmsnorm_forward(want.data(), rw.data(), x.data(), w.data(), T, C, 1e-6f);
+      std::string tag = "rmsnorm C=" + std::to_string(C) + " T=" + std::to_string(T);
+      expect_close(got, want, 1e-5, 1e-7, tag);
+      expect_close(rg, rw, 1e-5, 0, tag + " rstd");
+      cpu().rmsnorm_forward(got.data(), nullptr, x.data(), w.data(), T, C, 1e-6f);  // rstd optional
+      expect_close(got, want, 1e-5, 1e-7, tag + " no rstd");
+    }
+  }
+}
+
+TEST_P(KernelCpuPointwise, RopeBothLayouts) {
+  for (int HS : {12, 64, 6}) {
+    int T = 37, NH = 3;
+    auto x = random_vec((size_t)T * NH * HS, 4);
+    std::vector<float> inv_freq(HS / 2);
+    for (int i = 0; i < HS / 2; i++) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / HS);
+    std::vector<int> pos(T);
+    for (int t = 0; t < T; t++) pos[t] = 1000 + 3 * t;  // decode-like positions, large angles
+    for (bool interleaved : {false, true}) {
+      auto got = x, want = x;
+      cpu().rope_forward(got.data(), pos.data(), inv_freq.data(), T, NH, HS, interleaved);
+      ref().rope_forward(want.data(), pos.data(), inv_freq.data(), T, NH, HS, interleaved);
+      expect_close(got, want, 1e-6, 1e-7, "rope HS=" + std::to_string(HS) + (interleaved ? " interleaved" : ""));
+    }
+  }
+}
+
+TEST_P(KernelCpuPointwise, Swiglu) {
+  for (int F : {1, 13, 67, 5000}) {
+    int T = F > 1000 ? 5 : 37;  // 5x5000 crosses the parallel threshold and chunk boundaries
+    auto g = random_vec((size_t)T * F, 5, -12, 12), u = random_vec((size_t)T * F, 6, -2, 2);
+    std::vector<float> got(g.size()), want(g.size());
+    cpu().swiglu_forward(got.data(), g.data(), u.data(), T, F);
+    ref().swiglu_forward(want.data(), g.data(), u.data(), T, F);
+    expect_close(got, want, 2e-6, 1e-7, "swiglu F=" + std::to_string(F));
+  }
+}
+
+TEST_P(KernelCpuPointwise, SwigluExtremeInputs) {
+  std::vector<float> g = {-200, -100, -88, -87, -50, -20, -1e-3f, 0, 1e-3f, 20, 50, 87, 88, 89, 100, 200, 1e30f};
+  std::vector<float> u(g.size(), 1.5f), got(g.size()), want(g.size());
+  cpu().swiglu_forward(got.data(), g.data(), u.data(), 1, (int)g.size());
+  ref().swiglu_forward(want.data(), g.data(), u.data(), 1, (int)g.size());
+  expect_close(got, want, 2e-6, 1e-30, "swiglu extremes");
+}
+
+TEST_P(KernelCpuPointwise, AddInplace) {
+  for (size_t n : {size_t(1), size_t(15), size_t(67), size_t(70001)}) {
+    auto x = random_vec(n, 7), y = random_vec(n, 8), want = x;
+    cpu().add_inplace(x.data(), y.data(), n);
+    ref().add_inplace(want.data(), y.data(), n);
+    expect_close(x, want, 0, 0, "add n=" + std::to_string(n));
+  }
+}
+
+LT_INSTANTIATE_ISAS(KernelCpuPointwise);
+
+}  // namespace
+}  // namespace lt::test

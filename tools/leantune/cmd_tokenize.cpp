@@ -1,0 +1,72 @@
+// `leantune tokenize`: encode text with a tokenizer (tokenizer.json, a folder holding one, or a
+// llama2.c tokenizer .bin) and print the ids.
+//   --text STR          prints the ids on one line, separated by spaces
+//   --input FILE.json   a JSON array of strings; prints a JSON array of {"ids": [...], "decoded": "..."}
+//   --no-special        do not add BOS/EOS (special tokens written in the text are still recognized)
+//   --skip-special      drop special tokens when decoding (--input only)
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct TokenizeArgs {
+  std::string tokenizer, text, input;
+  bool no_special = false, skip_special = false;
+};
+
+void run_tokenize(const TokenizeArgs& a) {
+  auto tok = Tokenizer::load(a.tokenizer);
+  const bool add_special = !a.no_special;
+  if (!a.input.empty()) {
+    nlohmann::json in;
+    try {
+      in = nlohmann::json::parse(read_text_file(a.input));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: malformed JSON: {}", a.input, e.what());
+    }
+    LT_CHECK(in.is_array(), "{}: expected a JSON array of strings", a.input);
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < in.size(); ++i) {
+      LT_CHECK(in[i].is_string(), "{}: element {} is not a string", a.input, i);
+      std::vector<int> ids = tok->encode(in[i].get<std::string>(), add_special);
+      out.push_back({{"ids", ids}, {"decoded", tok->decode(ids, a.skip_special)}});
+    }
+    std::string s = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fputc('\n', stdout);
+    return;
+  }
+  std::vector<int> ids = tok->encode(a.text, add_special);
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  std::printf("%s\n", line.c_str());
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app) {
+  auto args = std::make_shared<TokenizeArgs>();
+  CLI::App* cmd = app.add_subcommand("tokenize", "Encode text with a tokenizer and print the token ids");
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, a folder holding it, or a llama2.c tokenizer .bin")
+      ->required();
+  auto* text = cmd->add_option("--text", args->text, "text to encode; prints the ids on one line");
+  auto* input = cmd->add_option("--input", args->input, "JSON array of strings; prints [{\"ids\", \"decoded\"}, ...]");
+  text->excludes(input);
+  input->excludes(text);
+  cmd->add_flag("--no-special", args->no_special, "do not add BOS/EOS");
+  cmd->add_flag("--skip-special", args->skip_special, "drop special tokens when decoding (--input)");
+  cmd->callback([args, cmd] {
+    LT_CHECK(cmd->count("--text") + cmd->count("--input") == 1, "tokenize: give exactly one of --text or --input");
+    run_tokenize(*args);
+  });
+}
+
+}  // namespace lt::cli
