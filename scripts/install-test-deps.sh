@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors pytest
+  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft pytest
 fi

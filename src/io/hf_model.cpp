@@ -135,7 +135,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.rope_theta = f.opt_float("rope_theta", 10000.0f);
   if (!f.find("rope_theta")) {
     auto rp = j.find("rope_parameters");
-    if (rp != j.end() && rp->is_object()) c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
+    if (rp != j.end() && rp->is_object())
+      c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
   }
   c.rope_scaling = parse_rope_scaling(j, where);
   c.rope_layout = RopeLayout::Halves;

@@ -48,10 +48,10 @@ void validate_config(const ModelConfig& c, const std::string& where) {
              "{}: rope_scaling.original_max_position_embeddings must be positive, got {}", where,
              rs.original_max_position_embeddings);
   }
-  LT_CHECK(c.bos_token_id >= -1 && c.bos_token_id < c.vocab_size, "{}: bos_token_id {} is outside the vocabulary ({} tokens)", where,
-           c.bos_token_id, c.vocab_size);
-  LT_CHECK(c.eos_token_id >= -1 && c.eos_token_id < c.vocab_size, "{}: eos_token_id {} is outside the vocabulary ({} tokens)", where,
-           c.eos_token_id, c.vocab_size);
+  LT_CHECK(c.bos_token_id >= -1 && c.bos_token_id < c.vocab_size,
+           "{}: bos_token_id {} is outside the vocabulary ({} tokens)", where, c.bos_token_id, c.vocab_size);
+  LT_CHECK(c.eos_token_id >= -1 && c.eos_token_id < c.vocab_size,
+           "{}: eos_token_id {} is outside the vocabulary ({} tokens)", where, c.eos_token_id, c.vocab_size);
 }
 
 }  // namespace lt

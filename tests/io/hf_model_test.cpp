@@ -135,6 +135,23 @@ TEST(HfConfig, RopeScaling) {
   EXPECT_EQ(parse_hf_config(base + R"({"type": "llama3", "factor": 8}})", "r").rope_scaling.factor, 8.0f);
 }
 
+TEST(HfConfig, RopeParametersTransformers5) {
+  std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100, "rope_parameters": )";
+  ModelConfig d = parse_hf_config(base + R"({"rope_type": "default", "rope_theta": 1000000.0}})", "v5");
+  EXPECT_FLOAT_EQ(d.rope_theta, 1e6f);
+  EXPECT_EQ(d.rope_scaling.type, "");
+  ModelConfig l = parse_hf_config(
+      base + R"({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})",
+      "v5");
+  EXPECT_FLOAT_EQ(l.rope_theta, 5e5f);
+  EXPECT_EQ(l.rope_scaling.type, "llama3");
+  EXPECT_FLOAT_EQ(l.rope_scaling.factor, 8.0f);
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "yarn", "factor": 4.0}})", "v5/config.json"),
+                  {"v5/config.json", "'yarn'"});
+}
+
 TEST(HfConfig, FileErrors) {
   TempDir dir;
   EXPECT_LT_ERROR(load_hf_config(dir / "config.json"), {"config.json"});

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   lt::cli::add_tokenize_command(app);
   lt::cli::add_logits_command(app);
   lt::cli::add_bench_command(app);
+  lt::cli::add_grad_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,346 @@
+// PEFT adapter folders: adapter_config.json (nlohmann::json, sorted keys like PEFT's json.dump(
+// sort_keys=True, indent=2)) and adapter_model.safetensors (io/safetensors.h).
+// The config written holds the fields every PEFT version since 0.9 (use_dora) accepts, so older
+// PEFT releases, which reject unknown keys, load it too; newer ones fill their own defaults.
+#include "io/peft_adapter.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+
+namespace lt {
+
+namespace {
+
+constexpr const char* kConfigFile = "adapter_config.json";
+constexpr const char* kWeightsFile = "adapter_model.safetensors";
+constexpr std::string_view kKeyPrefix = "base_model.model.model.layers.";
+
+bool is_llama_module(const std::string& m) {
+  const auto& all = llama_linear_modules();
+  return std::find(all.begin(), all.end(), m) != all.end();
+}
+
+// A float as JSON the way Python prints it: integral values as integers (PEFT's lora_alpha is an
+// int), others through the shortest decimal that round-trips the float (0.05f -> 0.05, not
+// 0.05000000074505806).
+nlohmann::json json_number(float x) {
+  if (std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 1e15f) return int64_t(x);
+  return std::stod(fmt::format("{}", x));
+}
+
+std::string join_path(const std::string& dir, const char* name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+// Parsed form of a tensor key of a Llama LoRA adapter.
+struct ParsedKey {
+  int layer = -1;
+  std::string module;
+  enum Kind { LoraA, LoraB, Bias } kind = LoraA;
+};
+
+// Parses "base_model.model.model.layers.{i}.{parent}.{module}.{lora_A|lora_B}[.{adapter}].weight"
+// and "...{module}[.base_layer].bias". False when the key has any other form.
+bool parse_key(std::string_view key, ParsedKey* out) {
+  if (key.substr(0, kKeyPrefix.size()) != kKeyPrefix) return false;
+  key.remove_prefix(kKeyPrefix.size());
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0;;) {
+    size_t dot = key.find('.', pos);
+    parts.push_back(key.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos));
+    if (dot == std::string_view::npos) break;
+    pos = dot + 1;
+  }
+  // parts: layer, parent, module, rest...
+  if (parts.size() < 4) return false;
+  int layer = -1;
+  auto [ptr, ec] = std::from_chars(parts[0].data(), parts[0].data() + parts[0].size(), layer);
+  if (ec != std::errc() || ptr != parts[0].data() + parts[0].size() || layer < 0) return false;
+  std::string module(parts[2]);
+  if (!is_llama_module(module) || parts[1] != llama_module_parent(module)) return false;
+  std::vector<std::string_view> rest(parts.begin() + 3, parts.end());
+  out->layer = layer;
+  out->module = module;
+  if (rest.back() == "bias") {
+    if (rest.size() == 1 || (rest.size() == 2 && rest[0] == "base_layer")) {
+      out->kind = ParsedKey::Bias;
+      return true;
+    }
+    return false;
+  }
+  if (rest.back() != "weight" || (rest.size() != 2 && rest.size() != 3)) return false;
+  if (rest[0] == "lora_A") out->kind = ParsedKey::LoraA;
+  else if (rest[0] == "lora_B") out->kind = ParsedKey::LoraB;
+  else return false;
+  return true;
+}
+
+std::string normalized_key(const ParsedKey& k) {
+  return k.kind == ParsedKey::Bias ? peft_bias_key(k.layer, k.module)
+                                   : peft_lora_key(k.layer, k.module, k.kind == ParsedKey::LoraA);
+}
+
+}  // namespace
+
+std::string peft_lora_key(int layer, const std::string& module, bool is_A) {
+  return fmt::format("{}{}.{}.{}.{}.weight", kKeyPrefix, layer, llama_module_parent(module), module,
+                     is_A ? "lora_A" : "lora_B");
+}
+
+std::string peft_bias_key(int layer, const std::string& module) {
+  return fmt::format("{}{}.{}.{}.bias", kKeyPrefix, layer, llama_module_parent(module), module);
+}
+
+std::string peft_adapter_config_json(const LoraConfig& c, const std::string& base_model_name_or_path) {
+  LT_CHECK(c.r > 0, "LoRA rank r must be > 0 (got {})", c.r);
+  nlohmann::json j;
+  std::vector<std::string> targets = c.target_modules;
+  if (targets.size() == 1 && targets[0] == "all-linear") targets = llama_linear_modules();
+  j["alpha_pattern"] = nlohmann::json::object();
+  j["base_model_name_or_path"] = base_model_name_or_path.empty() ? nlohmann::json(nullptr)
+                                                                 : nlohmann::json(base_model_name_or_path);
+  j["bias"] = c.bias;
+  j["fan_in_fan_out"] = false;
+  j["inference_mode"] = true;
+  j["init_lora_weights"] = c.init == "gaussian" ? nlohmann::json("gaussian") : nlohmann::json(true);
+  j["layers_pattern"] = nullptr;
+  j["layers_to_transform"] =
+      c.layers_to_transform.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.layers_to_transform);
+  j["lora_alpha"] = json_number(c.alpha);
+  j["lora_dropout"] = json_number(c.dropout);
+  j["modules_to_save"] = nullptr;
+  j["peft_type"] = "LORA";
+  j["r"] = c.r;
+  j["rank_pattern"] = nlohmann::json::object();
+  j["revision"] = nullptr;
+  j["target_modules"] = targets;
+  j["task_type"] = "CAUSAL_LM";
+  j["use_dora"] = false;
+  j["use_rslora"] = c.use_rslora;
+  return j.dump(2);  // nlohmann objects keep keys sorted, as PEFT's sort_keys=True
+}
+
+void save_peft_adapter(const std::string& dir, const LoraConfig& config, const std::string& base_model_name_or_path,
+                       const std::vector<AdapterTensor>& tensors) {
+  LT_CHECK(std::filesystem::is_directory(dir), "save_peft_adapter: '{}' is not a directory", dir);
+  const std::string json = peft_adapter_config_json(config, base_model_name_or_path) + "\n";
+  std::vector<TensorInfo> infos;
+  infos.reserve(tensors.size());
+  for (const AdapterTensor& t : tensors) {
+    ParsedKey pk;
+    LT_CHECK(parse_key(t.key, &pk) && normalized_key(pk) == t.key,
+             "save_peft_adapter: '{}' is not a PEFT LoRA key (use peft_lora_key / peft_bias_key)", t.key);
+    TensorInfo ti;
+    ti.name = t.key;
+    ti.dtype = DType::F32;
+    ti.shape = t.shape;
+    ti.data = t.data;
+    ti.nbytes = size_t(ti.numel()) * sizeof(float);
+    LT_CHECK(t.data || ti.nbytes == 0, "save_peft_adapter: tensor '{}' has no data", t.key);
+    infos.push_back(std::move(ti));
+  }
+  // Tensors first, config last: a folder with a config always has its weights.
+  save_safetensors(join_path(dir, kWeightsFile), infos, {{"format", "pt"}});
+  write_text_file_atomic(join_path(dir, kConfigFile), json);
+}
+
+LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  LT_CHECK(j.is_object(), "{}: expected a JSON object", path);
+  auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  auto type_error = [&](const char* k, const char* expected) {
+    fail("{}: key '{}' must be {} (got {})", path, k, expected, j[k].dump());
+  };
+
+  LT_CHECK(has("peft_type"), "{}: missing 'peft_type' (expected \"LORA\")", path);
+  if (!j["peft_type"].is_string()) type_error("peft_type", "a string");
+  const std::string peft_type = j["peft_type"];
+  LT_CHECK(peft_type == "LORA", "{}: peft_type is '{}'; only LORA adapters are supported", path, peft_type);
+
+  LoraConfig c;
+  LT_CHECK(has("r"), "{}: missing 'r' (the LoRA rank)", path);
+  if (!j["r"].is_number_integer()) type_error("r", "an integer");
+  c.r = j["r"].get<int>();
+  LT_CHECK(c.r > 0, "{}: 'r' must be > 0 (got {})", path, c.r);
+  if (has("lora_alpha")) {
+    if (!j["lora_alpha"].is_number()) type_error("lora_alpha", "a number");
+    c.alpha = j["lora_alpha"].get<float>();
+  }
+  if (has("lora_dropout")) {
+    if (!j["lora_dropout"].is_number()) type_error("lora_dropout", "a number");
+    c.dropout = j["lora_dropout"].get<float>();
+  }
+  if (has("use_rslora")) {
+    if (!j["use_rslora"].is_boolean()) type_error("use_rslora", "true or false");
+    c.use_rslora = j["use_rslora"].get<bool>();
+  }
+  if (has("bias")) {
+    if (!j["bias"].is_string()) type_error("bias", "a string");
+    c.bias = j["bias"];
+    LT_CHECK(c.bias == "none" || c.bias == "all" || c.bias == "lora_only",
+             "{}: bias '{}' is not one of none, all, lora_only", path, c.bias);
+  }
+  if (has("init_lora_weights")) {
+    const auto& v = j["init_lora_weights"];
+    c.init = v.is_string() && v.get<std::string>() == "gaussian" ? "gaussian" : "default";
+  }
+
+  LT_CHECK(has("target_modules"), "{}: missing 'target_modules'", path);
+  const auto& tm = j["target_modules"];
+  if (tm.is_string()) {
+    const std::string s = tm;
+    LT_CHECK(s == "all-linear",
+             "{}: target_modules '{}' is a regular expression, which is not supported (use a list of module "
+             "names or \"all-linear\")",
+             path, s);
+    c.target_modules = {"all-linear"};
+  } else if (tm.is_array()) {
+    c.target_modules.clear();
+    for (const auto& m : tm) {
+      if (!m.is_string()) type_error("target_modules", "a list of strings");
+      const std::string name = m;
+      LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path, name,
+               fmt::join(llama_linear_modules(), ", "));
+      c.target_modules.push_back(name);
+    }
+    LT_CHECK(!c.target_modules.empty(), "{}: target_modules is empty", path);
+  } else {
+    type_error("target_modules", "a list of module names or \"all-linear\"");
+  }
+
+  if (has("layers_to_transform")) {
+    const auto& l = j["layers_to_transform"];
+    if (l.is_number_integer()) {
+      c.layers_to_transform = {l.get<int>()};
+    } else if (l.is_array()) {
+      for (const auto& x : l) {
+        if (!x.is_number_integer()) type_error("layers_to_transform", "an integer or a list of integers");
+        c.layers_to_transform.push_back(x.get<int>());
+      }
+    } else {
+      type_error("layers_to_transform", "an integer or a list of integers");
+    }
+    for (int x : c.layers_to_transform) LT_CHECK(x >= 0, "{}: layers_to_transform has a negative layer {}", path, x);
+  }
+  if (has("layers_pattern")) {
+    const auto& p = j["layers_pattern"];
+    const bool ok = (p.is_string() && p.get<std::string>() == "layers") ||
+                    (p.is_array() && p.size() == 1 && p[0].is_string() && p[0].get<std::string>() == "layers");
+    LT_CHECK(ok, "{}: layers_pattern {} is not supported (Llama layers are model.layers)", path, p.dump());
+  }
+
+  // Features we do not implement: refuse them rather than load something that computes otherwise.
+  auto unsupported_if = [&](bool cond, const char* key, const char* why) {
+    LT_CHECK(!cond, "{}: '{}' = {} is not supported ({})", path, key, j[key].dump(), why);
+  };
+  auto non_empty = [&](const char* k) {
+    return has(k) && !((j[k].is_object() || j[k].is_array() || j[k].is_string()) && j[k].empty());
+  };
+  unsupported_if(non_empty("rank_pattern"), "rank_pattern", "per-module ranks");
+  unsupported_if(non_empty("alpha_pattern"), "alpha_pattern", "per-module alphas");
+  unsupported_if(non_empty("modules_to_save"), "modules_to_save", "fully trained extra modules");
+  unsupported_if(has("use_dora") && j["use_dora"] != false, "use_dora", "DoRA");
+  unsupported_if(has("lora_bias") && j["lora_bias"] != false, "lora_bias", "a bias on lora_B");
+  unsupported_if(has("fan_in_fan_out") && j["fan_in_fan_out"] != false, "fan_in_fan_out",
+                 "Llama linears are (out, in)");
+  unsupported_if(has("use_qalora") && j["use_qalora"] != false, "use_qalora", "QA-LoRA");
+  unsupported_if(non_empty("layer_replication"), "layer_replication", "layer replication");
+  unsupported_if(non_empty("trainable_token_indices"), "trainable_token_indices", "trainable tokens");
+  unsupported_if(non_empty("target_parameters"), "target_parameters", "LoRA on parameters");
+
+  if (base_model) {
+    base_model->clear();
+    if (has("base_model_name_or_path")) {
+      if (!j["base_model_name_or_path"].is_string()) type_error("base_model_name_or_path", "a string");
+      *base_model = j["base_model_name_or_path"].get<std::string>();
+    }
+  }
+  return c;
+}
+
+LoadedAdapter load_peft_adapter(const std::string& dir) {
+  const std::string cfg_path = join_path(dir, kConfigFile);
+  const std::string st_path = join_path(dir, kWeightsFile);
+  LT_CHECK(std::filesystem::exists(cfg_path), "{}: no {} (not a PEFT adapter folder)", dir, kConfigFile);
+  LT_CHECK(std::filesystem::exists(st_path), "{}: no {} (adapters saved as .bin are not supported)", dir,
+           kWeightsFile);
+  LoadedAdapter out;
+  out.config = parse_peft_adapter_config(read_text_file(cfg_path), cfg_path, &out.base_model);
+  const LoraConfig& c = out.config;
+
+  // The file's tensors, then the same tensors under normalized keys in out.tensors. The raw set
+  // owns the file mapping; out.tensors shares that ownership through an aliasing shared_ptr (it
+  // points at nothing, it only keeps `raw`, hence the mapping, alive).
+  auto raw = std::make_shared<TensorSet>();
+  raw->source = st_path;
+  load_safetensors(st_path, *raw);
+  out.tensors.add_file(std::shared_ptr<MappedFile>(raw, static_cast<MappedFile*>(nullptr)));
+  out.tensors.source = st_path;
+
+  const bool all_linear = c.target_modules.size() == 1 && c.target_modules[0] == "all-linear";
+  const std::set<std::string> targets(c.target_modules.begin(), c.target_modules.end());
+  const std::set<int> layers(c.layers_to_transform.begin(), c.layers_to_transform.end());
+  // (layer, module) -> shapes of A and B seen
+  std::map<std::pair<int, std::string>, std::pair<const TensorInfo*, const TensorInfo*>> pairs;
+  for (const auto& [name, t] : raw->all()) {
+    ParsedKey pk;
+    LT_CHECK(parse_key(name, &pk),
+             "{}: tensor '{}' is not a LoRA or bias key of a Llama projection (expected e.g. '{}')", st_path, name,
+             peft_lora_key(0, "q_proj", true));
+    LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
+             "{}: tensor '{}' has dtype {}, expected F32, BF16 or F16", st_path, name, safetensors_dtype_name(t.dtype));
+    if (pk.kind == ParsedKey::Bias) {
+      LT_CHECK(c.bias != "none", "{}: tensor '{}' is a bias but the config says bias \"none\"", st_path, name);
+      LT_CHECK(t.shape.size() == 1, "{}: bias '{}' has {} dimensions, expected 1", st_path, name, t.shape.size());
+    } else {
+      LT_CHECK(all_linear || targets.count(pk.module), "{}: tensor '{}' adapts '{}', which is not in target_modules",
+               st_path, name, pk.module);
+      LT_CHECK(layers.empty() || layers.count(pk.layer),
+               "{}: tensor '{}' adapts layer {}, which is not in layers_to_transform", st_path, name, pk.layer);
+      LT_CHECK(t.shape.size() == 2, "{}: tensor '{}' has shape [{}], expected 2 dimensions", st_path, name,
+               fmt::join(t.shape, ", "));
+      const bool is_A = pk.kind == ParsedKey::LoraA;
+      const int64_t rank_dim = is_A ? t.shape[0] : t.shape[1];
+      LT_CHECK(rank_dim == c.r, "{}: tensor '{}' has shape [{}]; expected {} with r = {} from {}", st_path, name,
+               fmt::join(t.shape, ", "), is_A ? "(r, in)" : "(out, r)", c.r, kConfigFile);
+      auto& slot = pairs[{pk.layer, pk.module}];
+      (is_A ? slot.first : slot.second) = &t;
+    }
+    TensorInfo copy = t;
+    copy.name = normalized_key(pk);
+    LT_CHECK(!out.tensors.find(copy.name), "{}: tensors '{}' and another key both normalize to '{}'", st_path, name,
+             copy.name);
+    out.tensors.add(std::move(copy));
+  }
+  for (const auto& [where, ab] : pairs) {
+    const auto& [layer, module] = where;
+    LT_CHECK(ab.first, "{}: '{}' has no matching '{}'", st_path, peft_lora_key(layer, module, false),
+             peft_lora_key(layer, module, true));
+    LT_CHECK(ab.second, "{}: '{}' has no matching '{}'", st_path, peft_lora_key(layer, module, true),
+             peft_lora_key(layer, module, false));
+  }
+  LT_CHECK(!pairs.empty(), "{}: no lora_A / lora_B tensors", st_path);
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,55 @@
+// PEFT LoRA adapter folders, as Hugging Face PEFT saves and loads them:
+//   adapter_config.json        LoraConfig.to_dict(), sorted keys, indent 2
+//   adapter_model.safetensors  base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight (r, in)
+//                              ... .lora_B.weight (out, r), and ... .{module}.bias with bias="all"/"lora_only"
+// so an adapter trained here loads with PeftModel.from_pretrained and one trained with PEFT loads
+// here. Both files are written atomically. Loading validates the config (only plain LoRA on the
+// Llama projections is supported) and every tensor key and shape, naming file and key on error.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/tensor_set.h"
+#include "train/lora.h"
+
+namespace lt {
+
+// One tensor to save: its PEFT key (from peft_lora_key / peft_bias_key), shape and F32 data.
+struct AdapterTensor {
+  std::string key;
+  std::vector<int64_t> shape;
+  const float* data = nullptr;  // numel(shape) floats
+};
+
+// "base_model.model.model.layers.{layer}.{self_attn|mlp}.{module}.lora_A.weight" (lora_B if !is_A).
+std::string peft_lora_key(int layer, const std::string& module, bool is_A);
+// "base_model.model.model.layers.{layer}.{self_attn|mlp}.{module}.bias".
+std::string peft_bias_key(int layer, const std::string& module);
+
+// Writes dir/adapter_config.json and dir/adapter_model.safetensors (F32, metadata format=pt).
+// `dir` must exist. target_modules {"all-linear"} is written as the seven Llama projections,
+// which is what PEFT itself records after resolving "all-linear" on a Llama model.
+void save_peft_adapter(const std::string& dir, const LoraConfig& config, const std::string& base_model_name_or_path,
+                       const std::vector<AdapterTensor>& tensors);
+
+struct LoadedAdapter {
+  LoraConfig config;
+  TensorSet tensors;       // keys normalized to peft_lora_key / peft_bias_key form; any float dtype
+  std::string base_model;  // base_model_name_or_path ("" when null)
+};
+
+// Reads a PEFT LoRA adapter folder. Accepts target_modules as a list or the string "all-linear",
+// and keys carrying an adapter name (".lora_A.default.weight"), which are normalized.
+// lt::Error (naming the file and the key) for: a peft_type other than LORA, r <= 0, DoRA,
+// rank_pattern / alpha_pattern, modules_to_save, other target_modules strings, unknown modules or
+// keys, a lora_A without its lora_B (or the reverse), or shapes inconsistent with r.
+LoadedAdapter load_peft_adapter(const std::string& dir);
+
+// Parses the adapter_config.json text (`path` is only used in messages). Returns the config and
+// sets *base_model. Exposed for tests and for reading a config without its tensors.
+LoraConfig parse_peft_adapter_config(const std::string& json_text, const std::string& path, std::string* base_model);
+// The adapter_config.json text save_peft_adapter writes.
+std::string peft_adapter_config_json(const LoraConfig& config, const std::string& base_model_name_or_path);
+
+}  // namespace lt

@@ -1,0 +1,116 @@
+// AdamW, gradient clipping and the finiteness check (see optimizer.h for the formulas).
+// Scalars (bias corrections, step size, decay factor) are computed in double as PyTorch does in
+// Python, then used as float, as PyTorch's scalar arguments to float tensor ops are.
+#include "train/optimizer.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lt {
+
+namespace {
+
+// Below this many elements a group is updated by the calling thread alone.
+constexpr size_t kParallelMin = 1 << 14;
+
+// The most OpenMP threads clip_grad_norm keeps partial sums for (on the stack).
+constexpr int kMaxThreads = 1024;
+
+}  // namespace
+
+void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr, int step) {
+  LT_CHECK(step >= 1, "adamw_step: step must be 1-based (got {})", step);
+  const double b1 = opts.beta1, b2 = opts.beta2;
+  const double bc1 = 1.0 - std::pow(b1, step);
+  const double bc2 = 1.0 - std::pow(b2, step);
+  const float bc2_sqrt = float(std::sqrt(bc2));
+  const float one_minus_b1 = float(1.0 - b1), one_minus_b2 = float(1.0 - b2);
+  const float beta2 = float(opts.beta2), eps = float(opts.eps);
+  for (ParamGroup& g : groups) {
+    if (g.frozen || g.n == 0) continue;
+    LT_ASSERT(g.param && g.grad && g.m && g.v);
+    const double glr = double(lr) * double(g.lr_factor);
+    const bool decay = g.weight_decay && opts.weight_decay != 0.0;
+    const float decay_factor = float(1.0 - glr * opts.weight_decay);
+    const float neg_step_size = float(-(glr / bc1));
+    float* __restrict p = g.param;
+    const float* __restrict gr = g.grad;
+    float* __restrict m = g.m;
+    float* __restrict v = g.v;
+    const ptrdiff_t n = ptrdiff_t(g.n);
+#pragma omp parallel for simd schedule(static) if (g.n >= kParallelMin)
+    for (ptrdiff_t i = 0; i < n; i++) {
+      float pi = p[i];
+      if (decay) pi *= decay_factor;
+      const float gi = gr[i];
+      // torch: exp_avg.lerp_(grad, 1-β1) = m + (1-β1)·(g - m)
+      const float mi = m[i] + one_minus_b1 * (gi - m[i]);
+      // torch: exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
+      const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
+      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+      // torch: param.addcdiv_(exp_avg, denom, value=-step_size)
+      p[i] = pi + neg_step_size * mi / denom;
+      m[i] = mi;
+      v[i] = vi;
+    }
+  }
+}
+
+float clip_grad_norm(std::span<ParamGroup> groups, float max_norm) {
+  // Each thread sums a fixed slice [n·t/T, n·(t+1)/T) of every group; the partial sums are then
+  // added in thread order, so the result depends only on the thread count.
+  double partial[kMaxThreads];
+  int nthreads = 1;
+#pragma omp parallel
+  {
+    const int T = omp_get_num_threads(), t = omp_get_thread_num();
+#pragma omp single
+    nthreads = T;
+    LT_ASSERT(T <= kMaxThreads);
+    double s = 0.0;
+    for (const ParamGroup& g : groups) {
+      if (g.frozen || g.n == 0) continue;
+      const size_t lo = g.n * size_t(t) / size_t(T), hi = g.n * size_t(t + 1) / size_t(T);
+      const float* gr = g.grad;
+      double gs = 0.0;
+#pragma omp simd reduction(+ : gs)
+      for (size_t i = lo; i < hi; i++) gs += double(gr[i]) * double(gr[i]);
+      s += gs;
+    }
+    partial[t] = s;
+  }
+  double total = 0.0;
+  for (int t = 0; t < nthreads; t++) total += partial[t];
+  const double norm = std::sqrt(total);
+  const double coef = double(max_norm) / (norm + 1e-6);
+  if (std::isfinite(norm) && coef < 1.0) {
+    const float c = float(coef);
+    for (ParamGroup& g : groups) {
+      if (g.frozen || g.n == 0) continue;
+      float* __restrict gr = g.grad;
+      const ptrdiff_t n = ptrdiff_t(g.n);
+#pragma omp parallel for simd schedule(static) if (g.n >= kParallelMin)
+      for (ptrdiff_t i = 0; i < n; i++) gr[i] *= c;
+    }
+  }
+  return float(norm);
+}
+
+bool grads_finite(std::span<const ParamGroup> groups) {
+  for (const ParamGroup& g : groups) {
+    if (g.frozen || g.n == 0) continue;
+    const float* gr = g.grad;
+    const ptrdiff_t n = ptrdiff_t(g.n);
+    int bad = 0;
+    // x - x is 0 for finite x and NaN for inf/NaN; the comparison is vectorizable.
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (g.n >= kParallelMin)
+    for (ptrdiff_t i = 0; i < n; i++) bad |= !(gr[i] - gr[i] == 0.0f);
+    if (bad) return false;
+  }
+  return true;
+}
+
+}  // namespace lt

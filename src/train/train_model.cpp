@@ -1,0 +1,579 @@
+// Training forward/backward (DESIGN.md §2-5). Per layer, forward:
+//   xn1 = rmsnorm(res[l]); q,k,v = lin(xn1); rope(q,k); att = attention(q,k,v | doc_start)
+//   x_mid = res[l] + lin_o(att); xn2 = rmsnorm(x_mid); h = silu(lin_gate(xn2)) * lin_up(xn2)
+//   res[l+1] = x_mid + lin_down(h)
+// Backward walks it in reverse with d_res holding the gradient of the residual stream. With
+// checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
+// shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
+// xd = dropout(x) with masks regenerated from (seed, step, layer, module) instead of stored.
+#include "train/train_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <random>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm.h"
+#include "model/rope_freqs.h"
+
+namespace lt {
+
+using cpu::gemm_f32;
+
+void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
+  if (s == "none" || s == "false" || s.empty()) {
+    o.checkpointing = Checkpointing::None;
+  } else if (s == "every" || s == "true" || s == "block") {
+    o.checkpointing = Checkpointing::EveryK;
+    o.checkpoint_every = 1;
+  } else if (s.rfind("every:", 0) == 0) {
+    o.checkpointing = Checkpointing::EveryK;
+    try {
+      o.checkpoint_every = std::stoi(s.substr(6));
+    } catch (...) {
+      fail("gradient_checkpointing: '{}' is not every:K with an integer K", s);
+    }
+    LT_CHECK(o.checkpoint_every >= 1, "gradient_checkpointing: K must be >= 1 in '{}'", s);
+  } else {
+    fail("gradient_checkpointing: '{}' is not one of none, every, every:K", s);
+  }
+}
+
+namespace {
+
+struct Dims {
+  int N, C, QD, KVD, F, V, R, L, NH, NKV, HS, max_io;
+};
+
+Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
+  Dims d;
+  d.N = o.micro_batch * o.seq_len;
+  d.C = c.dim; d.QD = c.q_dim(); d.KVD = c.kv_dim(); d.F = c.hidden_dim; d.V = c.vocab_size;
+  d.R = o.method == "lora" ? o.lora.r : 0;
+  d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
+  d.max_io = std::max({d.C, d.QD, d.F});
+  return d;
+}
+
+// (in, out) of module m in llama_linear_modules() order
+std::pair<int, int> module_shape(const Dims& d, int m) {
+  switch (m) {
+    case 0: return {d.C, d.QD};
+    case 1: case 2: return {d.C, d.KVD};
+    case 3: return {d.QD, d.C};
+    case 4: case 5: return {d.C, d.F};
+    default: return {d.F, d.C};
+  }
+}
+
+bool targets_module(const LoraConfig& lc, const std::string& m) {
+  for (const auto& t : lc.target_modules)
+    if (t == m || t == "all-linear") return true;
+  return false;
+}
+
+bool targets_layer(const LoraConfig& lc, int l) {
+  return lc.layers_to_transform.empty() ||
+         std::find(lc.layers_to_transform.begin(), lc.layers_to_transform.end(), l) != lc.layers_to_transform.end();
+}
+
+bool module_has_bias(const ModelConfig& c, int m) { return c.attention_bias && m <= 2; }
+
+std::string hf_linear_name(int l, int m, const char* what) {
+  const auto& mod = llama_linear_modules()[m];
+  return fmt::format("model.layers.{}.{}.{}.{}", l, llama_module_parent(mod), mod, what);
+}
+
+std::string peft_name(int l, int m, bool A) {
+  const auto& mod = llama_linear_modules()[m];
+  return fmt::format("base_model.model.model.layers.{}.{}.{}.lora_{}.weight", l, llama_module_parent(mod), mod,
+                     A ? "A" : "B");
+}
+
+void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
+  LT_CHECK(o.method == "lora" || o.method == "full", "method: '{}' is not one of lora, full", o.method);
+  LT_CHECK(o.micro_batch >= 1, "micro_batch_size must be >= 1 (got {})", o.micro_batch);
+  LT_CHECK(o.seq_len >= 2, "sequence_len must be >= 2 (got {})", o.seq_len);
+  LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
+           c.max_seq_len);
+  LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
+  if (o.method == "lora") {
+    const auto& lc = o.lora;
+    LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);
+    LT_CHECK(lc.dropout >= 0 && lc.dropout < 1, "lora_dropout must be in [0, 1) (got {})", lc.dropout);
+    LT_CHECK(!lc.target_modules.empty(), "lora_target_modules is empty");
+    for (const auto& t : lc.target_modules) {
+      const auto& all = llama_linear_modules();
+      LT_CHECK(t == "all-linear" || std::find(all.begin(), all.end(), t) != all.end(),
+               "unknown LoRA target module '{}'; expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+               "down_proj or all-linear",
+               t);
+    }
+    for (int l : lc.layers_to_transform)
+      LT_CHECK(l >= 0 && l < c.n_layers, "layers_to_transform: layer {} does not exist (the model has {})", l,
+               c.n_layers);
+    LT_CHECK(lc.bias == "none" || lc.bias == "all" || lc.bias == "lora_only",
+             "lora bias: '{}' is not one of none, all, lora_only", lc.bias);
+    LT_CHECK(lc.init == "default" || lc.init == "gaussian", "lora init: '{}' is not one of default, gaussian",
+             lc.init);
+  }
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+struct Linear {
+  int layer, m, in, out;
+  float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
+  float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
+};
+
+struct TrainModel::LayerActs {
+  float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
+  float* xa[7];  // (N, R) per adapted module, else null
+};
+
+// Lists the activation buffers of one layer's set under `prefix` in category `cat`.
+static void plan_acts(MemoryPlan& p, const std::string& prefix, Category cat, Lifetime life, const Dims& d,
+                      const std::vector<bool>& adapted) {
+  const size_t f = sizeof(float), N = d.N;
+  p.add(prefix + "rstd1", cat, N * f, life);
+  p.add(prefix + "xn1", cat, N * d.C * f, life);
+  p.add(prefix + "q", cat, N * d.QD * f, life);
+  p.add(prefix + "k", cat, N * d.KVD * f, life);
+  p.add(prefix + "v", cat, N * d.KVD * f, life);
+  p.add(prefix + "att", cat, N * d.QD * f, life);
+  p.add(prefix + "lse", cat, size_t(d.NH) * N * f, life);
+  p.add(prefix + "x_mid", cat, N * d.C * f, life);
+  p.add(prefix + "rstd2", cat, N * f, life);
+  p.add(prefix + "xn2", cat, N * d.C * f, life);
+  p.add(prefix + "gate", cat, N * d.F * f, life);
+  p.add(prefix + "up", cat, N * d.F * f, life);
+  p.add(prefix + "h", cat, N * d.F * f, life);
+  for (int m = 0; m < 7; ++m)
+    if (adapted[m]) p.add(prefix + "xa." + llama_linear_modules()[m], cat, N * d.R * f, life);
+}
+
+static std::vector<bool> recompute_layers(const ModelConfig& c, const TrainModelOptions& o) {
+  std::vector<bool> r(c.n_layers, false);
+  if (o.checkpointing == Checkpointing::EveryK)
+    for (int l = 0; l < c.n_layers; ++l) r[l] = l % o.checkpoint_every == 0;
+  return r;
+}
+
+MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
+  validate_options(c, o);
+  const Dims d = dims_of(c, o);
+  const size_t f = sizeof(float), N = d.N;
+  const bool full = o.method == "full";
+  MemoryPlan p;
+  // a trainable tensor: the tensor, its gradient and two AdamW moments
+  auto trainable = [&](const std::string& name, size_t n) {
+    p.add(name, Category::TrainableParams, n * f);
+    p.add("grad." + name, Category::Grads, n * f);
+    p.add("adam_m." + name, Category::OptimizerState, n * f);
+    p.add("adam_v." + name, Category::OptimizerState, n * f);
+  };
+  auto weight = [&](const std::string& name, size_t n, bool train) {
+    if (train) trainable(name, n);
+    else p.add(name, Category::FrozenWeights, n * f);
+  };
+  weight("model.embed_tokens.weight", size_t(d.V) * d.C, full && !o.freeze_embeddings);
+  for (int l = 0; l < d.L; ++l) {
+    weight(fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
+    weight(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    for (int m = 0; m < 7; ++m) {
+      auto [in, out] = module_shape(d, m);
+      weight(hf_linear_name(l, m, "weight"), size_t(in) * out, full);
+      const auto& mod = llama_linear_modules()[m];
+      bool adapted = !full && targets_module(o.lora, mod) && targets_layer(o.lora, l);
+      if (module_has_bias(c, m)) {
+        bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
+        weight(hf_linear_name(l, m, "bias"), out, train_bias);
+      }
+      if (adapted) {
+        trainable(peft_name(l, m, true), size_t(d.R) * in);
+        trainable(peft_name(l, m, false), size_t(out) * d.R);
+      }
+    }
+  }
+  weight("model.norm.weight", d.C, full);
+  if (!c.tie_embeddings) weight("lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
+  p.add("rope.inv_freq", Category::Workspace, size_t(d.HS / 2) * f);
+
+  // activations: L+1 residual streams, per-layer sets (or one shared recompute set)
+  for (int l = 0; l <= d.L; ++l) p.add(fmt::format("act.res.{}", l), Category::Activations, N * d.C * f, Lifetime::Step);
+  auto rec = recompute_layers(c, o);
+  for (int l = 0; l < d.L; ++l) {
+    std::vector<bool> adapted(7);
+    for (int m = 0; m < 7; ++m)
+      adapted[m] = !full && targets_module(o.lora, llama_linear_modules()[m]) && targets_layer(o.lora, l);
+    if (!rec[l]) plan_acts(p, fmt::format("act.{}.", l), Category::Activations, Lifetime::Step, d, adapted);
+  }
+  if (std::find(rec.begin(), rec.end(), true) != rec.end()) {
+    std::vector<bool> adapted(7);
+    for (int m = 0; m < 7; ++m) adapted[m] = !full && targets_module(o.lora, llama_linear_modules()[m]);
+    plan_acts(p, "recompute.", Category::Recompute, Lifetime::Layer, d, adapted);
+  }
+  p.add("act.final.xn", Category::Activations, N * d.C * f, Lifetime::Step);
+  p.add("act.final.rstd", Category::Activations, N * f, Lifetime::Step);
+  p.add("loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f, Lifetime::Phase);
+  p.add("loss.d_xn", Category::LossChunk, N * d.C * f, Lifetime::Phase);
+  // backward scratch, reused layer by layer
+  const auto W = Category::Workspace;
+  p.add("bwd.d_res", W, N * d.C * f, Lifetime::Phase);
+  p.add("bwd.d_xn", W, N * d.C * f, Lifetime::Layer);
+  p.add("bwd.d_h", W, N * d.F * f, Lifetime::Layer);
+  p.add("bwd.d_gate", W, N * d.F * f, Lifetime::Layer);
+  p.add("bwd.d_up", W, N * d.F * f, Lifetime::Layer);
+  p.add("bwd.d_q", W, N * d.QD * f, Lifetime::Layer);
+  p.add("bwd.d_k", W, N * d.KVD * f, Lifetime::Layer);
+  p.add("bwd.d_v", W, N * d.KVD * f, Lifetime::Layer);
+  p.add("bwd.d_att", W, N * d.QD * f, Lifetime::Layer);
+  if (d.R > 0) {
+    p.add("lora.g", W, N * d.R * f, Lifetime::Layer);
+    if (o.lora.dropout > 0) {
+      p.add("lora.tmp", W, N * d.max_io * f, Lifetime::Layer);
+      p.add("lora.xd", W, N * d.max_io * f, Lifetime::Layer);
+    }
+  }
+  return p;
+}
+
+TrainModel::~TrainModel() = default;
+
+TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops)
+    : cfg_(config), opts_(opts), ops_(ops) {
+  validate_config(cfg_, ts.source);
+  LT_CHECK(!cfg_.mlp_bias, "{}: MLP biases are not supported", ts.source);
+  plan_ = plan_training(cfg_, opts_);
+  arenas_.allocate(plan_);
+  const Dims d = dims_of(cfg_, opts_);
+  N_ = d.N;
+  const bool full = opts_.method == "full";
+  auto has = [&](const std::string& n) {
+    for (const auto& b : plan_.buffers)
+      if (b.name == n) return true;
+    return false;
+  };
+  // copy a checkpoint tensor into its planned buffer; register it when trainable
+  auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay) -> float* {
+    const TensorInfo& t = ts.get(name, shape);
+    float* dst = arenas_.get_as<float>(name);
+    convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
+    return dst;
+  };
+  auto grad_of = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay) -> float* {
+    if (!has("grad." + name)) return nullptr;
+    size_t n = 1;
+    for (auto s : shape) n *= size_t(s);
+    TrainParam tp{name, shape, arenas_.get_as<float>(name), arenas_.get_as<float>("grad." + name),
+                  arenas_.get_as<float>("adam_m." + name), arenas_.get_as<float>("adam_v." + name), n, layer, decay};
+    params_.push_back(tp);
+    return tp.g;
+  };
+  const int64_t C = d.C, V = d.V;
+  embed_ = load("model.embed_tokens.weight", {V, C}, -1, true);
+  d_embed_ = grad_of("model.embed_tokens.weight", {V, C}, -1, true);
+  std::mt19937_64 rng(opts_.seed);
+  for (int l = 0; l < d.L; ++l) {
+    auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
+    auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
+    attn_norm_.push_back(load(n1, {C}, l, false));
+    d_attn_norm_.push_back(grad_of(n1, {C}, l, false));
+    ffn_norm_.push_back(load(n2, {C}, l, false));
+    d_ffn_norm_.push_back(grad_of(n2, {C}, l, false));
+    for (int m = 0; m < 7; ++m) {
+      auto [in, out] = module_shape(d, m);
+      auto lin = std::make_unique<Linear>();
+      lin->layer = l; lin->m = m; lin->in = in; lin->out = out;
+      auto wn = hf_linear_name(l, m, "weight");
+      lin->w = load(wn, {out, in}, l, true);
+      lin->dw = grad_of(wn, {out, in}, l, true);
+      if (module_has_bias(cfg_, m)) {
+        auto bn = hf_linear_name(l, m, "bias");
+        lin->b = load(bn, {out}, l, false);
+        lin->db = grad_of(bn, {out}, l, false);
+      }
+      auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
+      if (!full && has(an)) {
+        lin->A = arenas_.get_as<float>(an);
+        lin->B = arenas_.get_as<float>(bn);
+        lin->dA = grad_of(an, {d.R, in}, l, true);
+        lin->dB = grad_of(bn, {out, d.R}, l, true);
+        // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0
+        if (opts_.lora.init == "gaussian") {
+          std::normal_distribution<float> nd(0.0f, 1.0f / float(d.R));
+          for (size_t i = 0; i < size_t(d.R) * in; ++i) lin->A[i] = nd(rng);
+        } else {
+          float bound = 1.0f / std::sqrt(float(in));
+          std::uniform_real_distribution<float> ud(-bound, bound);
+          for (size_t i = 0; i < size_t(d.R) * in; ++i) lin->A[i] = ud(rng);
+        }
+      }
+      linears_.push_back(std::move(lin));
+    }
+  }
+  final_norm_ = load("model.norm.weight", {C}, -1, false);
+  d_final_norm_ = grad_of("model.norm.weight", {C}, -1, false);
+  if (cfg_.tie_embeddings) {
+    lm_head_ = embed_;
+    d_lm_head_ = d_embed_;
+  } else {
+    lm_head_ = load("lm_head.weight", {V, C}, -1, true);
+    d_lm_head_ = grad_of("lm_head.weight", {V, C}, -1, true);
+  }
+  inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
+  auto inv = rope_inv_freq(cfg_);
+  std::copy(inv.begin(), inv.end(), inv_freq_);
+
+  for (int l = 0; l <= d.L; ++l) res_.push_back(arenas_.get_as<float>(fmt::format("act.res.{}", l)));
+  recompute_ = recompute_layers(cfg_, opts_);
+  auto make_acts = [&](const std::string& prefix) {
+    auto a = std::make_unique<LayerActs>();
+    auto g = [&](const char* n) { return arenas_.get_as<float>(prefix + n); };
+    a->rstd1 = g("rstd1"); a->xn1 = g("xn1"); a->q = g("q"); a->k = g("k"); a->v = g("v"); a->att = g("att");
+    a->lse = g("lse"); a->x_mid = g("x_mid"); a->rstd2 = g("rstd2"); a->xn2 = g("xn2"); a->gate = g("gate");
+    a->up = g("up"); a->h = g("h");
+    for (int m = 0; m < 7; ++m) {
+      auto n = prefix + "xa." + llama_linear_modules()[m];
+      a->xa[m] = has(n) ? arenas_.get_as<float>(n) : nullptr;
+    }
+    return a;
+  };
+  std::unique_ptr<LayerActs> shared;
+  if (std::find(recompute_.begin(), recompute_.end(), true) != recompute_.end()) shared = make_acts("recompute.");
+  for (int l = 0; l < d.L; ++l) acts_.push_back(recompute_[l] ? nullptr : make_acts(fmt::format("act.{}.", l)));
+  if (shared) acts_.push_back(std::move(shared));  // index L: the shared recompute set
+
+  xnf_ = arenas_.get_as<float>("act.final.xn");
+  rstdf_ = arenas_.get_as<float>("act.final.rstd");
+  logits_chunk_ = arenas_.get_as<float>("loss.logits_chunk");
+  d_xnf_ = arenas_.get_as<float>("loss.d_xn");
+  d_res_ = arenas_.get_as<float>("bwd.d_res");
+  d_xn_ = arenas_.get_as<float>("bwd.d_xn");
+  d_h_ = arenas_.get_as<float>("bwd.d_h");
+  d_gate_ = arenas_.get_as<float>("bwd.d_gate");
+  d_up_ = arenas_.get_as<float>("bwd.d_up");
+  d_q_ = arenas_.get_as<float>("bwd.d_q");
+  d_k_ = arenas_.get_as<float>("bwd.d_k");
+  d_v_ = arenas_.get_as<float>("bwd.d_v");
+  d_att_ = arenas_.get_as<float>("bwd.d_att");
+  lora_g_ = d.R > 0 ? arenas_.get_as<float>("lora.g") : nullptr;
+  lora_tmp_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.tmp") : nullptr;
+  lora_xd_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.xd") : nullptr;
+}
+
+size_t TrainModel::trainable_count() const {
+  size_t n = 0;
+  for (const auto& p : params_) n += p.n;
+  return n;
+}
+
+void TrainModel::lora_tensors(int layer, const std::string& module, float** A, float** B) const {
+  const auto& mods = llama_linear_modules();
+  int m = int(std::find(mods.begin(), mods.end(), module) - mods.begin());
+  LT_CHECK(m < 7 && layer >= 0 && layer < cfg_.n_layers, "no linear module {} in layer {}", module, layer);
+  const auto& lin = *linears_[size_t(layer) * 7 + m];
+  *A = lin.A;
+  *B = lin.B;
+}
+
+void TrainModel::load_lora(const TensorSet& adapter) {
+  for (auto& lin : linears_) {
+    if (!lin->A) continue;
+    const int64_t R = opts_.lora.r;
+    for (bool isA : {true, false}) {
+      auto name = peft_name(lin->layer, lin->m, isA);
+      std::vector<int64_t> shape = isA ? std::vector<int64_t>{R, lin->in} : std::vector<int64_t>{lin->out, R};
+      const TensorInfo& t = adapter.get(name, shape);
+      convert_to_f32(isA ? lin->A : lin->B, t.data, t.dtype, size_t(t.numel()));
+    }
+  }
+  for (auto& p : params_) {  // trainable biases saved with the adapter
+    if (p.name.find(".bias") == std::string::npos) continue;
+    auto key = "base_model.model." + p.name;
+    if (const TensorInfo* t = adapter.find(key)) {
+      LT_CHECK(t->numel() == int64_t(p.n), "{}: tensor '{}' has {} elements, expected {}", t->file, key, t->numel(), p.n);
+      convert_to_f32(p.p, t->data, t->dtype, p.n);
+    }
+  }
+}
+
+void TrainModel::zero_grads() {
+  for (auto& p : params_) std::memset(p.g, 0, p.n * sizeof(float));
+}
+
+// dropout keep-scale for element i of module (layer, m) at a step: 0 or 1/(1-p)
+static inline float dropout_scale(uint64_t key, size_t i, float p) {
+  uint64_t h = splitmix64(key ^ (uint64_t(i) * 0xd1b54a32d192ed03ull));
+  float u = float(h >> 40) * (1.0f / 16777216.0f);
+  return u < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
+namespace {
+// Forward and backward of one linear layer with optional bias and LoRA (DESIGN.md §3).
+struct LinearRunner {
+  const Ops& ops;
+  int N, R;
+  float s, p;
+  uint64_t seed;
+  float *g, *tmp, *xd;
+
+  uint64_t key(const Linear& L, uint64_t step) const {
+    return splitmix64(seed ^ splitmix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
+  }
+  const float* dropped(const Linear& L, const float* x, uint64_t step) const {
+    if (p <= 0) return x;
+    uint64_t k = key(L, step);
+    size_t n = size_t(N) * L.in;
+    for (size_t i = 0; i < n; ++i) xd[i] = x[i] * dropout_scale(k, i, p);
+    return xd;
+  }
+  // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved
+  void forward(float* out, const float* x, const Linear& L, float* xa, uint64_t step) const {
+    ops.matmul_forward(out, x, L.w, L.b, N, L.in, L.out);
+    if (!L.A) return;
+    const float* xin = dropped(L, x, step);
+    gemm_f32(false, true, N, R, L.in, 1.0f, xin, L.in, L.A, L.in, 0.0f, xa, R);
+    gemm_f32(false, true, N, L.out, R, s, xa, R, L.B, R, 1.0f, out, L.out);
+  }
+  // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
+  void backward(float* dx, const float* dout, const float* x, const Linear& L, const float* xa,
+                uint64_t step) const {
+    if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
+    if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
+    if (L.db)
+      for (int n = 0; n < N; ++n)
+        for (int o = 0; o < L.out; ++o) L.db[o] += dout[size_t(n) * L.out + o];
+    if (!L.A) return;
+    gemm_f32(false, false, N, R, L.out, 1.0f, dout, L.out, L.B, R, 0.0f, g, R);  // g = dout·B
+    gemm_f32(true, false, L.out, R, N, s, dout, L.out, xa, R, 1.0f, L.dB, R);   // dB += s·doutᵀ·xa
+    const float* xin = dropped(L, x, step);
+    gemm_f32(true, false, R, L.in, N, s, g, R, xin, L.in, 1.0f, L.dA, L.in);    // dA += s·gᵀ·xd
+    if (!dx) return;
+    if (p <= 0) {
+      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 1.0f, dx, L.in);   // dx += s·g·A
+    } else {
+      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 0.0f, tmp, L.in);
+      uint64_t k = key(L, step);
+      size_t n = size_t(N) * L.in;
+      for (size_t i = 0; i < n; ++i) dx[i] += tmp[i] * dropout_scale(k, i, p);
+    }
+  }
+};
+}  // namespace
+
+void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step) {
+  const Dims d = dims_of(cfg_, opts_);
+  const int N = N_;
+  const TrainOps& t = train_ops_ref();
+  const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
+  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
+  auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
+  const float* x = res_[l];
+  ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
+  lr.forward(a.q, a.xn1, lin(0), a.xa[0], step);
+  lr.forward(a.k, a.xn1, lin(1), a.xa[1], step);
+  lr.forward(a.v, a.xn1, lin(2), a.xa[2], step);
+  ops_.rope_forward(a.q, positions_, inv_freq_, N, d.NH, d.HS, il);
+  ops_.rope_forward(a.k, positions_, inv_freq_, N, d.NKV, d.HS, il);
+  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, doc_start_, N, d.NH, d.NKV, d.HS);
+  lr.forward(a.x_mid, a.att, lin(3), a.xa[3], step);
+  ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
+  ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
+  lr.forward(a.gate, a.xn2, lin(4), a.xa[4], step);
+  lr.forward(a.up, a.xn2, lin(5), a.xa[5], step);
+  ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
+  float* y = res_[l + 1];
+  lr.forward(y, a.h, lin(6), a.xa[6], step);
+  ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
+}
+
+void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
+  const Dims d = dims_of(cfg_, opts_);
+  const int N = N_;
+  const TrainOps& t = train_ops_ref();
+  const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
+  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
+  auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
+  const size_t NC = size_t(N) * d.C;
+  // MLP: d_res is the gradient of res[l+1]
+  std::memset(d_h_, 0, size_t(N) * d.F * sizeof(float));
+  lr.backward(d_h_, d_res_, a.h, lin(6), a.xa[6], step);
+  t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  std::memset(d_xn_, 0, NC * sizeof(float));
+  lr.backward(d_xn_, d_gate_, a.xn2, lin(4), a.xa[4], step);
+  lr.backward(d_xn_, d_up_, a.xn2, lin(5), a.xa[5], step);
+  t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, ffn_norm_[l], a.rstd2, N, d.C);  // now d x_mid
+  // attention
+  std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
+  lr.backward(d_att_, d_res_, a.att, lin(3), a.xa[3], step);
+  std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
+  std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
+  std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
+  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, doc_start_, N, d.NH, d.NKV, d.HS);
+  t.rope_backward(d_q_, positions_, inv_freq_, N, d.NH, d.HS, il);
+  t.rope_backward(d_k_, positions_, inv_freq_, N, d.NKV, d.HS, il);
+  std::memset(d_xn_, 0, NC * sizeof(float));
+  lr.backward(d_xn_, d_q_, a.xn1, lin(0), a.xa[0], step);
+  lr.backward(d_xn_, d_k_, a.xn1, lin(1), a.xa[1], step);
+  lr.backward(d_xn_, d_v_, a.xn1, lin(2), a.xa[2], step);
+  t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
+}
+
+float TrainModel::run(const int* tokens, const int* labels, const int* positions, const int* doc_start,
+                      float loss_scale, bool backward, uint64_t step) {
+  const Dims d = dims_of(cfg_, opts_);
+  const int N = N_;
+  for (int i = 0; i < N; ++i) {
+    LT_CHECK(tokens[i] >= 0 && tokens[i] < d.V, "token id {} at batch position {} is outside the vocabulary ({})",
+             tokens[i], i, d.V);
+    LT_CHECK(doc_start[i] >= 0 && doc_start[i] <= i, "doc_start[{}] = {} is not in [0, {}]", i, doc_start[i], i);
+    LT_CHECK(positions[i] >= 0 && positions[i] < cfg_.max_seq_len, "position {} at batch position {} is past the "
+             "model's context ({})", positions[i], i, cfg_.max_seq_len);
+  }
+  tokens_ = tokens;
+  positions_ = positions;
+  doc_start_ = doc_start;
+  const TrainOps& t = train_ops_ref();
+  LayerActs* shared = acts_.size() > size_t(d.L) ? acts_[d.L].get() : nullptr;
+  ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
+  for (int l = 0; l < d.L; ++l) layer_forward(l, recompute_[l] ? *shared : *acts_[l], step);
+  ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
+  float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                              lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  if (!backward) return loss;
+  std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
+  t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+  for (int l = d.L - 1; l >= 0; --l) {
+    if (recompute_[l]) layer_forward(l, *shared, step);
+    layer_backward(l, recompute_[l] ? *shared : *acts_[l], step);
+  }
+  if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
+  return loss;
+}
+
+float TrainModel::forward_backward(const int* tokens, const int* labels, const int* positions, const int* doc_start,
+                                   float loss_scale, uint64_t dropout_step) {
+  return run(tokens, labels, positions, doc_start, loss_scale, true, dropout_step);
+}
+
+float TrainModel::forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start) {
+  // evaluation: LoRA dropout off
+  float p = opts_.lora.dropout;
+  opts_.lora.dropout = 0;
+  float loss = run(tokens, labels, positions, doc_start, 1.0f, false, 0);
+  opts_.lora.dropout = p;
+  return loss;
+}
+
+}  // namespace lt

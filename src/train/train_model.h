@@ -1,0 +1,111 @@
+// TrainModel: the Llama-family forward and backward for fine-tuning, full or LoRA, over a packed
+// micro-batch of N = B*T tokens with document masking (DESIGN.md §2-5). Every buffer — frozen and
+// trainable weights, gradients, AdamW moments, saved activations, checkpoint recompute scratch,
+// the loss chunk — comes from plan_training(), built before anything is allocated; a step
+// allocates nothing.
+// Dimension letters: N tokens in the micro-batch, C, QD = NH*HS, KVD = NKV*HS, F, V, R LoRA rank.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory_plan.h"
+#include "io/tensor_set.h"
+#include "kernels/backward.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "train/lora.h"
+
+namespace lt {
+
+enum class Checkpointing { None, EveryK };  // EveryK with k = 1: every block
+
+struct TrainModelOptions {
+  std::string method = "lora";   // "lora" | "full"
+  LoraConfig lora;
+  int micro_batch = 1;           // B
+  int seq_len = 256;             // T
+  Checkpointing checkpointing = Checkpointing::None;
+  int checkpoint_every = 1;      // with EveryK: blocks l with l % k == 0 are recomputed in backward
+  bool freeze_embeddings = false;  // full fine-tuning only
+  bool freeze_lm_head = false;     // full fine-tuning only (tied: follows freeze_embeddings)
+  int loss_chunk = 256;          // rows of logits computed at a time
+  uint64_t seed = 0;             // LoRA init and dropout masks
+};
+
+// Parses "none" | "every" | "every:K"; lt::Error otherwise.
+void parse_checkpointing(const std::string& s, TrainModelOptions& o);
+
+MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o);
+
+// One trainable tensor with its gradient and AdamW moments (all from the arenas).
+struct TrainParam {
+  std::string name;              // PEFT key for LoRA tensors, HF name for full fine-tuning
+  std::vector<int64_t> shape;
+  float *p, *g, *m, *v;
+  size_t n;
+  int layer;                     // -1 for embeddings / final norm / lm_head
+  bool decay;                    // weight decay applies (not to norms and biases)
+};
+
+struct Linear;  // train_model.cpp
+
+class TrainModel {
+ public:
+  TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops);
+  ~TrainModel();
+
+  // Forward and backward over one micro-batch (B*T tokens, labels already shifted, -100 ignored).
+  // Gradients ACCUMULATE into the parameters' g (call zero_grads() after an optimizer step).
+  // Returns the mean loss over the non-ignored labels; loss_scale multiplies the gradients
+  // (1 / accumulation steps). dropout_step selects the LoRA dropout masks.
+  float forward_backward(const int* tokens, const int* labels, const int* positions, const int* doc_start,
+                         float loss_scale, uint64_t dropout_step);
+  // Forward only: the mean loss (evaluation).
+  float forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start);
+  void zero_grads();
+  // Sets the LoRA A/B (and trainable biases) from a PEFT adapter's tensors (PEFT key names);
+  // lt::Error naming the tensor when one is missing or mis-shaped.
+  void load_lora(const TensorSet& adapter);
+
+  std::vector<TrainParam>& params() { return params_; }
+  const ModelConfig& config() const { return cfg_; }
+  const TrainModelOptions& options() const { return opts_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const Arenas& arenas() const { return arenas_; }
+  size_t trainable_count() const;
+  // Base weight by HF name (for merging and export).
+  float* weight(const std::string& name) const { return arenas_.get_as<float>(name); }
+  // The LoRA (A, B) of a module, or nulls.
+  void lora_tensors(int layer, const std::string& module, float** A, float** B) const;
+
+ private:
+  struct LayerActs;
+  void layer_forward(int l, LayerActs& a, uint64_t dropout_step);
+  void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
+  float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
+            bool backward, uint64_t dropout_step);
+
+  ModelConfig cfg_;
+  TrainModelOptions opts_;
+  const Ops& ops_;
+  MemoryPlan plan_;
+  Arenas arenas_;
+  int N_ = 0;
+  std::vector<TrainParam> params_;
+  std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
+  std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets, or 1 shared with checkpointing
+  std::vector<bool> recompute_;                   // per layer: recomputed in backward
+  // weights and their grads (grads null when frozen)
+  float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
+  std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
+  float* inv_freq_;
+  // activations and scratch
+  std::vector<float*> res_;                       // L+1 residual streams (N, C)
+  float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
+  float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_, *lora_g_, *lora_tmp_, *lora_xd_;
+  const int *tokens_ = nullptr, *positions_ = nullptr, *doc_start_ = nullptr;
+};
+
+}  // namespace lt
