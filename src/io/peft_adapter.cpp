@@ -95,6 +95,15 @@ std::string normalized_key(const ParsedKey& k) {
                                    : peft_lora_key(k.layer, k.module, k.kind == ParsedKey::LoraA);
 }
 
+// Whether PEFT wraps `module` of `layer` under config (target_modules, layers_to_transform).
+bool is_adapted(const LoraConfig& c, int layer, const std::string& module) {
+  const bool all_linear = c.target_modules.size() == 1 && c.target_modules[0] == "all-linear";
+  const auto& tm = c.target_modules;
+  const auto& lt = c.layers_to_transform;
+  return (all_linear || std::find(tm.begin(), tm.end(), module) != tm.end()) &&
+         (lt.empty() || std::find(lt.begin(), lt.end(), layer) != lt.end());
+}
+
 }  // namespace
 
 std::string peft_lora_key(int layer, const std::string& module, bool is_A) {
@@ -145,8 +154,15 @@ void save_peft_adapter(const std::string& dir, const LoraConfig& config, const s
     ParsedKey pk;
     LT_CHECK(parse_key(t.key, &pk) && normalized_key(pk) == t.key,
              "save_peft_adapter: '{}' is not a PEFT LoRA key (use peft_lora_key / peft_bias_key)", t.key);
+    LT_CHECK(pk.kind != ParsedKey::Bias || config.bias != "none",
+             "save_peft_adapter: tensor '{}' is a bias but the config says bias \"none\"", t.key);
     TensorInfo ti;
     ti.name = t.key;
+    // PEFT stores the bias of a module it wraps under the wrapper's base_layer (and loads it only
+    // from there); biases of modules it does not wrap keep their plain name.
+    if (pk.kind == ParsedKey::Bias && is_adapted(config, pk.layer, pk.module))
+      ti.name = fmt::format("{}{}.{}.{}.base_layer.bias", kKeyPrefix, pk.layer, llama_module_parent(pk.module),
+                            pk.module);
     ti.dtype = DType::F32;
     ti.shape = t.shape;
     ti.data = t.data;

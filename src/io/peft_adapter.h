@@ -1,7 +1,8 @@
 // PEFT LoRA adapter folders, as Hugging Face PEFT saves and loads them:
 //   adapter_config.json        LoraConfig.to_dict(), sorted keys, indent 2
 //   adapter_model.safetensors  base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight (r, in)
-//                              ... .lora_B.weight (out, r), and ... .{module}.bias with bias="all"/"lora_only"
+//                              ... .lora_B.weight (out, r), and biases with bias="all"/"lora_only":
+//                              ... .{module}.bias, or ... .{module}.base_layer.bias for an adapted module
 // so an adapter trained here loads with PeftModel.from_pretrained and one trained with PEFT loads
 // here. Both files are written atomically. Loading validates the config (only plain LoRA on the
 // Llama projections is supported) and every tensor key and shape, naming file and key on error.
@@ -28,7 +29,9 @@ std::string peft_lora_key(int layer, const std::string& module, bool is_A);
 std::string peft_bias_key(int layer, const std::string& module);
 
 // Writes dir/adapter_config.json and dir/adapter_model.safetensors (F32, metadata format=pt).
-// `dir` must exist. target_modules {"all-linear"} is written as the seven Llama projections,
+// `dir` must exist. Bias keys (bias "all" / "lora_only") are given as peft_bias_key; the bias of a
+// module that LoRA adapts is written as "...{module}.base_layer.bias", where PEFT saves and looks
+// for it (load_peft_adapter maps it back to peft_bias_key). target_modules {"all-linear"} is written as the seven Llama projections,
 // which is what PEFT itself records after resolving "all-linear" on a Llama model.
 void save_peft_adapter(const std::string& dir, const LoraConfig& config, const std::string& base_model_name_or_path,
                        const std::vector<AdapterTensor>& tensors);

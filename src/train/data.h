@@ -53,7 +53,7 @@ struct DataStats {
 };
 
 // Splits text into documents: runs of >= min_blank_lines whitespace-only lines separate documents;
-// shorter runs are kept inside. Each document has its leading/trailing blank lines and trailing
+// shorter runs are kept inside (as empty lines). Each document has its leading/trailing blank lines and trailing
 // newline removed; '\r' before '\n' is dropped. Empty documents are dropped.
 std::vector<std::string> split_documents(std::string_view text, int min_blank_lines);
 

@@ -64,7 +64,9 @@ float clip_grad_norm(std::span<ParamGroup> groups, float max_norm) {
   // added in thread order, so the result depends only on the thread count.
   double partial[kMaxThreads];
   int nthreads = 1;
-#pragma omp parallel
+  size_t total_n = 0;
+  for (const ParamGroup& g : groups) total_n += g.frozen ? 0 : g.n;
+#pragma omp parallel if (total_n >= kParallelMin)
   {
     const int T = omp_get_num_threads(), t = omp_get_thread_num();
 #pragma omp single

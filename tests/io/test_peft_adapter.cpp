@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
-#include "io/io_test_util.h"
+#include "io_test_util.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 
@@ -98,6 +98,31 @@ TEST(PeftAdapterRoundTrip, TensorsOutliveTheLoaderLocals) {
   }
   const TensorInfo& t = moved.get(fx.tensors[0].key, fx.tensors[0].shape);
   EXPECT_EQ(static_cast<const float*>(t.data)[1], fx.data[0][1]);
+}
+
+TEST(PeftAdapterRoundTrip, BiasesUnderBaseLayerForAdaptedModules) {
+  // PEFT 0.21 with bias="all" on a Llama with attention biases saves the adapted q_proj's bias as
+  // "...q_proj.base_layer.bias" (and loads it only from there) and k_proj's as "...k_proj.bias".
+  TempDir dir;
+  Fixture fx;
+  fx.add(peft_bias_key(0, "q_proj"), {6});
+  fx.add(peft_bias_key(1, "k_proj"), {6});
+  LoraConfig c = sample_config();
+  c.bias = "all";
+  save_peft_adapter(dir.path, c, "", fx.tensors);
+  TensorSet raw;
+  load_safetensors(dir / "adapter_model.safetensors", raw);
+  EXPECT_NE(raw.find("base_model.model.model.layers.0.self_attn.q_proj.base_layer.bias"), nullptr);
+  EXPECT_NE(raw.find("base_model.model.model.layers.1.self_attn.k_proj.bias"), nullptr);
+  EXPECT_EQ(raw.find(peft_bias_key(0, "q_proj")), nullptr);
+  const LoadedAdapter a = load_peft_adapter(dir.path);
+  EXPECT_EQ(a.config.bias, "all");
+  const TensorInfo& qb = a.tensors.get(peft_bias_key(0, "q_proj"), {6});
+  EXPECT_EQ(0, std::memcmp(qb.data, fx.data[fx.data.size() - 2].data(), 6 * sizeof(float)));
+  a.tensors.get(peft_bias_key(1, "k_proj"), {6});
+  c.bias = "none";
+  test::expect_contains(test::error_of([&] { save_peft_adapter(dir.path, c, "", fx.tensors); }),
+                        {"q_proj.bias", "bias \"none\""});
 }
 
 TEST(PeftAdapterJson, FieldsAsPeftWritesThem) {

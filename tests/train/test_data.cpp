@@ -15,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/chat_template.h"
 #include "train/data.h"
+#include "train/data_loader.h"
 
 namespace {
 
@@ -87,8 +88,9 @@ TEST(TrainDataText, SplitDocumentsHonoursMinBlankLines) {
   std::string text = "\n\nA1\nA2\n\nB1\n \t\n\n\nC1\r\n\r\nC2\n\n";
   EXPECT_EQ(lt::split_documents(text, 1), (std::vector<std::string>{"A1\nA2", "B1", "C1", "C2"}));
   EXPECT_EQ(lt::split_documents(text, 2), (std::vector<std::string>{"A1\nA2\n\nB1", "C1\n\nC2"}));
-  EXPECT_EQ(lt::split_documents(text, 4), (std::vector<std::string>{"A1\nA2\n\nB1", "C1\n\nC2"}));
-  EXPECT_EQ(lt::split_documents(text, 5), (std::vector<std::string>{"A1\nA2\n\nB1\n\n\n\n\nC1\n\nC2"}));
+  EXPECT_EQ(lt::split_documents(text, 3), (std::vector<std::string>{"A1\nA2\n\nB1", "C1\n\nC2"}));
+  // A run shorter than min_blank_lines stays inside, whitespace-only lines kept as empty lines.
+  EXPECT_EQ(lt::split_documents(text, 4), (std::vector<std::string>{"A1\nA2\n\nB1\n\n\n\nC1\n\nC2"}));
   EXPECT_TRUE(lt::split_documents(" \n\n\t\n", 1).empty());
   EXPECT_NE(error_of([] { lt::split_documents("x", 0); }).find("min_blank_lines"), std::string::npos);
 }
@@ -131,6 +133,44 @@ TEST(TrainDataText, AesopFablesOnePerDocumentWithTitle) {
   EXPECT_EQ(st.n_tokens, tokens);
   EXPECT_EQ(st.n_label_tokens, tokens);
   EXPECT_EQ(tok().decode(ex[1].ids, true).rfind("The Wolf And The Lamb\n\nWOLF", 0), 0u);
+}
+
+// End to end on real data: packed batches of the fables. Within a segment every label is the next
+// token (text: loss on all); the token before a document's EOS predicts EOS, and EOS itself (the
+// document's last token) predicts nothing.
+TEST(TrainDataText, AesopPackedBatchesShiftLabels) {
+  lt::DataOptions opt;
+  opt.min_blank_lines = 2;
+  std::vector<lt::Example> ex = lt::load_examples(kAesop, tok(), opt);
+  lt::DataSplit split = lt::split_train_eval(ex, 0.1, 1234);
+  const int B = 4, T = 128;
+  lt::DataLoader dl(split.train, B, T, true, 1234);
+  lt::Batch b;
+  size_t batches = 0, eos_seen = 0, label_tokens = 0;
+  while (dl.next(b)) {
+    ++batches;
+    for (int i = 0; i < B * T; ++i) {
+      bool same_segment_next = (i + 1) % T != 0 && b.doc_start[i + 1] == b.doc_start[i];
+      if (b.tokens[i] == tok().eos_id()) {
+        ++eos_seen;
+        EXPECT_EQ(b.labels[i], kIgnoreLabel);
+        if ((i + 1) % T != 0) {
+          EXPECT_TRUE(b.tokens[i + 1] == tok().bos_id() || b.tokens[i + 1] == 0);
+        }
+      } else if (same_segment_next) {
+        ASSERT_EQ(b.labels[i], b.tokens[i + 1]) << "batch " << batches << " token " << i;
+        EXPECT_EQ(b.positions[i + 1], b.positions[i] + 1);
+      }
+      if (b.tokens[i] == tok().bos_id()) {
+        EXPECT_EQ(b.positions[i], 0);
+      }
+    }
+    label_tokens += b.n_label_tokens;
+  }
+  EXPECT_EQ(batches, dl.batches_per_epoch());
+  EXPECT_EQ(eos_seen, split.train.size());
+  // Every token but each document's last one is a target.
+  EXPECT_EQ(label_tokens, dl.total_tokens() - split.train.size());
 }
 
 TEST(TrainDataText, WholeFileAndDirectory) {

@@ -117,7 +117,9 @@ TEST(TrainDataBatch, PackingFillsRowsAndCoversEveryTokenOnce) {
     for (size_t n = 0; n < batches.size(); ++n) {
       size_t before = seen.size();
       check_batch(batches[n], ex, 0, &seen);
-      if (n + 1 < batches.size()) EXPECT_EQ(seen.size() - before, size_t(B * T)) << "batch " << n << " not full";
+      if (n + 1 < batches.size()) {
+        EXPECT_EQ(seen.size() - before, size_t(B * T)) << "batch " << n << " not full";
+      }
     }
     ASSERT_EQ(seen.size(), total);
     std::set<std::pair<int, int>> uniq(seen.begin(), seen.end());
@@ -165,7 +167,9 @@ TEST(TrainDataBatch, NoPackingPadsAndTruncates) {
         }
       }
       // Truncated: the last kept token is trained on the first dropped one.
-      if (int(ex[k].ids.size()) > T) EXPECT_EQ(b.labels[r * T + T - 1], ex[k].labels[T]);
+      if (int(ex[k].ids.size()) > T) {
+        EXPECT_EQ(b.labels[r * T + T - 1], ex[k].labels[T]);
+      }
     }
   }
   EXPECT_EQ(examples_seen.size(), ex.size());

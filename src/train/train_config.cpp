@@ -1,0 +1,165 @@
+// YAML and flag parsing for TrainConfig (yaml-cpp). Every key is one entry in apply_key().
+#include "train/train_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+
+namespace lt {
+
+namespace {
+
+template <class T>
+T as(const YAML::Node& n, const std::string& key, const std::string& where) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail("{}: key '{}' has a value of the wrong type", where, key);
+  }
+}
+
+std::vector<std::string> as_list(const YAML::Node& n, const std::string& key, const std::string& where) {
+  if (n.IsSequence()) return as<std::vector<std::string>>(n, key, where);
+  std::string s = as<std::string>(n, key, where);
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {  // comma-separated scalar
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(start, end - start);
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, const std::string& where) {
+  auto S = [&] { return as<std::string>(v, key, where); };
+  auto I = [&] { return as<int>(v, key, where); };
+  auto D = [&] { return as<double>(v, key, where); };
+  auto B = [&] { return as<bool>(v, key, where); };
+  if (key == "base_model") c.base_model = S();
+  else if (key == "tokenizer") c.tokenizer = S();
+  else if (key == "datasets") {
+    c.datasets.clear();
+    if (v.IsSequence()) {
+      for (const auto& d : v) {
+        DatasetSpec ds;
+        if (d.IsScalar()) {
+          ds.path = as<std::string>(d, key, where);
+        } else {
+          LT_CHECK(d["path"], "{}: each entry of 'datasets' needs a 'path'", where);
+          ds.path = as<std::string>(d["path"], "datasets.path", where);
+          if (d["min_blank_lines"]) ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
+          if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
+          for (const auto& kv : d) {
+            auto k = kv.first.as<std::string>();
+            LT_CHECK(k == "path" || k == "min_blank_lines" || k == "doc_separator" || k == "type",
+                     "{}: unknown key 'datasets.{}' (expected path, type, min_blank_lines, doc_separator)", where, k);
+          }
+        }
+        c.datasets.push_back(ds);
+      }
+    } else {
+      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p});
+    }
+  } else if (key == "dataset") c.datasets = {{S()}};
+  else if (key == "min_blank_lines") { for (auto& d : c.datasets) d.min_blank_lines = I(); }
+  else if (key == "eval_dataset") c.eval_dataset = S();
+  else if (key == "val_set_size") c.val_set_size = D();
+  else if (key == "chat_template") c.chat_template = S();
+  else if (key == "skip_bad_lines") c.skip_bad_lines = B();
+  else if (key == "method" || key == "adapter") c.method = S() == "qlora" ? "lora" : S();
+  else if (key == "lora_r") c.lora.r = I();
+  else if (key == "lora_alpha") c.lora.alpha = float(D());
+  else if (key == "lora_dropout") c.lora.dropout = float(D());
+  else if (key == "lora_target_modules") c.lora.target_modules = as_list(v, key, where);
+  else if (key == "lora_target_linear") { if (B()) c.lora.target_modules = {"all-linear"}; }
+  else if (key == "use_rslora") c.lora.use_rslora = B();
+  else if (key == "lora_bias") c.lora.bias = S();
+  else if (key == "lora_init") c.lora.init = S();
+  else if (key == "layers_to_transform") {
+    c.lora.layers_to_transform.clear();
+    for (const auto& s : as_list(v, key, where)) {
+      try {
+        c.lora.layers_to_transform.push_back(std::stoi(s));
+      } catch (...) {
+        fail("{}: layers_to_transform: '{}' is not a layer index", where, s);
+      }
+    }
+  } else if (key == "freeze_embeddings") c.freeze_embeddings = B();
+  else if (key == "freeze_lm_head") c.freeze_lm_head = B();
+  else if (key == "micro_batch_size") c.micro_batch_size = I();
+  else if (key == "gradient_accumulation_steps") c.gradient_accumulation_steps = I();
+  else if (key == "sequence_len") c.sequence_len = I();
+  else if (key == "sample_packing") c.sample_packing = B();
+  else if (key == "learning_rate") c.learning_rate = D();
+  else if (key == "lr_scheduler") c.lr_scheduler = S();
+  else if (key == "warmup_steps") c.warmup_steps = I();
+  else if (key == "weight_decay") c.weight_decay = D();
+  else if (key == "max_grad_norm") c.max_grad_norm = D();
+  else if (key == "num_epochs") c.num_epochs = I();
+  else if (key == "max_steps") c.max_steps = I();
+  else if (key == "gradient_checkpointing") {
+    std::string s = S();
+    c.gradient_checkpointing = s == "true" ? "every" : s == "false" ? "none" : s;
+  } else if (key == "unfreeze_schedule") c.unfreeze_schedule = S();
+  else if (key == "eval_steps") c.eval_steps = I();
+  else if (key == "eval_batches") c.eval_batches = I();
+  else if (key == "save_steps") c.save_steps = I();
+  else if (key == "logging_steps") c.logging_steps = I();
+  else if (key == "output_dir") c.output_dir = S();
+  else if (key == "seed") c.seed = as<uint64_t>(v, key, where);
+  else if (key == "threads") c.threads = I();
+  else if (key == "resume") c.resume = S();
+  else fail("{}: unknown key '{}'", where, key);
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path) {
+  TrainConfig c;
+  c.source = path.empty() ? "flags" : path;
+  if (path.empty()) return c;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    fail("{}: cannot open", path);
+  } catch (const YAML::Exception& e) {
+    fail("{}: line {}: malformed YAML: {}", path, e.mark.line + 1, e.msg);
+  }
+  if (root.IsNull()) return c;
+  LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    apply_key(c, key, kv.second, fmt::format("{}: line {}", path, kv.first.Mark().line + 1));
+  }
+  return c;
+}
+
+void set_train_config_key(TrainConfig& c, const std::string& key, const std::string& value) {
+  YAML::Node v;
+  try {
+    v = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    v = YAML::Node(value);
+  }
+  if (v.IsNull()) v = YAML::Node(value);
+  apply_key(c, key, v, "--" + key);
+}
+
+void validate_train_config(const TrainConfig& c) {
+  LT_CHECK(!c.base_model.empty(), "{}: 'base_model' is required", c.source);
+  LT_CHECK(!c.datasets.empty(), "{}: 'datasets' is required (a list of paths)", c.source);
+  LT_CHECK(c.micro_batch_size >= 1, "micro_batch_size must be >= 1 (got {})", c.micro_batch_size);
+  LT_CHECK(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps must be >= 1 (got {})",
+           c.gradient_accumulation_steps);
+  LT_CHECK(c.val_set_size >= 0 && c.val_set_size < 1, "val_set_size must be in [0, 1) (got {})", c.val_set_size);
+  LT_CHECK(c.learning_rate > 0, "learning_rate must be > 0 (got {})", c.learning_rate);
+  LT_CHECK(c.num_epochs >= 1 || c.max_steps > 0, "num_epochs must be >= 1 or max_steps > 0");
+  LT_CHECK(c.max_grad_norm >= 0, "max_grad_norm must be >= 0");
+  LT_CHECK(c.logging_steps >= 1, "logging_steps must be >= 1");
+}
+
+}  // namespace lt

@@ -1,0 +1,62 @@
+// TrainConfig: everything `leantune train` reads, with keys that read like Axolotl / torchtune
+// configs. Loaded from a YAML file, then overridden by `--key value` flags (dashes or
+// underscores); unknown keys are errors naming the key and the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/lora.h"
+
+namespace lt {
+
+struct DatasetSpec {
+  std::string path;            // .txt file / folder of .txt, or .jsonl
+  int min_blank_lines = 1;     // plain text: blank lines that separate documents
+  std::string doc_separator = "blank_line";  // blank_line | file
+};
+
+struct TrainConfig {
+  std::string base_model;                 // HF folder, .safetensors, or llama2.c .bin
+  std::string tokenizer;                  // default: the model folder
+  std::vector<DatasetSpec> datasets;
+  std::string eval_dataset;               // separate eval set (else val_set_size of datasets)
+  double val_set_size = 0.1;              // fraction held out for evaluation
+  std::string chat_template = "chatml";   // chatml | llama3 | llama2 | alpaca
+  bool skip_bad_lines = false;
+  std::string method = "lora";            // lora | full
+  LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, ...
+  bool freeze_embeddings = false, freeze_lm_head = false;
+  int micro_batch_size = 4;
+  int gradient_accumulation_steps = 1;
+  int sequence_len = 256;
+  bool sample_packing = true;
+  double learning_rate = 2e-4;
+  std::string lr_scheduler = "cosine";    // constant | linear | cosine
+  int warmup_steps = 0;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;             // 0 = no clipping
+  int num_epochs = 1;
+  int max_steps = 0;                      // > 0: stop after this many optimizer steps
+  std::string gradient_checkpointing = "none";  // none | every | every:K
+  std::string unfreeze_schedule;          // "step:first_layer:lr_factor,..." (full fine-tuning)
+  int eval_steps = 0;                     // evaluate every N steps (0: only before and after)
+  int eval_batches = 0;                   // cap on eval batches (0: all)
+  int save_steps = 0;                     // checkpoint every N steps (0: only at the end)
+  int logging_steps = 1;
+  std::string output_dir = "out";
+  uint64_t seed = 42;
+  int threads = 0;
+  std::string resume;                     // checkpoint folder to resume from ("auto": output_dir/checkpoint)
+
+  std::string source;                     // where it was read from, for messages
+};
+
+// Reads a YAML file (path may be empty: defaults only).
+TrainConfig load_train_config(const std::string& path);
+// Applies one `key = value` override (value as YAML scalar or list). lt::Error on an unknown key.
+void set_train_config_key(TrainConfig& c, const std::string& key, const std::string& value);
+// Checks the whole config; lt::Error naming the key.
+void validate_train_config(const TrainConfig& c);
+
+}  // namespace lt

@@ -1,0 +1,354 @@
+// The training loop. A step = gradient_accumulation_steps micro-batches (gradients accumulate,
+// each micro-batch's loss scaled by 1/accum), then clipping, a finiteness check, AdamW at the
+// scheduled lr, zeroed gradients. Checkpoints hold the trainable tensors, both AdamW moments, the
+// step and the data position (dropout masks are keyed by step, so there is no RNG state): a
+// resumed run repeats an uninterrupted one bit for bit at the same thread count. Each checkpoint
+// is written to a new folder and then published by atomically replacing output_dir/LATEST, so a
+// crash mid-write leaves the previous checkpoint loadable.
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/memory_plan.h"
+#include "core/threads.h"
+#include "io/atomic_file.h"
+#include "io/model_files.h"
+#include "io/peft_adapter.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "tokenizer/tokenizer.h"
+#include "train/data.h"
+#include "train/data_loader.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+#include "train/train_model.h"
+
+namespace fs = std::filesystem;
+
+namespace lt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string default_tokenizer_path(const std::string& model) {
+  if (fs::is_directory(model)) return model;
+  return fs::path(model).parent_path().string();
+}
+
+std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
+  std::vector<Example> all;
+  for (const auto& ds : c.datasets) {
+    DataOptions o;
+    o.doc_separator = parse_doc_separator(ds.doc_separator);
+    o.min_blank_lines = ds.min_blank_lines;
+    o.chat_template = parse_chat_template(c.chat_template);
+    o.skip_bad_lines = c.skip_bad_lines;
+    DataStats st;
+    auto ex = load_examples(ds.path, tok, o, &st);
+    if (st.n_skipped_lines) fmt::print(stderr, "warning: {}: skipped {} malformed lines\n", ds.path, st.n_skipped_lines);
+    for (auto& e : ex) all.push_back(std::move(e));
+  }
+  return all;
+}
+
+std::vector<AdapterTensor> adapter_tensors(TrainModel& m) {
+  std::vector<AdapterTensor> out;
+  for (const auto& p : m.params()) {
+    std::string key = p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name;
+    out.push_back({key, p.shape, p.p});
+  }
+  return out;
+}
+
+void save_checkpoint(const std::string& out_dir, TrainModel& m, int step, int epoch, size_t position,
+                     const std::vector<float>& losses) {
+  std::string name = fmt::format("checkpoint-{}", step);
+  fs::path dir = fs::path(out_dir) / name;
+  fs::create_directories(dir);
+  std::vector<TensorInfo> ts;
+  for (const auto& p : m.params()) {
+    for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+      TensorInfo t;
+      t.name = prefix + p.name;
+      t.dtype = DType::F32;
+      t.shape = p.shape;
+      t.data = ptr;
+      t.nbytes = p.n * sizeof(float);
+      ts.push_back(t);
+    }
+  }
+  save_safetensors((dir / "state.safetensors").string(), ts);
+  nlohmann::json j;
+  j["step"] = step;
+  j["epoch"] = epoch;
+  j["position"] = position;
+  j["losses"] = losses;
+  write_text_file_atomic((dir / "trainer_state.json").string(), j.dump(1));
+  std::string previous;
+  if (fs::exists(fs::path(out_dir) / "LATEST")) previous = read_text_file((fs::path(out_dir) / "LATEST").string());
+  write_text_file_atomic((fs::path(out_dir) / "LATEST").string(), name);  // publish
+  if (!previous.empty() && previous != name) fs::remove_all(fs::path(out_dir) / previous);
+}
+
+struct ResumeState {
+  int step = 0, epoch = 0;
+  size_t position = 0;
+  std::vector<float> losses;
+};
+
+ResumeState load_checkpoint(const std::string& path, const std::string& out_dir, TrainModel& m) {
+  std::string dir = path;
+  if (path == "auto") {
+    fs::path latest = fs::path(out_dir) / "LATEST";
+    if (!fs::exists(latest)) return {};
+    dir = (fs::path(out_dir) / read_text_file(latest.string())).string();
+  }
+  TensorSet ts;
+  ts.source = dir;
+  load_safetensors(dir + "/state.safetensors", ts);
+  for (auto& p : m.params()) {
+    for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+      const TensorInfo& t = ts.get(prefix + p.name, p.shape);
+      convert_to_f32(ptr, t.data, t.dtype, p.n);
+    }
+  }
+  nlohmann::json j;
+  std::string state_path = dir + "/trainer_state.json";
+  try {
+    j = nlohmann::json::parse(read_text_file(state_path));
+    ResumeState r;
+    r.step = j.at("step").get<int>();
+    r.epoch = j.at("epoch").get<int>();
+    r.position = j.at("position").get<size_t>();
+    r.losses = j.at("losses").get<std::vector<float>>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed checkpoint state: {}", state_path, e.what());
+  }
+}
+
+std::string format_eta(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  int t = int(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02d}:{:02d}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{:02d}:{:02d}", t / 60, t % 60);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& c) {
+  validate_train_config(c);
+  set_num_threads(c.threads);
+  auto tok = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  auto files = load_model_files(c.base_model);
+  const ModelConfig& mc = files.config;
+  LT_CHECK(c.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} positions)",
+           c.sequence_len, mc.max_seq_len);
+
+  // data
+  std::vector<Example> train_ex, eval_ex;
+  if (!c.eval_dataset.empty()) {
+    train_ex = load_all(c, *tok);
+    TrainConfig ec = c;
+    ec.datasets = {{c.eval_dataset}};
+    eval_ex = load_all(ec, *tok);
+  } else {
+    auto split = split_train_eval(load_all(c, *tok), c.val_set_size, c.seed);
+    train_ex = std::move(split.train);
+    eval_ex = std::move(split.eval);
+  }
+  LT_CHECK(!train_ex.empty(), "the training set is empty after holding out {} for evaluation", c.val_set_size);
+  const int pad = tok->eos_id() >= 0 ? tok->eos_id() : 0;
+  DataLoader loader(std::move(train_ex), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
+  std::vector<Batch> eval_batches;
+  if (!eval_ex.empty()) eval_batches = make_eval_batches(eval_ex, c.micro_batch_size, c.sequence_len, c.sample_packing, pad);
+  if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
+
+  // model
+  TrainModelOptions o;
+  o.method = c.method;
+  o.lora = c.lora;
+  o.micro_batch = c.micro_batch_size;
+  o.seq_len = c.sequence_len;
+  parse_checkpointing(c.gradient_checkpointing, o);
+  o.freeze_embeddings = c.freeze_embeddings;
+  o.freeze_lm_head = c.freeze_lm_head;
+  o.seed = c.seed;
+  UnfreezeSchedule unfreeze;
+  if (!c.unfreeze_schedule.empty()) {
+    LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
+    unfreeze = UnfreezeSchedule::parse(c.unfreeze_schedule);
+    unfreeze.check_layers(mc.n_layers);
+  }
+  MemoryPlan plan = plan_training(mc, o);
+  fmt::print("memory plan ({} {}, micro-batch {} x {} tokens, checkpointing {}):\n{}", c.method,
+             c.method == "lora" ? fmt::format("r={}", c.lora.r) : "", c.micro_batch_size, c.sequence_len,
+             c.gradient_checkpointing, plan.format_table(false));
+  TrainModel model(mc, files.tensors, o, ops_cpu());
+  fmt::print("trainable parameters: {} ({} tensors); {} training batches per epoch, {} eval batches\n",
+             model.trainable_count(), model.params().size(), loader.batches_per_epoch(), eval_batches.size());
+
+  fs::create_directories(c.output_dir);
+  const int accum = c.gradient_accumulation_steps;
+  const int steps_per_epoch = std::max<int>(1, int(loader.batches_per_epoch()) / accum);
+  const int total_steps = c.max_steps > 0 ? c.max_steps : steps_per_epoch * c.num_epochs;
+  ScheduleOptions so;
+  so.kind = parse_schedule_kind(c.lr_scheduler);
+  so.lr = c.learning_rate;
+  so.warmup_steps = c.warmup_steps;
+  AdamWOptions ao;
+  ao.weight_decay = c.weight_decay;
+
+  std::vector<ParamGroup> groups;
+  for (auto& p : model.params()) {
+    ParamGroup g;
+    g.param = p.p; g.grad = p.g; g.m = p.m; g.v = p.v; g.n = p.n;
+    g.weight_decay = p.decay;
+    groups.push_back(g);
+  }
+  TrainResult res;
+  res.output_dir = c.output_dir;
+  ResumeState rs;
+  if (!c.resume.empty()) {
+    rs = load_checkpoint(c.resume, c.output_dir, model);
+    if (rs.step > 0) fmt::print("resumed from step {} (epoch {}, batch {})\n", rs.step, rs.epoch, rs.position);
+  }
+  res.losses = rs.losses;
+  int epoch = rs.epoch;
+  loader.start_epoch(epoch);
+  if (rs.position) loader.seek(epoch, rs.position);
+
+  auto evaluate = [&]() -> float {
+    if (eval_batches.empty()) return NAN;
+    double sum = 0;
+    long n = 0;
+    for (const auto& b : eval_batches) {
+      if (!b.n_label_tokens) continue;
+      float l = model.forward_loss(b.tokens.data(), b.labels.data(), b.positions.data(), b.doc_start.data());
+      sum += double(l) * b.n_label_tokens;
+      n += b.n_label_tokens;
+    }
+    return n ? float(sum / double(n)) : NAN;
+  };
+  std::FILE* metrics = std::fopen((fs::path(c.output_dir) / "metrics.jsonl").c_str(), rs.step ? "a" : "w");
+  LT_CHECK(metrics, "{}/metrics.jsonl: cannot open for writing", c.output_dir);
+  auto log_metric = [&](const nlohmann::json& j) {
+    std::fputs((j.dump() + "\n").c_str(), metrics);
+    std::fflush(metrics);
+  };
+  const bool tty = isatty(fileno(stdout));
+  float ev = evaluate();
+  if (std::isfinite(ev)) {
+    res.eval_losses.push_back(ev);
+    res.first_eval_loss = ev;
+    fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", rs.step, ev, std::exp(ev));
+    log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});
+  }
+
+  Batch batch;
+  model.zero_grads();
+  auto t_start = Clock::now();
+  long tokens_seen = 0;
+  int step = rs.step;
+  for (; step < total_steps;) {
+    // staged unfreezing: which layers train this step, at what lr factor
+    if (!unfreeze.empty())
+      for (size_t i = 0; i < groups.size(); ++i) {
+        int layer = model.params()[i].layer;
+        int l = layer < 0 ? mc.n_layers - 1 : layer;  // embeddings/head/final norm follow the top layer
+        groups[i].frozen = !unfreeze.layer_trainable(l, step);
+        groups[i].lr_factor = unfreeze.lr_factor(l, step);
+      }
+    double loss_sum = 0;
+    int tokens_step = 0;
+    for (int a = 0; a < accum; ++a) {
+      if (!loader.next(batch)) {
+        loader.start_epoch(++epoch);
+        LT_CHECK(loader.next(batch), "the training set yields no batch");
+      }
+      float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
+                                       batch.doc_start.data(), 1.0f / float(accum), uint64_t(step) * accum + a);
+      LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} "
+               "is intact; try a lower learning_rate", l, step + 1, a, c.output_dir);
+      loss_sum += l;
+      tokens_step += batch.B * batch.T;
+    }
+    float gnorm = c.max_grad_norm > 0 ? clip_grad_norm(groups, float(c.max_grad_norm)) : 0.0f;
+    LT_CHECK(grads_finite(groups), "non-finite gradient at step {}; stopping. The last good checkpoint in {} is "
+             "intact; try a lower learning_rate", step + 1, c.output_dir);
+    float lr = lr_at(so, step, total_steps);
+    adamw_step(groups, ao, lr, step + 1);
+    model.zero_grads();
+    ++step;
+    float loss = float(loss_sum / accum);
+    res.losses.push_back(loss);
+    tokens_seen += tokens_step;
+    double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    double tps = tokens_seen / std::max(elapsed, 1e-9);
+    double eta = elapsed / (step - rs.step) * (total_steps - step);
+    size_t rss = process_rss_bytes();
+    log_metric({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"tokens_per_s", tps},
+                {"rss_bytes", rss}, {"epoch", epoch}});
+    if (tty) {
+      int w = 24, filled = int(double(step) / total_steps * w);
+      fmt::print("\r[{}{}] {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s mem {} ETA {}   ", std::string(size_t(filled), '#'),
+                 std::string(size_t(w - filled), '.'), step, total_steps, loss, lr, tps, format_bytes(rss),
+                 format_eta(eta));
+      std::fflush(stdout);
+    } else if (step % c.logging_steps == 0 || step == total_steps) {
+      fmt::print("step {:>5}/{}  loss {:.4f}  lr {:.3e}  grad_norm {:.3f}  {:.0f} tok/s  mem {}  eta {}\n", step,
+                 total_steps, loss, lr, gnorm, tps, format_bytes(rss), format_eta(eta));
+      std::fflush(stdout);
+    }
+    if (c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps) {
+      float e = evaluate();
+      if (std::isfinite(e)) {
+        res.eval_losses.push_back(e);
+        fmt::print("{}step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", tty ? "\n" : "", step, e, std::exp(e));
+        log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
+      }
+    }
+    if (c.save_steps > 0 && step % c.save_steps == 0)
+      save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses);
+  }
+  if (tty) fmt::print("\n");
+  float fe = evaluate();
+  if (std::isfinite(fe)) {
+    res.eval_losses.push_back(fe);
+    res.last_eval_loss = fe;
+    fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, fe, std::exp(fe));
+    log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
+  }
+  std::fclose(metrics);
+  save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses);
+  if (c.method == "lora") {
+    std::string adir = (fs::path(c.output_dir) / "adapter").string();
+    fs::create_directories(adir);
+    save_peft_adapter(adir, c.lora, c.base_model, adapter_tensors(model));
+    fmt::print("saved the PEFT adapter to {}\n", adir);
+  } else {
+    std::vector<TensorInfo> ts;
+    for (const auto& p : model.params()) {
+      TensorInfo t;
+      t.name = p.name; t.dtype = DType::F32; t.shape = p.shape; t.data = p.p; t.nbytes = p.n * sizeof(float);
+      ts.push_back(t);
+    }
+    std::string path = (fs::path(c.output_dir) / "trained.safetensors").string();
+    save_safetensors(path, ts);
+    fmt::print("saved the trained tensors to {}\n", path);
+  }
+  res.steps = step;
+  return res;
+}
+
+}  // namespace lt
