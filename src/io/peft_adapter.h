@@ -31,8 +31,9 @@ std::string peft_bias_key(int layer, const std::string& module);
 // Writes dir/adapter_config.json and dir/adapter_model.safetensors (F32, metadata format=pt).
 // `dir` must exist. Bias keys (bias "all" / "lora_only") are given as peft_bias_key; the bias of a
 // module that LoRA adapts is written as "...{module}.base_layer.bias", where PEFT saves and looks
-// for it (load_peft_adapter maps it back to peft_bias_key). target_modules {"all-linear"} is written as the seven Llama projections,
-// which is what PEFT itself records after resolving "all-linear" on a Llama model.
+// for it (load_peft_adapter maps it back to peft_bias_key). target_modules {"all-linear"} is
+// written as the seven Llama projections, which is what PEFT itself records after resolving
+// "all-linear" on a Llama model.
 void save_peft_adapter(const std::string& dir, const LoraConfig& config, const std::string& base_model_name_or_path,
                        const std::vector<AdapterTensor>& tensors);
 

@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "io/model_files.h"
+#include "io/peft_adapter.h"
+#include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
 
 namespace lt {
@@ -127,6 +129,41 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   } else {
     lm_head_ = take("lm_head.weight", {V, C});
   }
+}
+
+void LlamaModel::merge_adapter(const std::string& dir, float sign) {
+  LoadedAdapter ad = load_peft_adapter(dir);
+  const float s = sign * ad.config.scaling();
+  const int64_t R = ad.config.r;
+  const auto& mods = llama_linear_modules();
+  int merged = 0;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    auto& L = layers_[l];
+    float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
+    float* Bias[7] = {L.bq, L.bk, L.bv, nullptr, nullptr, nullptr, nullptr};
+    const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
+    const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
+    for (int m = 0; m < 7; ++m) {
+      const TensorInfo* a = ad.tensors.find(peft_lora_key(l, mods[m], true));
+      if (a) {
+        const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mods[m], true), {R, in[m]});
+        const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mods[m], false), {out[m], R});
+        std::vector<float> fa(size_t(A.numel())), fb(size_t(B.numel()));
+        convert_to_f32(fa.data(), A.data, A.dtype, fa.size());
+        convert_to_f32(fb.data(), B.data, B.dtype, fb.size());
+        cpu::gemm_f32(false, false, int(out[m]), int(in[m]), int(R), s, fb.data(), int(R), fa.data(), int(in[m]), 1.0f,
+                      W[m], int(in[m]));
+        ++merged;
+      }
+      if (const TensorInfo* b = ad.tensors.find(peft_bias_key(l, mods[m]))) {
+        LT_CHECK(Bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mods[m], l);
+        LT_CHECK(sign > 0, "{}: cannot unmerge an adapter that carries trained biases", dir);
+        const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mods[m]), {out[m]});
+        convert_to_f32(Bias[m], bt.data, bt.dtype, size_t(bt.numel()));
+      }
+    }
+  }
+  LT_CHECK(merged > 0, "{}: the adapter holds no LoRA weights for this model", dir);
 }
 
 void LlamaModel::forward(const int* tokens, int T, int pos0) {

@@ -48,6 +48,12 @@ class LlamaModel {
   // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context().
   void forward(const int* tokens, int T, int pos0);
 
+  // Merges a PEFT LoRA adapter into the base weights: W += sign * s * B·A for every adapted
+  // projection (sign -1 unmerges, so adapters swap without reloading the model). Trainable
+  // biases saved with the adapter replace the base biases when merging. lt::Error naming the
+  // tensor when the adapter does not fit this model.
+  void merge_adapter(const std::string& adapter_dir, float sign = 1.0f);
+
   const float* logits() const { return logits_; }
   float* logits() { return logits_; }
   const ModelConfig& config() const { return cfg_; }

@@ -19,6 +19,27 @@ constexpr size_t kParallelMin = 1 << 14;
 // The most OpenMP threads clip_grad_norm keeps partial sums for (on the stack).
 constexpr int kMaxThreads = 1024;
 
+// The AdamW update of elements [lo, hi) of one group: a plain loop. GCC vectorizes it only under
+// -fno-math-errno (sqrtf may set errno; a per-function optimize attribute does not lift that).
+void adamw_range(float* __restrict p, const float* __restrict gr, float* __restrict m, float* __restrict v,
+                 size_t lo, size_t hi, float decay_factor, float one_minus_b1, float beta2, float one_minus_b2,
+                 float bc2_sqrt, float eps, float neg_step_size) {
+#pragma omp simd
+  for (size_t i = lo; i < hi; i++) {
+    const float pi = p[i] * decay_factor;
+    const float gi = gr[i];
+    // torch: exp_avg.lerp_(grad, 1-β1) = m + (1-β1)·(g - m)
+    const float mi = m[i] + one_minus_b1 * (gi - m[i]);
+    // torch: exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
+    const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
+    // torch: denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps); param.addcdiv_(exp_avg, denom, value=-step_size)
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    p[i] = pi + neg_step_size * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 }  // namespace
 
 void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr, int step) {
@@ -33,28 +54,16 @@ void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr
     if (g.frozen || g.n == 0) continue;
     LT_ASSERT(g.param && g.grad && g.m && g.v);
     const double glr = double(lr) * double(g.lr_factor);
+    // Without decay the factor is 1 and the multiply is exact: one loop body, no branch.
     const bool decay = g.weight_decay && opts.weight_decay != 0.0;
-    const float decay_factor = float(1.0 - glr * opts.weight_decay);
+    const float decay_factor = decay ? float(1.0 - glr * opts.weight_decay) : 1.0f;
     const float neg_step_size = float(-(glr / bc1));
-    float* __restrict p = g.param;
-    const float* __restrict gr = g.grad;
-    float* __restrict m = g.m;
-    float* __restrict v = g.v;
-    const ptrdiff_t n = ptrdiff_t(g.n);
-#pragma omp parallel for simd schedule(static) if (g.n >= kParallelMin)
-    for (ptrdiff_t i = 0; i < n; i++) {
-      float pi = p[i];
-      if (decay) pi *= decay_factor;
-      const float gi = gr[i];
-      // torch: exp_avg.lerp_(grad, 1-β1) = m + (1-β1)·(g - m)
-      const float mi = m[i] + one_minus_b1 * (gi - m[i]);
-      // torch: exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
-      const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      // torch: param.addcdiv_(exp_avg, denom, value=-step_size)
-      p[i] = pi + neg_step_size * mi / denom;
-      m[i] = mi;
-      v[i] = vi;
+    const size_t n = g.n;
+#pragma omp parallel if (n >= kParallelMin)
+    {
+      const size_t T = size_t(omp_get_num_threads()), t = size_t(omp_get_thread_num());
+      adamw_range(g.param, g.grad, g.m, g.v, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1, beta2,
+                  one_minus_b2, bc2_sqrt, eps, neg_step_size);
     }
   }
 }

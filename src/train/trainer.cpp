@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -94,6 +96,8 @@ void save_checkpoint(const std::string& out_dir, TrainModel& m, int step, int ep
   j["position"] = position;
   j["losses"] = losses;
   write_text_file_atomic((dir / "trainer_state.json").string(), j.dump(1));
+  // Test hook: die here, after the new files are written but before they are published.
+  if (const char* crash = std::getenv("LEANTUNE_TEST_CRASH_AT_CHECKPOINT"); crash && std::atoi(crash) == step) std::abort();
   std::string previous;
   if (fs::exists(fs::path(out_dir) / "LATEST")) previous = read_text_file((fs::path(out_dir) / "LATEST").string());
   write_text_file_atomic((fs::path(out_dir) / "LATEST").string(), name);  // publish
@@ -291,6 +295,8 @@ TrainResult run_training(const TrainConfig& c) {
     model.zero_grads();
     ++step;
     float loss = float(loss_sum / accum);
+    if (const char* ms = std::getenv("LEANTUNE_TEST_STEP_SLEEP_MS"))  // test hook: slow steps down to kill one
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
     res.losses.push_back(loss);
     tokens_seen += tokens_step;
     double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();

@@ -14,7 +14,7 @@ namespace lt::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string model, tokenizer, prompt;
+  std::string model, tokenizer, prompt, adapter;
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
@@ -37,12 +37,14 @@ void run_generate(const GenerateArgs& a) {
   InferenceOptions io;
   io.context = a.context;
   auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
+  if (!a.adapter.empty()) model->merge_adapter(a.adapter);
   GenerateOptions g;
   g.max_new_tokens = a.max_new_tokens;
   g.stop = a.stop;
   g.stop_at_eos = !a.ignore_eos;
   g.add_bos = !a.no_bos;
   g.sampler = a.s;
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
   auto r = generate(*model, *tok, a.prompt, g, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -64,6 +66,7 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
   c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most")->check(CLI::NonNegativeNumber);

@@ -28,10 +28,11 @@ static std::vector<int> parse_ids(const std::string& s, const char* what) {
 }
 
 void add_logits_command(CLI::App& app) {
-  struct Args { std::string model, prompt, decode, out; int threads = 0, context = 0, block = 0; bool reference = false; };
+  struct Args { std::string model, prompt, decode, out, adapter; int threads = 0, context = 0, block = 0; bool reference = false; };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("logits", "Write next-token logits for given token ids (testing aid)");
   c->add_option("--model,-m", a->model, "model path")->required();
+  c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
   c->add_option("--ids", a->prompt, "comma-separated prompt token ids")->required();
   c->add_option("--decode", a->decode, "comma-separated ids fed one at a time after the prompt");
   c->add_option("--out,-o", a->out, "output file (raw f32)")->required();
@@ -48,6 +49,7 @@ void add_logits_command(CLI::App& app) {
     io.context = a->context;
     io.prefill_block = a->block;
     auto model = LlamaModel::load(a->model, io, a->reference ? ops_ref() : ops_cpu());
+    if (!a->adapter.empty()) model->merge_adapter(a->adapter);
     const int V = model->config().vocab_size;
     std::FILE* f = std::fopen(a->out.c_str(), "wb");
     LT_CHECK(f, "{}: cannot open for writing", a->out);

@@ -1,0 +1,136 @@
+# `leantune train` end to end on a random-weight HF Llama with a byte-level BPE tokenizer trained
+# here: PEFT loads the adapter we save and its logits equal ours; we load an adapter PEFT saved
+# and our logits equal PEFT's; a run killed with SIGKILL resumes to the same losses, bit for bit,
+# as an uninterrupted run; a crash in the middle of a checkpoint write leaves the previous one.
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from test_model_parity import build
+
+WORDS = "the fox crow wolf lamb said once upon a time there was grapes sour cheese tree river".split()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+    d = tmp_path_factory.mktemp("train")
+    rng = np.random.default_rng(0)
+    docs = [" ".join(rng.choice(WORDS, size=rng.integers(8, 40))) + "." for _ in range(120)]
+    (d / "data.txt").write_text("\n\n".join(docs) + "\n")
+    model = build("llama3")  # vocab 300
+    base = d / "base"
+    model.save_pretrained(base, safe_serialization=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=290, special_tokens=["<|eos|>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(base / "tokenizer.json"))
+    return d, base, model
+
+
+def train(leantune_bin, d, base, out, *extra, env=None, wait=True):
+    cmd = [leantune_bin, "train", "--base-model", str(base), "--datasets", str(d / "data.txt"), "--max-steps", "8",
+           "--learning-rate", "1e-2", "--lora-target-modules", "all-linear", "--lora-r", "4", "--lora-alpha", "8",
+           "--micro-batch-size", "2", "--sequence-len", "32", "--threads", "1", "--output-dir", str(out),
+           "--lora-dropout", "0.1", *extra]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return r
+
+
+def our_logits(leantune_bin, base, adapter, ids, tmp):
+    out = tmp / "logits.f32"
+    extra = ["--adapter", str(adapter)] if adapter else []
+    r = subprocess.run([leantune_bin, "logits", "--model", str(base), *extra, "--ids",
+                        ",".join(map(str, ids)), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return np.fromfile(out, dtype=np.float32)
+
+
+def peft_logits(model, adapter, ids):
+    from peft import PeftModel
+    pm = PeftModel.from_pretrained(model, str(adapter)).eval()
+    with torch.no_grad():
+        return pm(torch.tensor([ids])).logits[0, -1].numpy()
+
+
+def test_peft_loads_our_adapter(leantune_bin, setup, tmp_path):
+    d, base, model = setup
+    r = train(leantune_bin, d, base, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    adapter = tmp_path / "out" / "adapter"
+    cfg = json.loads((adapter / "adapter_config.json").read_text())
+    assert cfg["peft_type"] == "LORA" and cfg["r"] == 4
+    ids = list(np.random.default_rng(1).integers(0, 290, size=20))
+    ref = peft_logits(build("llama3"), adapter, ids)
+    ours = our_logits(leantune_bin, base, adapter, ids, tmp_path)
+    base_only = our_logits(leantune_bin, base, None, ids, tmp_path)
+    assert np.abs(base_only - ref).max() > 1e-2, "the adapter changed nothing: the test would prove nothing"
+    assert np.abs(ours - ref).max() <= 1e-4
+
+
+def test_we_load_a_peft_adapter(leantune_bin, setup, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    d, base, _ = setup
+    torch.manual_seed(2)
+    pm = get_peft_model(build("llama3"), LoraConfig(r=8, lora_alpha=16, init_lora_weights=False, task_type="CAUSAL_LM",
+                                                    target_modules=["q_proj", "v_proj", "down_proj"], use_rslora=True))
+    pm.save_pretrained(tmp_path / "peft")
+    ids = list(np.random.default_rng(3).integers(0, 290, size=20))
+    with torch.no_grad():
+        ref = pm(torch.tensor([ids])).logits[0, -1].numpy()
+    ours = our_logits(leantune_bin, base, tmp_path / "peft", ids, tmp_path)
+    assert np.abs(ours - ref).max() <= 1e-4
+
+
+def final_losses(out):
+    latest = (out / "LATEST").read_text()
+    return json.loads((out / latest / "trainer_state.json").read_text())["losses"]
+
+
+def test_sigkill_then_resume_repeats_the_uninterrupted_losses(leantune_bin, setup, tmp_path):
+    d, base, _ = setup
+    r = train(leantune_bin, d, base, tmp_path / "full", "--save-steps", "2", "--max-steps", "12")
+    assert r.returncode == 0, r.stderr
+    expected = final_losses(tmp_path / "full")
+    assert len(expected) == 12
+    out = tmp_path / "killed"
+    p = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "12", wait=False,
+              env=dict(os.environ, LEANTUNE_TEST_STEP_SLEEP_MS="150"))
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill once a middle checkpoint is published
+        latest = out / "LATEST"
+        if latest.exists() and latest.read_text() in ("checkpoint-4", "checkpoint-6", "checkpoint-8"):
+            break
+        if p.poll() is not None:
+            break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    killed_at = (out / "LATEST").read_text()
+    assert killed_at != "checkpoint-12", "the run finished before it could be killed"
+    r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "12", "--resume", "auto")
+    assert r.returncode == 0, r.stderr
+    assert final_losses(out) == expected, f"killed at {killed_at}"
+
+
+def test_crash_during_checkpoint_write_keeps_the_previous_one(leantune_bin, setup, tmp_path):
+    d, base, _ = setup
+    out = tmp_path / "crash"
+    env = dict(os.environ, LEANTUNE_TEST_CRASH_AT_CHECKPOINT="6")
+    r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "8", env=env)
+    assert r.returncode != 0
+    assert (out / "LATEST").read_text() == "checkpoint-4"
+    r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "8", "--resume", "auto")
+    assert r.returncode == 0, r.stderr
+    r2 = train(leantune_bin, d, base, tmp_path / "clean", "--save-steps", "2", "--max-steps", "8")
+    assert final_losses(out) == final_losses(tmp_path / "clean")
