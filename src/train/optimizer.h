@@ -1,6 +1,7 @@
 // AdamW over flat parameter groups, global-norm gradient clipping and a finiteness check.
 // adamw_step is torch.optim.AdamW's single-tensor algorithm (decoupled weight decay), computed the
-// way PyTorch computes it, so a step here and a step there agree to float rounding:
+// way PyTorch computes it, so a step here and a step there agree to a few ulps (10 steps on
+// 4099 elements: 99.6% bit-identical, at most 3 ulps apart; torch's SIMD lerp uses an FMA):
 //
 //   p  *= 1 - lr·wd                               (only for groups with weight_decay)
 //   m   = β1·m + (1-β1)·g

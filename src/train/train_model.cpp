@@ -549,7 +549,7 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
   for (int l = 0; l < d.L; ++l) layer_forward(l, recompute_[l] ? *shared : *acts_[l], step);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
-  float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+  float loss = cpu::lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
   if (!backward) return loss;
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));

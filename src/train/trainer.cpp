@@ -343,15 +343,27 @@ TrainResult run_training(const TrainConfig& c) {
     save_peft_adapter(adir, c.lora, c.base_model, adapter_tensors(model));
     fmt::print("saved the PEFT adapter to {}\n", adir);
   } else {
+    // full fine-tuning: a Hugging Face folder (every weight, trained or frozen) when the base is one
+    fs::path mdir = fs::path(c.output_dir) / "model";
+    fs::create_directories(mdir);
     std::vector<TensorInfo> ts;
-    for (const auto& p : model.params()) {
+    for (const auto& b : model.plan().buffers) {
+      if (b.cat != Category::FrozenWeights && b.cat != Category::TrainableParams) continue;
+      if (b.name.rfind("base_model.", 0) == 0) continue;
+      const TensorInfo* src = files.tensors.find(b.name);
+      LT_ASSERT(src);
       TensorInfo t;
-      t.name = p.name; t.dtype = DType::F32; t.shape = p.shape; t.data = p.p; t.nbytes = p.n * sizeof(float);
+      t.name = b.name; t.dtype = DType::F32; t.shape = src->shape; t.data = model.weight(b.name); t.nbytes = b.bytes;
       ts.push_back(t);
     }
-    std::string path = (fs::path(c.output_dir) / "trained.safetensors").string();
-    save_safetensors(path, ts);
-    fmt::print("saved the trained tensors to {}\n", path);
+    save_safetensors((mdir / "model.safetensors").string(), ts);
+    fs::path base_dir = fs::is_directory(c.base_model) ? fs::path(c.base_model) : fs::path(c.base_model).parent_path();
+    bool hf = fs::exists(base_dir / "config.json");
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "generation_config.json"})
+      if (fs::exists(base_dir / f)) write_text_file_atomic((mdir / f).string(), read_text_file((base_dir / f).string()));
+    fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
+               hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
   }
   res.steps = step;
   return res;

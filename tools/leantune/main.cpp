@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   lt::cli::add_bench_command(app);
   lt::cli::add_grad_command(app);
   lt::cli::add_train_command(app);
+  lt::cli::add_demo_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,4 +14,9 @@ void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);
 
+// The fused lm_head + cross-entropy with the TrainOps::lm_head_loss contract (kernels/backward.h),
+// its three products as GEMMs per chunk (cross_entropy.cpp).
+float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
+                   int T, int C, int V, int chunk, float loss_scale);
+
 }  // namespace lt::cpu
