@@ -13,9 +13,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS
 ninja -C build -j"$(nproc)"
 (cd build && ctest --output-on-failure -j2 --timeout 1800)
 
-echo "== AddressSanitizer + UBSan build: parsers, kernels, model"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLT_SANITIZE=ON >/dev/null
+echo "== AddressSanitizer + UBSan build: parsers, kernels, model, training (the long fine-tune excluded)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON >/dev/null
 ninja -C build-asan -j"$(nproc)" leantune_tests leantune
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-(cd build-asan && ctest --output-on-failure -j2 --timeout 1800)
+(cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop")

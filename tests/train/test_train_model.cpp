@@ -145,9 +145,10 @@ TEST(TrainModelGrad, CheckpointingGivesIdenticalGradientsAndLessMemory) {
     m.forward_backward(b.tokens.data(), b.labels.data(), b.pos.data(), b.doc.data(), 1.0f, 5);
     for (auto& p : m.params()) grads[k].emplace_back(p.g, p.g + p.n);
     act_bytes[k] = m.plan().arena_bytes(Category::Activations) + m.plan().arena_bytes(Category::Recompute);
-    for (size_t c = 0; c < kNumCategories; ++c)
+    for (size_t c = 0; c < kNumCategories; ++c) {
       if (Category(c) != Category::MappedWeights)
         EXPECT_EQ(m.plan().arena_bytes(Category(c)), m.arenas().allocated_bytes(Category(c)));
+    }
   }
   ASSERT_EQ(grads[0].size(), grads[1].size());
   for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[0][i], grads[1][i]);
