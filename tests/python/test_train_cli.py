@@ -78,6 +78,24 @@ def test_peft_loads_our_adapter(leantune_bin, setup, tmp_path):
     assert np.abs(ours - ref).max() <= 1e-4
 
 
+def test_merge_writes_a_folder_transformers_loads(leantune_bin, setup, tmp_path):
+    from peft import PeftModel
+    from transformers import LlamaForCausalLM
+    d, base, _ = setup
+    r = train(leantune_bin, d, base, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([leantune_bin, "merge", "--model", str(base), "--adapter", str(tmp_path / "out" / "adapter"),
+                        "--out", str(tmp_path / "merged")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ids = list(np.random.default_rng(4).integers(0, 290, size=20))
+    merged = LlamaForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32).eval()
+    with torch.no_grad():
+        got = merged(torch.tensor([ids])).logits[0, -1].numpy()
+    ref = peft_logits(build("llama3"), tmp_path / "out" / "adapter", ids)
+    assert np.abs(got - ref).max() <= 1e-4
+    assert (tmp_path / "merged" / "tokenizer.json").exists()
+
+
 def test_we_load_a_peft_adapter(leantune_bin, setup, tmp_path):
     from peft import LoraConfig, get_peft_model
     d, base, _ = setup
