@@ -50,7 +50,8 @@ def test_lora_gradients_match_peft(leantune_bin, tmp_path, kind, ckpt):
     loss = hf_loss(pm, tokens)
     loss.backward()
     ours_loss, grads = run_grad(leantune_bin, folder, tokens, tmp_path,
-                                ["--adapter", str(adir), "--lora-r", "8", "--lora-alpha", "16", "--checkpointing", ckpt])
+                                ["--adapter", str(adir), "--lora-r", "8", "--lora-alpha", "16", "--checkpointing", ckpt,
+                                 "--adamw-lr", "1e-3"])
     assert abs(ours_loss - loss.item()) <= 1e-4 * abs(loss.item())
     n = 0
     for name, p in pm.named_parameters():
@@ -62,6 +63,14 @@ def test_lora_gradients_match_peft(leantune_bin, tmp_path, kind, ckpt):
         assert err <= 1e-4, f"{key}: relative error {err:.3g}"
         n += 1
     assert n == len(grads) == 2 * 7 * model.config.num_hidden_layers
+    # one AdamW step (torch defaults: betas 0.9/0.999, eps 1e-8, weight decay 0.01)
+    trainable = [p for p in pm.parameters() if p.requires_grad]
+    torch.optim.AdamW(trainable, lr=1e-3).step()
+    params = load_file(str(tmp_path / "params.safetensors"))
+    for name, p in pm.named_parameters():
+        if p.requires_grad:
+            diff = np.abs(params[name.replace(".default", "")] - p.detach().numpy()).max()
+            assert diff <= 1e-5, f"{name}: updated weight differs by {diff:.3g}"
 
 
 @pytest.mark.parametrize("kind", ["llama3", "smollm2"])

@@ -12,6 +12,7 @@
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "kernels/backward.h"
+#include "train/optimizer.h"
 #include "train/train_model.h"
 
 namespace lt::cli {
@@ -31,7 +32,7 @@ void add_grad_command(CLI::App& app) {
     std::string model, adapter, tokens, labels, out, method = "lora", ckpt = "none";
     std::vector<std::string> targets = {"all-linear"};
     int B = 1, T = 0, r = 8, threads = 0;
-    float alpha = 16, dropout = 0;
+    float alpha = 16, dropout = 0, adamw_lr = 0, weight_decay = 0.01f;
     bool rslora = false;
   };
   auto a = std::make_shared<Args>();
@@ -50,6 +51,8 @@ void add_grad_command(CLI::App& app) {
   c->add_option("--checkpointing", a->ckpt, "none | every | every:K");
   c->add_option("--threads,-t", a->threads, "threads");
   c->add_option("--out,-o", a->out, "output folder")->required();
+  c->add_option("--adamw-lr", a->adamw_lr, "then take one AdamW step at this lr and write params.safetensors");
+  c->add_option("--weight-decay", a->weight_decay, "AdamW weight decay (torch default 0.01)");
   c->callback([a] {
     set_num_threads(a->threads);
     auto files = load_model_files(a->model);
@@ -96,6 +99,19 @@ void add_grad_command(CLI::App& app) {
       out.push_back(t);
     }
     save_safetensors(a->out + "/grads.safetensors", out);
+    if (a->adamw_lr > 0) {
+      std::vector<ParamGroup> groups;
+      for (auto& p : m.params()) {
+        ParamGroup g;
+        g.param = p.p; g.grad = p.g; g.m = p.m; g.v = p.v; g.n = p.n;
+        groups.push_back(g);  // every tensor decays, as torch.optim.AdamW(model.parameters()) does
+      }
+      AdamWOptions ao;
+      ao.weight_decay = a->weight_decay;
+      adamw_step(groups, ao, a->adamw_lr, 1);
+      for (size_t i = 0; i < out.size(); ++i) out[i].data = m.params()[i].p;
+      save_safetensors(a->out + "/params.safetensors", out);
+    }
     write_text_file_atomic(a->out + "/loss.txt", fmt::format("{:.9g}\n", loss));
     fmt::print("loss {:.6f}, {} trainable tensors, {} parameters\n", loss, m.params().size(), m.trainable_count());
   });
