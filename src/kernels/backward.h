@@ -71,6 +71,7 @@ struct TrainOps {
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
 
 const TrainOps& train_ops_ref();  // scalar reference: the specification (src/kernels/ref/backward_*.cpp)
+const TrainOps& train_ops_cpu();  // fast CPU kernels, ISA chosen at run time (src/kernels/cpu/train_*.cpp)
 
 // The reference functions themselves, so tests can call one directly (same contracts as above).
 namespace ref {

@@ -14,12 +14,19 @@
 #include "core/memory_plan.h"
 #include "core/threads.h"
 #include "kernels/ops.h"
+#include "io/model_files.h"
 #include "model/llama_model.h"
+#include "train/optimizer.h"
+#include "train/train_model.h"
 
 namespace lt::cli {
 
 void add_bench_command(CLI::App& app) {
-  struct Args { std::string model; int threads = 0, prompt = 128, decode = 64, repeats = 3; };
+  struct Args {
+    std::string model, method = "lora", ckpt = "none";
+    int threads = 0, prompt = 128, decode = 64, repeats = 3, batch = 4, seq = 256, r = 16, steps = 3;
+    bool train = false;
+  };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
   c->add_option("--model,-m", a->model, "model path")->required();
@@ -27,8 +34,61 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--prompt-tokens", a->prompt, "prefill length")->check(CLI::PositiveNumber);
   c->add_option("--decode-tokens", a->decode, "decode steps")->check(CLI::PositiveNumber);
   c->add_option("--repeats", a->repeats, "runs (median reported)")->check(CLI::PositiveNumber);
+  c->add_flag("--train", a->train, "measure training steps instead of inference");
+  c->add_option("--method", a->method, "training: lora | full");
+  c->add_option("--lora-r", a->r, "training: LoRA rank (all linear modules)");
+  c->add_option("--micro-batch", a->batch, "training: micro-batch B");
+  c->add_option("--seq", a->seq, "training: sequence length T");
+  c->add_option("--checkpointing", a->ckpt, "training: none | every | every:K");
+  c->add_option("--steps", a->steps, "training: measured steps (after one warm-up)");
   c->callback([a] {
     set_num_threads(a->threads);
+    if (a->train) {
+      auto files = load_model_files(a->model);
+      TrainModelOptions o;
+      o.method = a->method;
+      o.lora.r = a->r;
+      o.lora.alpha = float(2 * a->r);
+      o.lora.target_modules = {"all-linear"};
+      o.micro_batch = a->batch;
+      o.seq_len = a->seq;
+      parse_checkpointing(a->ckpt, o);
+      TrainModel m(files.config, files.tensors, o, ops_cpu());
+      const int N = a->batch * a->seq, V = files.config.vocab_size;
+      std::mt19937 rng(1234);
+      std::vector<int> tok(N), lab(N), pos(N), doc(N);
+      for (int i = 0; i < N; ++i) {
+        tok[i] = int(rng() % unsigned(V));
+        pos[i] = i % a->seq;
+        doc[i] = i - i % a->seq;
+      }
+      for (int i = 0; i < N; ++i) lab[i] = (i + 1) % a->seq ? tok[i + 1] : -100;
+      std::vector<ParamGroup> groups;
+      for (auto& p : m.params()) {
+        ParamGroup g;
+        g.param = p.p; g.grad = p.g; g.m = p.m; g.v = p.v; g.n = p.n;
+        groups.push_back(g);
+      }
+      std::vector<double> times;
+      for (int s = 0; s <= a->steps; ++s) {
+        auto t0 = std::chrono::steady_clock::now();
+        m.forward_backward(tok.data(), lab.data(), pos.data(), doc.data(), 1.0f, uint64_t(s));
+        adamw_step(groups, AdamWOptions{}, 1e-4f, s + 1);
+        m.zero_grads();
+        if (s) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      nlohmann::json j;
+      j["model"] = a->model; j["threads"] = num_threads(); j["method"] = a->method; j["lora_r"] = a->r;
+      j["micro_batch"] = a->batch; j["seq"] = a->seq; j["checkpointing"] = a->ckpt;
+      j["step_s"] = times[times.size() / 2];
+      j["tokens_per_s"] = N / times[times.size() / 2];
+      j["planned_bytes"] = m.plan().total_bytes();
+      j["trainable_params"] = m.trainable_count();
+      j["peak_rss_bytes"] = process_peak_rss_bytes();
+      fmt::print("{}\n", j.dump());
+      return;
+    }
     InferenceOptions io;
     io.context = a->prompt + a->decode + 1;
     auto model = LlamaModel::load(a->model, io, ops_cpu());

@@ -1,0 +1,117 @@
+// ISA-independent CPU training kernels and the train_ops_cpu() tables.
+// embedding_backward and the bias reduction of matmul_backward split the work by column chunks,
+// so no two threads touch one element and every element sums its tokens in order t = 0..T-1:
+// results are deterministic whatever the thread count. rope_backward uses ref's f32 expressions
+// (this file is built without FMA), so it is bit-identical to ref/backward_rope.cpp.
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/train_kernels.h"
+
+namespace lt::cpu {
+
+namespace {
+constexpr int kColChunk = 64;                // columns per work item of the column-split reductions
+constexpr size_t kParallelMin = 1 << 15;     // below this many elements, stay on one thread
+}  // namespace
+
+void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C) {
+  for (int t = 0; t < T; t++) LT_ASSERT(tokens[t] >= 0);
+  int nchunk = (C + kColChunk - 1) / kColChunk;
+#pragma omp parallel for schedule(static) if ((size_t)T * C >= kParallelMin && nchunk > 1)
+  for (int b = 0; b < nchunk; b++) {
+    int c0 = b * kColChunk, c1 = c0 + kColChunk < C ? c0 + kColChunk : C;
+    for (int t = 0; t < T; t++) {
+      float* row = dtable + (size_t)tokens[t] * C;  // (C)
+      const float* dt = dout + (size_t)t * C;       // (C)
+      for (int c = c0; c < c1; c++) row[c] += dt[c];
+    }
+  }
+}
+
+void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved) {
+  constexpr int kMaxHalf = 512;
+  int half = HS / 2;
+  if (half > kMaxHalf) return ref::rope_backward(dx, pos, inv_freq, T, NH, HS, interleaved);
+#pragma omp parallel for schedule(static) if ((size_t)T * NH * HS >= (1 << 14))
+  for (int t = 0; t < T; t++) {
+    float cs[kMaxHalf], sn[kMaxHalf];  // (HS/2) cos and sin of this token's angles
+    for (int i = 0; i < half; i++) {
+      float angle = (float)pos[t] * inv_freq[i];
+      cs[i] = std::cos(angle);
+      sn[i] = std::sin(angle);
+    }
+    for (int h = 0; h < NH; h++) {
+      float* dh = dx + ((size_t)t * NH + h) * HS;  // (HS)
+      if (interleaved) {
+        for (int i = 0; i < half; i++) {
+          float d0 = dh[2 * i], d1 = dh[2 * i + 1];
+          dh[2 * i] = d0 * cs[i] + d1 * sn[i];
+          dh[2 * i + 1] = d1 * cs[i] - d0 * sn[i];
+        }
+      } else {
+        float* lo = dh;
+        float* hi = dh + half;
+        for (int i = 0; i < half; i++) {
+          float d0 = lo[i], d1 = hi[i];
+          lo[i] = d0 * cs[i] + d1 * sn[i];
+          hi[i] = d1 * cs[i] - d0 * sn[i];
+        }
+      }
+    }
+  }
+}
+
+void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
+                     int IC, int OC) {
+  if (T <= 0) return;
+  // dx (T, IC) += dout (T, OC) · w (OC, IC)
+  if (dx) gemm_f32(false, false, T, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dx, IC);
+  // dw (OC, IC) += dout (T, OC)ᵀ · x (T, IC)
+  if (dw) gemm_f32(true, false, OC, IC, T, 1.0f, dout, OC, x, IC, 1.0f, dw, IC);
+  if (db) {
+    int nchunk = (OC + kColChunk - 1) / kColChunk;
+#pragma omp parallel for schedule(static) if ((size_t)T * OC >= kParallelMin && nchunk > 1)
+    for (int b = 0; b < nchunk; b++) {
+      int o0 = b * kColChunk, o1 = o0 + kColChunk < OC ? o0 + kColChunk : OC;
+      float acc[kColChunk] = {};  // column sums of this chunk, tokens in order
+      for (int t = 0; t < T; t++) {
+        const float* dt = dout + (size_t)t * OC;  // (OC)
+        for (int o = o0; o < o1; o++) acc[o - o0] += dt[o];
+      }
+      for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
+    }
+  }
+}
+
+}  // namespace lt::cpu
+
+namespace lt {
+
+static TrainOps make_train_ops(Isa isa) {
+  TrainOps ops{};
+  ops.embedding_backward = cpu::embedding_backward;
+  ops.rope_backward = cpu::rope_backward;
+  ops.matmul_backward = cpu::matmul_backward;
+  ops.lm_head_loss = cpu::lm_head_loss;
+  switch (isa) {
+    case Isa::Scalar: ops.name = "train-cpu-scalar"; cpu::scalar::fill_train_ops(ops); break;
+    case Isa::Avx2: ops.name = "train-cpu-avx2"; cpu::avx2::fill_train_ops(ops); break;
+    case Isa::Avx512: ops.name = "train-cpu-avx512"; cpu::avx512::fill_train_ops(ops); break;
+  }
+  return ops;
+}
+
+const TrainOps& train_ops_cpu_for(Isa isa) {
+  static const TrainOps tables[3] = {make_train_ops(Isa::Scalar), make_train_ops(Isa::Avx2),
+                                     make_train_ops(Isa::Avx512)};
+  LT_CHECK(cpu_supports(isa), "train_ops_cpu_for: this CPU ({}) cannot run the {} kernels", cpu_features_string(),
+           isa_name(isa));
+  return tables[(int)isa];
+}
+
+const TrainOps& train_ops_cpu() { return train_ops_cpu_for(cpu_isa()); }
+
+}  // namespace lt

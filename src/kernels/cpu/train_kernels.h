@@ -1,0 +1,28 @@
+// Internal to the CPU backend: the per-ISA training kernel sets behind train_ops_cpu() and the
+// dispatch the tests use. train_ops_cpu() picks the table for cpu_isa() on every call (so
+// LEANTUNE_ISA set before a call takes effect); train_ops_cpu_for(isa) returns one table directly
+// and throws if this CPU lacks that ISA. Contracts: kernels/backward.h (ref/ is the oracle).
+#pragma once
+#include "core/cpu_features.h"
+#include "kernels/backward.h"
+
+namespace lt {
+
+const TrainOps& train_ops_cpu_for(Isa isa);
+
+namespace cpu {
+// Each fills rmsnorm_backward, attention_train_forward, attention_backward and swiglu_backward
+// with its ISA's kernels (train_kernels_{scalar,avx2,avx512}.cpp, all from train_kernels.inc).
+namespace scalar { void fill_train_ops(TrainOps& ops); }
+namespace avx2 { void fill_train_ops(TrainOps& ops); }
+namespace avx512 { void fill_train_ops(TrainOps& ops); }
+
+// ISA-independent training kernels (train_common.cpp): scatter-adds, RoPE (cos/sin bound, kept
+// bit-identical to ref), and the linear-layer backward as oneDNN GEMMs.
+void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C);
+void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
+                     int IC, int OC);
+}  // namespace cpu
+
+}  // namespace lt
