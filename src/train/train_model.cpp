@@ -36,8 +36,12 @@ void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
       fail("gradient_checkpointing: '{}' is not every:K with an integer K", s);
     }
     LT_CHECK(o.checkpoint_every >= 1, "gradient_checkpointing: K must be >= 1 in '{}'", s);
+  } else if (s == "attention") {
+    o.checkpointing = Checkpointing::Attention;
+  } else if (s == "mlp") {
+    o.checkpointing = Checkpointing::Mlp;
   } else {
-    fail("gradient_checkpointing: '{}' is not one of none, every, every:K", s);
+    fail("gradient_checkpointing: '{}' is not one of none, every, every:K, attention, mlp", s);
   }
 }
 
@@ -141,33 +145,45 @@ struct TrainModel::LayerActs {
   float* xa[7];  // (N, R) per adapted module, else null
 };
 
-// Lists the activation buffers of one layer's set under `prefix` in category `cat`.
-static void plan_acts(MemoryPlan& p, const std::string& prefix, Category cat, Lifetime life, const Dims& d,
-                      const std::vector<bool>& adapted) {
-  const size_t f = sizeof(float), N = d.N;
-  p.add(prefix + "rstd1", cat, N * f, life);
-  p.add(prefix + "xn1", cat, N * d.C * f, life);
-  p.add(prefix + "q", cat, N * d.QD * f, life);
-  p.add(prefix + "k", cat, N * d.KVD * f, life);
-  p.add(prefix + "v", cat, N * d.KVD * f, life);
-  p.add(prefix + "att", cat, N * d.QD * f, life);
-  p.add(prefix + "lse", cat, size_t(d.NH) * N * f, life);
-  p.add(prefix + "x_mid", cat, N * d.C * f, life);
-  p.add(prefix + "rstd2", cat, N * f, life);
-  p.add(prefix + "xn2", cat, N * d.C * f, life);
-  p.add(prefix + "gate", cat, N * d.F * f, life);
-  p.add(prefix + "up", cat, N * d.F * f, life);
-  p.add(prefix + "h", cat, N * d.F * f, life);
+// The activation buffers of one layer: name, elements, and the part of the block that produces
+// them (1 attention, 2 MLP, 3 x_mid: recomputed only when the whole block is).
+struct ActBuffer {
+  std::string name;
+  size_t n;
+  int part;
+};
+
+static std::vector<ActBuffer> act_buffers(const Dims& d, const std::vector<bool>& adapted) {
+  const size_t N = d.N;
+  std::vector<ActBuffer> v = {
+      {"rstd1", N, 1}, {"xn1", N * d.C, 1}, {"q", N * d.QD, 1}, {"k", N * d.KVD, 1}, {"v", N * d.KVD, 1},
+      {"att", N * d.QD, 1}, {"lse", size_t(d.NH) * N, 1}, {"x_mid", N * d.C, 3}, {"rstd2", N, 2},
+      {"xn2", N * d.C, 2}, {"gate", N * d.F, 2}, {"up", N * d.F, 2}, {"h", N * d.F, 2}};
   for (int m = 0; m < 7; ++m)
-    if (adapted[m]) p.add(prefix + "xa." + llama_linear_modules()[m], cat, N * d.R * f, life);
+    if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2});
+  return v;
 }
 
-static std::vector<bool> recompute_layers(const ModelConfig& c, const TrainModelOptions& o) {
-  std::vector<bool> r(c.n_layers, false);
-  if (o.checkpointing == Checkpointing::EveryK)
-    for (int l = 0; l < c.n_layers; ++l) r[l] = l % o.checkpoint_every == 0;
+// Per layer, the parts of the block replayed before its backward (bit 1 attention, bit 2 MLP).
+static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelOptions& o) {
+  std::vector<int> r(c.n_layers, 0);
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (o.checkpointing == Checkpointing::EveryK) r[l] = l % o.checkpoint_every == 0 ? 3 : 0;
+    if (o.checkpointing == Checkpointing::Attention) r[l] = 1;
+    if (o.checkpointing == Checkpointing::Mlp) r[l] = 2;
+  }
   return r;
 }
+
+static std::vector<bool> adapted_modules(const ModelConfig& c, const TrainModelOptions& o, int l) {
+  std::vector<bool> a(7);
+  for (int m = 0; m < 7; ++m)
+    a[m] = o.method == "lora" && targets_module(o.lora, llama_linear_modules()[m]) && (l < 0 || targets_layer(o.lora, l));
+  return a;
+}
+
+// A buffer is shared (recompute scratch) when every part producing it is replayed.
+static bool shared_buffer(const ActBuffer& b, int replay) { return replay && (b.part & replay) == b.part; }
 
 MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   validate_options(c, o);
@@ -212,16 +228,16 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   // activations: L+1 residual streams, per-layer sets (or one shared recompute set)
   for (int l = 0; l <= d.L; ++l) p.add(fmt::format("act.res.{}", l), Category::Activations, N * d.C * f, Lifetime::Step);
   auto rec = recompute_layers(c, o);
+  std::vector<std::string> shared_added;
   for (int l = 0; l < d.L; ++l) {
-    std::vector<bool> adapted(7);
-    for (int m = 0; m < 7; ++m)
-      adapted[m] = !full && targets_module(o.lora, llama_linear_modules()[m]) && targets_layer(o.lora, l);
-    if (!rec[l]) plan_acts(p, fmt::format("act.{}.", l), Category::Activations, Lifetime::Step, d, adapted);
-  }
-  if (std::find(rec.begin(), rec.end(), true) != rec.end()) {
-    std::vector<bool> adapted(7);
-    for (int m = 0; m < 7; ++m) adapted[m] = !full && targets_module(o.lora, llama_linear_modules()[m]);
-    plan_acts(p, "recompute.", Category::Recompute, Lifetime::Layer, d, adapted);
+    for (const auto& b : act_buffers(d, adapted_modules(c, o, l))) {
+      if (!shared_buffer(b, rec[l])) {
+        p.add(fmt::format("act.{}.{}", l, b.name), Category::Activations, b.n * f, Lifetime::Step);
+      } else if (std::find(shared_added.begin(), shared_added.end(), b.name) == shared_added.end()) {
+        shared_added.push_back(b.name);  // sized for the largest user: every layer has the same shapes
+        p.add("recompute." + b.name, Category::Recompute, b.n * f, Lifetime::Layer);
+      }
+    }
   }
   p.add("act.final.xn", Category::Activations, N * d.C * f, Lifetime::Step);
   p.add("act.final.rstd", Category::Activations, N * f, Lifetime::Step);
@@ -337,22 +353,24 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
 
   for (int l = 0; l <= d.L; ++l) res_.push_back(arenas_.get_as<float>(fmt::format("act.res.{}", l)));
   recompute_ = recompute_layers(cfg_, opts_);
-  auto make_acts = [&](const std::string& prefix) {
+  for (int l = 0; l < d.L; ++l) {
     auto a = std::make_unique<LayerActs>();
-    auto g = [&](const char* n) { return arenas_.get_as<float>(prefix + n); };
-    a->rstd1 = g("rstd1"); a->xn1 = g("xn1"); a->q = g("q"); a->k = g("k"); a->v = g("v"); a->att = g("att");
-    a->lse = g("lse"); a->x_mid = g("x_mid"); a->rstd2 = g("rstd2"); a->xn2 = g("xn2"); a->gate = g("gate");
-    a->up = g("up"); a->h = g("h");
-    for (int m = 0; m < 7; ++m) {
-      auto n = prefix + "xa." + llama_linear_modules()[m];
-      a->xa[m] = has(n) ? arenas_.get_as<float>(n) : nullptr;
+    std::fill(std::begin(a->xa), std::end(a->xa), nullptr);
+    for (const auto& b : act_buffers(d, adapted_modules(cfg_, opts_, l))) {
+      float* ptr = arenas_.get_as<float>(shared_buffer(b, recompute_[l]) ? "recompute." + b.name
+                                                                         : fmt::format("act.{}.{}", l, b.name));
+      const std::string& n = b.name;
+      if (n == "rstd1") a->rstd1 = ptr; else if (n == "xn1") a->xn1 = ptr; else if (n == "q") a->q = ptr;
+      else if (n == "k") a->k = ptr; else if (n == "v") a->v = ptr; else if (n == "att") a->att = ptr;
+      else if (n == "lse") a->lse = ptr; else if (n == "x_mid") a->x_mid = ptr; else if (n == "rstd2") a->rstd2 = ptr;
+      else if (n == "xn2") a->xn2 = ptr; else if (n == "gate") a->gate = ptr; else if (n == "up") a->up = ptr;
+      else if (n == "h") a->h = ptr;
+      else
+        for (int m = 0; m < 7; ++m)
+          if (n == "xa." + llama_linear_modules()[m]) a->xa[m] = ptr;
     }
-    return a;
-  };
-  std::unique_ptr<LayerActs> shared;
-  if (std::find(recompute_.begin(), recompute_.end(), true) != recompute_.end()) shared = make_acts("recompute.");
-  for (int l = 0; l < d.L; ++l) acts_.push_back(recompute_[l] ? nullptr : make_acts(fmt::format("act.{}.", l)));
-  if (shared) acts_.push_back(std::move(shared));  // index L: the shared recompute set
+    acts_.push_back(std::move(a));
+  }
 
   xnf_ = arenas_.get_as<float>("act.final.xn");
   rstdf_ = arenas_.get_as<float>("act.final.rstd");
@@ -472,7 +490,7 @@ struct LinearRunner {
 };
 }  // namespace
 
-void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step) {
+void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
   const TrainOps& t = train_ops_ref();
@@ -480,6 +498,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step) {
   LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const float* x = res_[l];
+  if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
   lr.forward(a.q, a.xn1, lin(0), a.xa[0], step);
   lr.forward(a.k, a.xn1, lin(1), a.xa[1], step);
@@ -489,6 +508,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step) {
   t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, doc_start_, N, d.NH, d.NKV, d.HS);
   lr.forward(a.x_mid, a.att, lin(3), a.xa[3], step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
+  }
+  if (!(parts & 2)) return;
   ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
   lr.forward(a.gate, a.xn2, lin(4), a.xa[4], step);
   lr.forward(a.up, a.xn2, lin(5), a.xa[5], step);
@@ -545,9 +566,8 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   positions_ = positions;
   doc_start_ = doc_start;
   const TrainOps& t = train_ops_ref();
-  LayerActs* shared = acts_.size() > size_t(d.L) ? acts_[d.L].get() : nullptr;
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
-  for (int l = 0; l < d.L; ++l) layer_forward(l, recompute_[l] ? *shared : *acts_[l], step);
+  for (int l = 0; l < d.L; ++l) layer_forward(l, *acts_[l], step);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
   float loss = cpu::lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
@@ -555,8 +575,8 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
   t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
   for (int l = d.L - 1; l >= 0; --l) {
-    if (recompute_[l]) layer_forward(l, *shared, step);
-    layer_backward(l, recompute_[l] ? *shared : *acts_[l], step);
+    if (recompute_[l]) layer_forward(l, *acts_[l], step, recompute_[l]);
+    layer_backward(l, *acts_[l], step);
   }
   if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
   return loss;

@@ -19,7 +19,10 @@
 
 namespace lt {
 
-enum class Checkpointing { None, EveryK };  // EveryK with k = 1: every block
+// None: every activation saved. EveryK: blocks l % k == 0 keep only their input and replay their
+// whole forward before their backward (k = 1: every block). Attention / Mlp (selective): every
+// block keeps its MLP / attention internals and recomputes only the attention / MLP internals.
+enum class Checkpointing { None, EveryK, Attention, Mlp };
 
 struct TrainModelOptions {
   std::string method = "lora";   // "lora" | "full"
@@ -34,7 +37,7 @@ struct TrainModelOptions {
   uint64_t seed = 0;             // LoRA init and dropout masks
 };
 
-// Parses "none" | "every" | "every:K"; lt::Error otherwise.
+// Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
 
 MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o);
@@ -82,7 +85,7 @@ class TrainModel {
 
  private:
   struct LayerActs;
-  void layer_forward(int l, LayerActs& a, uint64_t dropout_step);
+  void layer_forward(int l, LayerActs& a, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
   float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
             bool backward, uint64_t dropout_step);
@@ -95,8 +98,8 @@ class TrainModel {
   int N_ = 0;
   std::vector<TrainParam> params_;
   std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
-  std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets, or 1 shared with checkpointing
-  std::vector<bool> recompute_;                   // per layer: recomputed in backward
+  std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets; recomputed buffers point into one shared set
+  std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;

@@ -283,7 +283,9 @@ TEST_P(KernelTrainCpu, LmHeadLoss) {
   expect_close_mag(dw, dw_r, 1e-5, "lm_head_loss dw");
 }
 
-LT_INSTANTIATE_ISAS(KernelTrainCpu);
+// Prefix KernelTrain (not LT_INSTANTIATE_ISAS's KernelIsa) so --gtest_filter='KernelTrain*' selects it.
+INSTANTIATE_TEST_SUITE_P(KernelTrain, KernelTrainCpu, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
+                         isa_param_name);
 
 TEST(KernelTrainCpuDispatch, TablesAreComplete) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

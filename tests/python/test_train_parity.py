@@ -34,7 +34,8 @@ def hf_loss(model, tokens):
     return model(input_ids=ids, labels=ids).loss
 
 
-@pytest.mark.parametrize("kind,ckpt", [("llama3", "none"), ("qwen2", "none"), ("smollm2", "every")])
+@pytest.mark.parametrize("kind,ckpt", [("llama3", "none"), ("qwen2", "attention"), ("smollm2", "every"),
+                                       ("llama3", "mlp")])
 def test_lora_gradients_match_peft(leantune_bin, tmp_path, kind, ckpt):
     from peft import LoraConfig, get_peft_model
     model = build(kind)
