@@ -148,6 +148,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     c.attention_bias = f.opt_bool("attention_bias", false);
     c.mlp_bias = f.opt_bool("mlp_bias", false);
   }
+  // Sliding-window attention: Mistral applies it when sliding_window is set; Qwen2 only with
+  // use_sliding_window. Below the window it equals full attention, which is what we compute.
+  bool sliding = c.arch == "mistral" || (c.arch == "qwen2" && f.opt_bool("use_sliding_window", false));
+  if (sliding) c.sliding_window = f.opt_int("sliding_window", 0);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
   validate_config(c, where);

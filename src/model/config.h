@@ -37,6 +37,7 @@ struct ModelConfig {
   bool tie_embeddings = false;  // lm_head shares the embedding table
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
   bool mlp_bias = false;
+  int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
 
   int q_dim() const { return n_heads * head_dim; }

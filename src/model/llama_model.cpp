@@ -21,6 +21,9 @@ static std::string layer_name(int l, const char* rest) { return fmt::format("mod
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   if (o.context <= 0) o.context = std::min(c.max_seq_len, 4096);
   LT_CHECK(o.context >= 1, "context must be at least 1 (got {})", o.context);
+  LT_CHECK(c.sliding_window <= 0 || o.context <= c.sliding_window,
+           "context {} is longer than the model's sliding attention window ({}); sliding-window attention is not "
+           "supported, use --context {} or less", o.context, c.sliding_window, c.sliding_window);
   if (o.prefill_block <= 0) o.prefill_block = std::min(o.context, 256);
   o.prefill_block = std::min(o.prefill_block, o.context);
 }

@@ -103,6 +103,9 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
+  LT_CHECK(c.sliding_window <= 0 || o.seq_len <= c.sliding_window,
+           "sequence_len {} is longer than the model's sliding attention window ({}), which is not supported",
+           o.seq_len, c.sliding_window);
   if (o.method == "lora") {
     const auto& lc = o.lora;
     LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);

@@ -164,6 +164,32 @@ TEST_P(KernelTrainCpu, AttentionDeterministicAcrossRunsAndThreads) {
   expect_close_mag(v1, dv_r, 1e-5, "T=300 dv");
 }
 
+// HS = 1 (a whole tile row is one float) and HS above the tiled kernels' limit (ref fallback).
+TEST_P(KernelTrainCpu, AttentionTinyAndHugeHeads) {
+  for (int HS : {1, 260}) {
+    int T = 37, NH = 4, NKV = 2;
+    auto ds = make_doc_start(T, "every17");
+    size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;
+    auto q = random_vec(nq, 35, -2, 2), k = random_vec(nk, 36, -2, 2), v = random_vec(nk, 37), dout = random_vec(nq, 38);
+    VecF out(nq), lse((size_t)NH * T), out_r(nq), lse_r(lse.size());
+    tcpu().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
+    tref().attention_train_forward(out_r.data(), lse_r.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV,
+                                   HS);
+    std::string tag = " HS=" + std::to_string(HS);
+    expect_close_mag(out, out_r, 1e-5, "out" + tag);
+    expect_close_mag(lse, lse_r, 1e-5, "lse" + tag);
+    auto dq = random_vec(nq, 39), dk = random_vec(nk, 40), dv = random_vec(nk, 41);
+    VecF dq_r = dq, dk_r = dk, dv_r = dv;
+    tcpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS);
+    tref().attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), q.data(), k.data(), v.data(),
+                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS);
+    expect_close_mag(dq, dq_r, 1e-5, "dq" + tag);
+    expect_close_mag(dk, dk_r, 1e-5, "dk" + tag);
+    expect_close_mag(dv, dv_r, 1e-5, "dv" + tag);
+  }
+}
+
 TEST_P(KernelTrainCpu, RmsnormBackward) {
   for (int C : {1, 7, 16, 67, 600})
     for (int T : {1, 5, 37, 130}) {
