@@ -149,6 +149,31 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
   apply_key(c, key, v, "--" + key);
 }
 
+TrainConfig parse_train_args(const std::vector<std::string>& args) {
+  size_t first = 0;
+  std::string path;
+  if (!args.empty() && args[0].rfind("--", 0) != 0) path = args[first++];
+  TrainConfig cfg = load_train_config(path);
+  for (size_t i = first; i < args.size(); ++i) {
+    std::string arg = args[i];
+    LT_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (keys are given as --key value)", arg);
+    arg = arg.substr(2);
+    std::string key = arg, value;
+    auto eq = arg.find('=');
+    if (eq != std::string::npos) {
+      key = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else {
+      LT_CHECK(i + 1 < args.size(), "--{} needs a value", key);
+      value = args[++i];
+    }
+    for (auto& ch : key)
+      if (ch == '-') ch = '_';
+    set_train_config_key(cfg, key, value);
+  }
+  return cfg;
+}
+
 void validate_train_config(const TrainConfig& c) {
   LT_CHECK(!c.base_model.empty(), "{}: 'base_model' is required", c.source);
   LT_CHECK(!c.datasets.empty(), "{}: 'datasets' is required (a list of paths)", c.source);

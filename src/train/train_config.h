@@ -56,6 +56,9 @@ struct TrainConfig {
 TrainConfig load_train_config(const std::string& path);
 // Applies one `key = value` override (value as YAML scalar or list). lt::Error on an unknown key.
 void set_train_config_key(TrainConfig& c, const std::string& key, const std::string& value);
+// `[CONFIG.yaml] [--key value | --key=value ...]` (dashes in keys become underscores): the YAML
+// file first, then each flag over it. lt::Error on a flag without a value or an unknown key.
+TrainConfig parse_train_args(const std::vector<std::string>& args);
 // Checks the whole config; lt::Error naming the key.
 void validate_train_config(const TrainConfig& c);
 

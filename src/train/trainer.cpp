@@ -365,6 +365,8 @@ TrainResult run_training(const TrainConfig& c) {
     fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
                hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
   }
+  fmt::print("memory: planned {} in arenas, allocated {}; process peak RSS {}\n", format_bytes(plan.total_bytes()),
+             format_bytes(model.arenas().allocated_total()), format_bytes(process_peak_rss_bytes()));
   res.steps = step;
   return res;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "core/error.h"
 #include "kernels/backward.h"
 #include "kernels/cpu/train_kernels.h"
 
@@ -188,6 +189,19 @@ TEST_P(KernelTrainCpu, AttentionTinyAndHugeHeads) {
     expect_close_mag(dk, dk_r, 1e-5, "dk" + tag);
     expect_close_mag(dv, dv_r, 1e-5, "dv" + tag);
   }
+}
+
+TEST_P(KernelTrainCpu, AttentionRejectsBadDocStart) {
+  int T = 5, NH = 2, NKV = 1, HS = 4;
+  std::vector<int> ds = {0, 0, 3, 0, 0};  // doc_start[2] > 2
+  VecF q((size_t)T * NH * HS, 0.1f), kv((size_t)T * NKV * HS, 0.2f), out(q.size()), lse((size_t)NH * T);
+  VecF dq(q.size()), dk(kv.size()), dv(kv.size());
+  EXPECT_THROW(tcpu().attention_train_forward(out.data(), lse.data(), q.data(), kv.data(), kv.data(), ds.data(), T,
+                                              NH, NKV, HS),
+               Error);
+  EXPECT_THROW(tcpu().attention_backward(dq.data(), dk.data(), dv.data(), q.data(), q.data(), kv.data(), kv.data(),
+                                         q.data(), lse.data(), ds.data(), T, NH, NKV, HS),
+               Error);
 }
 
 TEST_P(KernelTrainCpu, RmsnormBackward) {

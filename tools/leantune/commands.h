@@ -13,5 +13,6 @@ void add_grad_command(CLI::App& app);      // cmd_grad.cpp
 void add_train_command(CLI::App& app);     // cmd_train.cpp
 void add_demo_command(CLI::App& app);      // cmd_demo.cpp
 void add_merge_command(CLI::App& app);     // cmd_merge.cpp
+void add_plan_command(CLI::App& app);      // cmd_plan.cpp
 
 }  // namespace lt::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   lt::cli::add_train_command(app);
   lt::cli::add_demo_command(app);
   lt::cli::add_merge_command(app);
+  lt::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
