@@ -70,6 +70,9 @@ struct TrainOps {
 
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
 
+// The labels lm_head_loss counts (not kIgnoreLabel); lt::Error for a label outside [0, V).
+int count_loss_labels(const int* labels, int T, int V);
+
 const TrainOps& train_ops_ref();  // scalar reference: the specification (src/kernels/ref/backward_*.cpp)
 const TrainOps& train_ops_cpu();  // fast CPU kernels, ISA chosen at run time (src/kernels/cpu/train_*.cpp)
 

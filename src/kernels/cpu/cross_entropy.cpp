@@ -16,15 +16,7 @@ namespace lt::cpu {
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale) {
   LT_ASSERT(chunk > 0);
-  int count = 0;
-  for (int t = 0; t < T; t++) {
-    int y = labels[t];
-    if (y == kIgnoreLabel) continue;
-    LT_CHECK(y >= 0 && y < V, "lm_head_loss: label {} of token {} is outside the vocabulary [0, {}) and is not "
-             "the ignore value {}; check that the data was tokenized with this model's tokenizer",
-             y, t, V, kIgnoreLabel);
-    count++;
-  }
+  const int count = count_loss_labels(labels, T, V);
   if (count == 0) {
     if (dx) std::fill(dx, dx + size_t(T) * C, 0.0f);
     return 0.0f;

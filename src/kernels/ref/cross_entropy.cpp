@@ -11,11 +11,9 @@
 #include "core/error.h"
 #include "kernels/backward.h"
 
-namespace lt::ref {
+namespace lt {
 
-float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
-                   int T, int C, int V, int chunk, float loss_scale) {
-  LT_ASSERT(chunk > 0);
+int count_loss_labels(const int* labels, int T, int V) {
   int count = 0;
   for (int t = 0; t < T; t++) {
     int y = labels[t];
@@ -25,6 +23,17 @@ float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, co
              y, t, V, kIgnoreLabel);
     count++;
   }
+  return count;
+}
+
+}  // namespace lt
+
+namespace lt::ref {
+
+float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
+                   int T, int C, int V, int chunk, float loss_scale) {
+  LT_ASSERT(chunk > 0);
+  const int count = count_loss_labels(labels, T, V);
   if (count == 0) {
     if (dx) std::fill(dx, dx + (size_t)T * C, 0.0f);
     return 0.0f;
