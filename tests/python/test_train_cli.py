@@ -152,3 +152,32 @@ def test_crash_during_checkpoint_write_keeps_the_previous_one(leantune_bin, setu
     assert r.returncode == 0, r.stderr
     r2 = train(leantune_bin, d, base, tmp_path / "clean", "--save-steps", "2", "--max-steps", "8")
     assert final_losses(out) == final_losses(tmp_path / "clean")
+
+
+def test_diverging_run_stops_with_a_diagnostic_and_keeps_the_last_checkpoint(leantune_bin, setup, tmp_path):
+    d, base, _ = setup
+    out = tmp_path / "nan"
+    r = train(leantune_bin, d, base, out, "--save-steps", "1", "--max-steps", "40", "--learning-rate", "1e30",
+              "--max-grad-norm", "0", "--lora-alpha", "4096")
+    assert r.returncode != 0
+    assert "loss is" in r.stderr or "non-finite gradient" in r.stderr, r.stderr
+    assert "checkpoint" in r.stderr
+    latest = (out / "LATEST").read_text()
+    state = json.loads((out / latest / "trainer_state.json").read_text())
+    assert all(np.isfinite(state["losses"]))
+
+
+def test_staged_unfreezing_trains_only_the_unfrozen_layers(leantune_bin, setup, tmp_path):
+    from safetensors.numpy import load_file
+    d, base, _ = setup
+    out = tmp_path / "unfreeze"
+    # layers >= 2 train from step 0, layers >= 1 from step 3, layer 0 never
+    r = train(leantune_bin, d, base, out, "--method", "full", "--unfreeze-schedule", "0:2:1.0,3:1:0.5",
+              "--max-steps", "5", "--learning-rate", "1e-3")
+    assert r.returncode == 0, r.stderr
+    before = load_file(str(base / "model.safetensors"))
+    after = load_file(str(out / "model" / "model.safetensors"))
+    changed = lambda name: not np.array_equal(before[name], after[name])
+    assert not changed("model.layers.0.self_attn.q_proj.weight")
+    assert changed("model.layers.1.self_attn.q_proj.weight")
+    assert changed("model.layers.2.mlp.down_proj.weight")
