@@ -31,6 +31,7 @@
 #include "train/data.h"
 #include "train/data_loader.h"
 #include "train/optimizer.h"
+#include "train/report.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
 
@@ -365,6 +366,7 @@ TrainResult run_training(const TrainConfig& c) {
     fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
                hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
   }
+  fmt::print("report: {}\n", write_training_report(c.output_dir));
   fmt::print("memory: planned {} in arenas, allocated {}; process peak RSS {}\n", format_bytes(plan.total_bytes()),
              format_bytes(model.arenas().allocated_total()), format_bytes(process_peak_rss_bytes()));
   res.steps = step;
