@@ -112,6 +112,8 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "seed") c.seed = as<uint64_t>(v, key, where);
   else if (key == "threads") c.threads = I();
   else if (key == "resume") c.resume = S();
+  else if (key == "memory_budget") c.memory_budget = S();
+  else if (key == "auto") c.auto_fit = B();
   else fail("{}: unknown key '{}'", where, key);
 }
 

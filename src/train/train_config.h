@@ -47,7 +47,9 @@ struct TrainConfig {
   std::string output_dir = "out";
   uint64_t seed = 42;
   int threads = 0;
-  std::string resume;                     // checkpoint folder to resume from ("auto": output_dir/checkpoint)
+  std::string resume;                     // checkpoint folder to resume from ("auto": output_dir/LATEST)
+  std::string memory_budget;              // e.g. "6GiB": stop before allocating when the plan exceeds it
+  bool auto_fit = false;                  // auto: with memory_budget, pick micro-batch and checkpointing
 
   std::string source;                     // where it was read from, for messages
 };

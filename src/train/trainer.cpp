@@ -26,6 +26,7 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
+#include "plan/budget.h"
 #include "kernels/ops.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
@@ -151,12 +152,39 @@ std::string format_eta(double s) {
 
 }  // namespace
 
-TrainResult run_training(const TrainConfig& c) {
-  validate_train_config(c);
-  set_num_threads(c.threads);
-  auto tok = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
-  auto files = load_model_files(c.base_model);
+TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline) {
+  if (c.memory_budget.empty()) {
+    LT_CHECK(!c.auto_fit, "auto needs a memory_budget");
+    return c;
+  }
+  const size_t budget = parse_bytes(c.memory_budget);
+  if (c.auto_fit) {
+    FitCandidate f = auto_fit(m, c, budget, baseline);
+    fmt::print("auto: {} fits {} (predicted peak {})\n", f.change, format_bytes(budget), format_bytes(f.predicted_bytes));
+    return f.config;
+  }
+  size_t need = predict_training_bytes(m, c, baseline);
+  if (need <= budget) return c;
+  std::string msg = fmt::format("the run needs {} (arenas {} + process baseline {}), over the memory budget of {}; "
+                                "nothing was allocated.", format_bytes(need), format_bytes(need - baseline),
+                                format_bytes(baseline), format_bytes(budget));
+  auto fits = cheaper_fits(m, c, budget, baseline);
+  if (fits.empty()) msg += " No single change tried (checkpointing, LoRA, smaller micro-batches) fits.";
+  else msg += " Changes that fit, in the order to try them:";
+  for (const auto& f : fits) msg += fmt::format("\n  {:<90} predicted peak {}", f.change, format_bytes(f.predicted_bytes));
+  if (!fits.empty()) msg += "\n(or run with auto: true to pick the largest micro-batch that fits)";
+  throw Error(msg);
+}
+
+TrainResult run_training(const TrainConfig& requested) {
+  validate_train_config(requested);
+  set_num_threads(requested.threads);
+  const size_t baseline = process_rss_bytes();
+  auto files = load_model_files(requested.base_model);
   const ModelConfig& mc = files.config;
+  validate_config(mc, requested.base_model);
+  const TrainConfig c = fit_memory_budget(requested, mc, baseline);
+  auto tok = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
   LT_CHECK(c.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} positions)",
            c.sequence_len, mc.max_seq_len);
 

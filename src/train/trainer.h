@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
 #include "train/train_config.h"
 
 namespace lt {
@@ -18,5 +19,9 @@ struct TrainResult {
 };
 
 TrainResult run_training(const TrainConfig& config);
+
+// Applies memory_budget / auto to a config before anything is allocated: returns the config to
+// run (changed by auto), or throws lt::Error listing the cheaper runs that would fit.
+TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline_bytes);
 
 }  // namespace lt

@@ -6,7 +6,10 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/memory_plan.h"
 #include "io/model_files.h"
+#include "plan/budget.h"
+#include "train/trainer.h"
 #include "train/train_config.h"
 #include "train/train_model.h"
 
@@ -26,8 +29,10 @@ void add_plan_command(CLI::App& app) {
     }
     TrainConfig cfg = parse_train_args(args);
     LT_CHECK(!cfg.base_model.empty(), "plan: 'base_model' is required");
+    const size_t baseline = process_rss_bytes();
     auto files = load_model_files(cfg.base_model);  // config + memory map only: nothing is allocated
     validate_config(files.config, cfg.base_model);
+    cfg = fit_memory_budget(cfg, files.config, baseline);  // throws the list of fits when over budget
     TrainModelOptions o;
     o.method = cfg.method;
     o.lora = cfg.lora;
@@ -42,6 +47,8 @@ void add_plan_command(CLI::App& app) {
       for (size_t k = 0; k < kNumCategories; ++k)
         if (size_t n = p.arena_bytes(Category(k))) j["categories"][std::string(category_name(Category(k)))] = n;
       j["total_bytes"] = p.total_bytes();
+      j["baseline_bytes"] = baseline;
+      j["predicted_peak_bytes"] = p.total_bytes() + baseline;
       j["peak_phase"] = "whole step (every arena is allocated up front)";
       if (buffers)
         for (const auto& b : p.buffers)
@@ -53,8 +60,8 @@ void add_plan_command(CLI::App& app) {
     fmt::print("training plan: {} {}, micro-batch {} x {} tokens, checkpointing {}\n{}", cfg.method,
                cfg.method == "lora" ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size, cfg.sequence_len,
                cfg.gradient_checkpointing, p.format_table(buffers));
-    fmt::print("peak: the whole step (every arena is allocated up front); the process baseline (runtime "
-               "libraries, threads) comes on top\n");
+    fmt::print("peak: the whole step (every arena is allocated up front); with the process baseline of {} "
+               "(runtime libraries, threads): {}\n", format_bytes(baseline), format_bytes(p.total_bytes() + baseline));
   });
 }
 

@@ -1,0 +1,106 @@
+#include "plan/budget.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/memory_plan.h"
+#include "train/train_model.h"
+
+namespace lt {
+
+size_t parse_bytes(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  LT_CHECK(i > 0, "memory budget '{}' does not start with a number (e.g. 6GiB, 512MiB)", text);
+  double v = 0;
+  try {
+    v = std::stod(text.substr(0, i));
+  } catch (...) {
+    fail("memory budget '{}' is not a number with a unit (e.g. 6GiB)", text);
+  }
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  double mult = 0;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB" || unit == "K") mult = 1024.0;
+  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  LT_CHECK(mult > 0, "memory budget '{}': unknown unit '{}' (use B, KiB, MiB, GiB, KB, MB, GB)", text, unit);
+  return size_t(std::llround(v * mult));
+}
+
+static TrainModelOptions model_options(const TrainConfig& c) {
+  TrainModelOptions o;
+  o.method = c.method;
+  o.lora = c.lora;
+  o.micro_batch = c.micro_batch_size;
+  o.seq_len = c.sequence_len;
+  o.freeze_embeddings = c.freeze_embeddings;
+  o.freeze_lm_head = c.freeze_lm_head;
+  parse_checkpointing(c.gradient_checkpointing, o);
+  return o;
+}
+
+size_t predict_training_bytes(const ModelConfig& m, const TrainConfig& c, size_t baseline) {
+  return plan_training(m, model_options(c)).total_bytes() + baseline;
+}
+
+static const char* kRecompute[] = {"none", "mlp", "attention", "every:2", "every"};  // least recompute first
+
+std::vector<FitCandidate> cheaper_fits(const ModelConfig& m, const TrainConfig& c, size_t budget, size_t baseline) {
+  std::vector<FitCandidate> out;
+  auto consider = [&](const std::string& change, TrainConfig t) {
+    size_t b = predict_training_bytes(m, t, baseline);
+    if (b <= budget) out.push_back({change, t, b});
+  };
+  for (const char* ck : kRecompute) {
+    if (c.gradient_checkpointing == ck || std::string(ck) == "none") continue;
+    TrainConfig t = c;
+    t.gradient_checkpointing = ck;
+    consider(fmt::format("gradient_checkpointing: {}", ck), t);
+  }
+  if (c.method == "full") {
+    TrainConfig t = c;
+    t.method = "lora";
+    t.lora.target_modules = {"all-linear"};
+    consider(fmt::format("method: lora (r={}, all-linear) instead of full", t.lora.r), t);
+    t.gradient_checkpointing = "every";
+    consider(fmt::format("method: lora (r={}, all-linear) + gradient_checkpointing: every", t.lora.r), t);
+  }
+  for (int mb = c.micro_batch_size / 2; mb >= 1; mb /= 2) {
+    TrainConfig t = c;
+    t.gradient_accumulation_steps = c.gradient_accumulation_steps * (c.micro_batch_size / mb);
+    t.micro_batch_size = mb;
+    consider(fmt::format("micro_batch_size: {}, gradient_accumulation_steps: {}", mb, t.gradient_accumulation_steps), t);
+    t.gradient_checkpointing = "every";
+    consider(fmt::format("micro_batch_size: {}, gradient_accumulation_steps: {}, gradient_checkpointing: every", mb,
+                         t.gradient_accumulation_steps), t);
+  }
+  return out;
+}
+
+FitCandidate auto_fit(const ModelConfig& m, const TrainConfig& c, size_t budget, size_t baseline) {
+  for (int mb = c.micro_batch_size; mb >= 1; mb /= 2) {
+    for (const char* ck : kRecompute) {
+      TrainConfig t = c;
+      t.micro_batch_size = mb;
+      t.gradient_accumulation_steps = c.gradient_accumulation_steps * std::max(1, c.micro_batch_size / mb);
+      t.gradient_checkpointing = ck;
+      size_t b = predict_training_bytes(m, t, baseline);
+      if (b <= budget)
+        return {fmt::format("micro_batch_size: {}, gradient_accumulation_steps: {}, gradient_checkpointing: {}", mb,
+                            t.gradient_accumulation_steps, ck), t, b};
+    }
+    if (mb == 1) break;
+  }
+  fail("no micro-batch size and checkpointing mode fits {} (the smallest run needs {}); try method: lora or a "
+       "shorter sequence_len", format_bytes(budget),
+       format_bytes(predict_training_bytes(m, [&] { TrainConfig t = c; t.micro_batch_size = 1;
+                                                     t.gradient_checkpointing = "every"; return t; }(), baseline)));
+}
+
+}  // namespace lt

@@ -1,0 +1,37 @@
+// Memory budgets: fit a training run into a byte budget before anything is allocated. The
+// prediction is the plan's arena bytes (exact by construction) plus the process baseline
+// (runtime libraries, threads, the mapped checkpoint pages it touches), measured as this
+// process's resident memory before the model is built.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/train_config.h"
+
+namespace lt {
+
+// "6GiB", "512MiB", "2.5GB", "1000000" -> bytes; lt::Error naming the text otherwise.
+size_t parse_bytes(const std::string& text);
+
+struct FitCandidate {
+  std::string change;       // what differs from the requested run, as a practitioner would say it
+  TrainConfig config;       // the run with that change
+  size_t predicted_bytes;   // arenas + baseline
+};
+
+// Predicted peak bytes of a run (arenas + baseline).
+size_t predict_training_bytes(const ModelConfig& m, const TrainConfig& c, size_t baseline);
+
+// Runs derived from `c` that fit `budget`, in the order a practitioner tries them: gradient
+// checkpointing (MLP internals, attention internals, every other block, every block), LoRA
+// instead of full fine-tuning, then smaller micro-batches with more accumulation (same global
+// batch), and combinations. Only those that fit are returned.
+std::vector<FitCandidate> cheaper_fits(const ModelConfig& m, const TrainConfig& c, size_t budget, size_t baseline);
+
+// --auto: the largest micro-batch (at most the requested one) and then the least recomputation
+// that fit, keeping the global batch by raising accumulation. lt::Error when nothing fits.
+FitCandidate auto_fit(const ModelConfig& m, const TrainConfig& c, size_t budget, size_t baseline);
+
+}  // namespace lt
