@@ -9,6 +9,7 @@
 #include "core/memory_plan.h"
 #include "io/model_files.h"
 #include "plan/budget.h"
+#include "plan/flops.h"
 #include "train/trainer.h"
 #include "train/train_config.h"
 #include "train/train_model.h"
@@ -18,14 +19,26 @@ namespace lt::cli {
 void add_plan_command(CLI::App& app) {
   auto* c = app.add_subcommand("plan", "Print the memory plan of a training run (same arguments as train)");
   c->prefix_command();
-  c->footer("Extra flags: --json (machine-readable), --buffers (every buffer).");
+  c->footer("Extra flags: --json (machine-readable), --buffers (every buffer), --actuary [--tokens N] "
+            "[--price-per-hour USD] (FLOPs, time and cost estimates), --rank-report (what each LoRA rank costs).");
   c->callback([c] {
     std::vector<std::string> args;
-    bool json = false, buffers = false;
-    for (const auto& a : c->remaining()) {
+    bool json = false, buffers = false, actuary = false, ranks = false;
+    double tokens = 0, price = 0;
+    auto rest = c->remaining();
+    for (size_t i = 0; i < rest.size(); ++i) {
+      const auto& a = rest[i];
       if (a == "--json") json = true;
       else if (a == "--buffers") buffers = true;
-      else args.push_back(a);
+      else if (a == "--actuary") actuary = true;
+      else if (a == "--rank-report") ranks = true;
+      else if ((a == "--tokens" || a == "--price-per-hour") && i + 1 < rest.size()) {
+        try {
+          (a == "--tokens" ? tokens : price) = std::stod(rest[++i]);
+        } catch (...) {
+          fail("{}: '{}' is not a number", a, rest[i]);
+        }
+      } else args.push_back(a);
     }
     TrainConfig cfg = parse_train_args(args);
     LT_CHECK(!cfg.base_model.empty(), "plan: 'base_model' is required");
@@ -60,6 +73,13 @@ void add_plan_command(CLI::App& app) {
     fmt::print("training plan: {} {}, micro-batch {} x {} tokens, checkpointing {}\n{}", cfg.method,
                cfg.method == "lora" ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size, cfg.sequence_len,
                cfg.gradient_checkpointing, p.format_table(buffers));
+    if (actuary) {
+      if (tokens <= 0) tokens = double(cfg.micro_batch_size) * cfg.sequence_len * cfg.gradient_accumulation_steps *
+                                std::max(cfg.max_steps, 1);
+      fmt::print("\n{}", actuary_report(files.config, o, p.total_bytes() + baseline, tokens, price));
+    }
+    if (ranks) fmt::print("\nLoRA rank report (memory: parameters, gradients, AdamW moments, saved x·Aᵀ):\n{}",
+                          rank_report(files.config, o));
     fmt::print("peak: the whole step (every arena is allocated up front); with the process baseline of {} "
                "(runtime libraries, threads): {}\n", format_bytes(baseline), format_bytes(p.total_bytes() + baseline));
   });

@@ -1,0 +1,168 @@
+#include "plan/flops.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/memory_plan.h"
+#include "core/threads.h"
+#include "kernels/cpu/gemm.h"
+
+namespace lt {
+
+namespace {
+
+bool targets(const LoraConfig& lc, const std::string& m) {
+  for (const auto& t : lc.target_modules)
+    if (t == m || t == "all-linear") return true;
+  return false;
+}
+
+// (in, out) per projection in llama_linear_modules() order
+std::vector<std::pair<double, double>> shapes(const ModelConfig& m) {
+  double C = m.dim, QD = m.q_dim(), KVD = m.kv_dim(), F = m.hidden_dim;
+  return {{C, QD}, {C, KVD}, {C, KVD}, {QD, C}, {C, F}, {C, F}, {F, C}};
+}
+
+}  // namespace
+
+PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
+  const auto sh = shapes(m);
+  const bool lora = o.method == "lora";
+  const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
+  double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
+  for (int k = 0; k < 7; ++k) {
+    double f = 2 * sh[k].first * sh[k].second;
+    double lf = lora && targets(o.lora, llama_linear_modules()[k]) ? 2.0 * o.lora.r * (sh[k].first + sh[k].second) : 0;
+    if (!o.lora.layers_to_transform.empty()) lf *= double(o.lora.layers_to_transform.size()) / L;
+    (k < 4 ? attn_lin : mlp_lin) += f;
+    (k < 4 ? attn_lora : mlp_lora) += lf;
+  }
+  const double attn = 2.0 * 2.0 * m.q_dim() * keys;  // QKᵀ and PV
+  const double head = 2.0 * m.dim * m.vocab_size;
+  PhaseFlops p;
+  const double layer_attn = attn_lin + attn_lora + attn, layer_mlp = mlp_lin + mlp_lora;
+  p.forward = L * (layer_attn + layer_mlp) + head;
+  const double w_grad = lora ? 1.0 : 2.0;  // dX only, or dX and dW
+  p.backward = L * (w_grad * (attn_lin + mlp_lin) + 2.0 * (attn_lora + mlp_lora) + 2.5 * attn) +
+               (lora ? 1.0 : 2.0) * head;
+  double replay = 0;
+  switch (o.checkpointing) {
+    case Checkpointing::None: break;
+    case Checkpointing::EveryK: replay = std::ceil(L / o.checkpoint_every) * (layer_attn + layer_mlp); break;
+    case Checkpointing::Attention: replay = L * layer_attn; break;
+    case Checkpointing::Mlp: replay = L * layer_mlp; break;
+  }
+  p.recompute = replay;
+  return p;
+}
+
+double calibrated_gemm_gflops() {
+  namespace fs = std::filesystem;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir = xdg ? fs::path(xdg) / "leantune" : fs::path(home ? home : "/tmp") / ".cache" / "leantune";
+  fs::path file = dir / "calibration.json";
+  const std::string key = fmt::format("gemm_f32_gflops_threads_{}", num_threads());
+  nlohmann::json j = nlohmann::json::object();
+  try {
+    std::ifstream in(file);
+    if (in.good()) j = nlohmann::json::parse(in);
+    if (j.contains(key)) return j[key].get<double>();
+  } catch (...) {
+    j = nlohmann::json::object();  // a damaged cache is measured again
+  }
+  const int M = 512, N = 1536, K = 576;
+  std::vector<float> a(size_t(M) * K, 0.01f), b(size_t(N) * K, 0.02f), c(size_t(M) * N);
+  cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);  // warm-up
+  int reps = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double s = 0;
+  while (s < 0.2) {
+    cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+    ++reps;
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double g = 2.0 * M * N * K * reps / s / 1e9;
+  try {
+    fs::create_directories(dir);
+    j[key] = g;
+    std::ofstream(file) << j.dump(1);
+  } catch (...) {
+  }
+  return g;
+}
+
+const std::vector<GpuProfile>& gpu_profiles() {
+  // Dense bf16 tensor-core peaks and HBM/GDDR bandwidth from the vendors' data sheets; prices are
+  // typical on-demand cloud rates per GPU-hour in 2026 and meant to be edited.
+  static const std::vector<GpuProfile> p = {
+      {"A100 40GB", 40, 312, 1555, 1.50}, {"A100 80GB", 80, 312, 2039, 1.90}, {"H100 80GB", 80, 989, 3350, 2.50},
+      {"H200 141GB", 141, 989, 4800, 3.20}, {"L4 24GB", 24, 121, 300, 0.70}, {"RTX 4090 24GB", 24, 165, 1008, 0.45}};
+  return p;
+}
+
+std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
+                           double tokens, double cpu_price) {
+  PhaseFlops f = training_flops_per_token(m, o);
+  std::string out = fmt::format(
+      "FLOPs per trained token: forward {:.3g}, backward {:.3g}, recompute {:.3g}, total {:.3g}\n", f.forward,
+      f.backward, f.recompute, f.total());
+  const double step_tokens = double(o.micro_batch) * o.seq_len;
+  const double gf = calibrated_gemm_gflops();
+  const double cpu_s = f.total() * tokens / (gf * 1e9);
+  out += fmt::format("this machine: f32 GEMM {:.0f} GFLOP/s with {} threads (calibrated); at that rate a step of {:.0f} "
+                     "tokens takes >= {:.3g} s and {:.3g} tokens take >= {:.3g} h",
+                     gf, num_threads(), step_tokens, f.total() * step_tokens / (gf * 1e9), tokens, cpu_s / 3600);
+  if (cpu_price > 0) out += fmt::format(", ${:.4g} (${:.3g} per 1,000 tokens)", cpu_s / 3600 * cpu_price,
+                                        cpu_s / 3600 * cpu_price / tokens * 1000);
+  out += "\n(a lower bound: GEMM speed for every FLOP; the run's measured tokens/s in metrics.jsonl is the truth)\n\n";
+  out += "ESTIMATE on GPUs (bf16 peak at 40% utilisation; memory as planned here in f32, which bf16 roughly halves):\n";
+  out += fmt::format("{:<14} {:>8} {:>7} {:>12} {:>10} {:>14}\n", "gpu", "memory", "fits", "time", "$/h", "$ per 1k tok");
+  for (const auto& g : gpu_profiles()) {
+    double secs = f.total() * tokens / (g.bf16_tflops * 1e12 * 0.4);
+    bool fits = double(predicted_bytes) <= g.memory_gib * double(1ull << 30);
+    out += fmt::format("{:<14} {:>6.0f}GB {:>7} {:>10.3g} h {:>10.2f} {:>14.3g}\n", g.name, g.memory_gib,
+                       fits ? "yes" : "no", secs / 3600, g.price_per_hour, secs / 3600 * g.price_per_hour / tokens * 1000);
+  }
+  return out;
+}
+
+std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
+  std::string out = fmt::format("{:<26} {:>5} {:>14} {:>14} {:>16}\n", "targets", "r", "trainable", "memory",
+                                "FLOPs/token +%");
+  TrainModelOptions none = base;
+  none.method = "lora";
+  none.lora.target_modules = {"q_proj"};
+  none.lora.r = 1;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
+      {"q_proj,v_proj", {"q_proj", "v_proj"}},
+      {"attention (q,k,v,o)", {"q_proj", "k_proj", "v_proj", "o_proj"}},
+      {"all-linear", {"all-linear"}}};
+  for (const auto& [label, mods] : sets) {
+    for (int r : {4, 8, 16, 32, 64}) {
+      TrainModelOptions o = base;
+      o.method = "lora";
+      o.lora.r = r;
+      o.lora.target_modules = mods;
+      MemoryPlan p = plan_training(m, o);
+      size_t params = p.arena_bytes(Category::TrainableParams) / sizeof(float);
+      // parameters + gradients + two moments + the saved x·Aᵀ activations
+      size_t bytes = p.arena_bytes(Category::TrainableParams) + p.arena_bytes(Category::Grads) +
+                     p.arena_bytes(Category::OptimizerState);
+      for (const auto& b : p.buffers)
+        if (b.name.find(".xa.") != std::string::npos) bytes += align_up(b.bytes);
+      PhaseFlops with = training_flops_per_token(m, o);
+      o.lora.target_modules = {"__none__"};
+      PhaseFlops without = training_flops_per_token(m, o);
+      out += fmt::format("{:<26} {:>5} {:>14} {:>14} {:>15.2f}%\n", label, r, params, format_bytes(bytes),
+                         100.0 * (with.total() - without.total()) / without.total());
+    }
+  }
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,38 @@
+// The actuary's arithmetic: FLOPs per trained token of each phase (forward, backward,
+// recomputation) from the model shape and the run, a calibration of this machine's GEMM rate,
+// GPU profiles with editable prices, and the rank report (what each LoRA rank and target set
+// costs in parameters, memory and FLOPs). Everything here is an estimate and says so.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/train_model.h"
+
+namespace lt {
+
+struct PhaseFlops {
+  double forward = 0, backward = 0, recompute = 0;  // per trained token
+  double total() const { return forward + backward + recompute; }
+};
+
+// Multiply-adds count 2 FLOPs. Causal attention over T tokens averages (T+1)/2 keys per query;
+// its backward is 2.5x its forward (flash style: scores recomputed, four products).
+PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o);
+
+// Measured f32 GEMM rate of this machine (GFLOP/s, current thread count) on a model-like shape,
+// over about 0.2 s. Cached in $XDG_CACHE_HOME/leantune (or ~/.cache/leantune) per thread count.
+double calibrated_gemm_gflops();
+
+struct GpuProfile {
+  std::string name;
+  double memory_gib, bf16_tflops, bandwidth_gbs, price_per_hour;
+};
+const std::vector<GpuProfile>& gpu_profiles();  // A100 40/80, H100, H200, L4, RTX 4090
+
+// Text tables for `leantune plan --actuary` / `--rank-report`.
+std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
+                           double tokens_to_train, double cpu_price_per_hour);
+std::string rank_report(const ModelConfig& m, const TrainModelOptions& o);
+
+}  // namespace lt

@@ -1,0 +1,47 @@
+// The actuary's FLOP counts against hand-derived values for a small Llama shape.
+#include <gtest/gtest.h>
+
+#include "plan/flops.h"
+
+using namespace lt;
+
+static ModelConfig shape() {
+  ModelConfig m;
+  m.dim = 64; m.n_layers = 2; m.n_heads = 4; m.n_kv_heads = 2; m.head_dim = 16; m.hidden_dim = 128;
+  m.vocab_size = 100; m.max_seq_len = 256;
+  return m;
+}
+
+TEST(PlanFlops, FullFineTuningCounts) {
+  ModelConfig m = shape();
+  TrainModelOptions o;
+  o.method = "full";
+  o.seq_len = 31;  // (T+1)/2 = 16 keys per query on average
+  const double lin = 64.0 * 64 + 2 * 64.0 * 32 + 64.0 * 64 + 3 * 64.0 * 128;  // weights per layer
+  const double attn = 2 * 2 * 64.0 * 16;
+  const double head = 2 * 64.0 * 100;
+  PhaseFlops f = training_flops_per_token(m, o);
+  EXPECT_DOUBLE_EQ(f.forward, 2 * (2 * lin + attn) + head);
+  EXPECT_DOUBLE_EQ(f.backward, 2 * (2 * 2 * lin + 2.5 * attn) + 2 * head);
+  EXPECT_DOUBLE_EQ(f.recompute, 0.0);
+  parse_checkpointing("every", o);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * (2 * lin + attn));
+  parse_checkpointing("every:2", o);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * lin + attn);
+}
+
+TEST(PlanFlops, LoraAddsLinearlyInRank) {
+  ModelConfig m = shape();
+  TrainModelOptions o;
+  o.seq_len = 31;
+  o.lora.target_modules = {"q_proj"};
+  o.lora.r = 4;
+  double f4 = training_flops_per_token(m, o).total();
+  o.lora.r = 8;
+  double f8 = training_flops_per_token(m, o).total();
+  o.lora.r = 12;
+  double f12 = training_flops_per_token(m, o).total();
+  EXPECT_NEAR(f12 - f8, f8 - f4, 1e-6);
+  // each rank unit of q_proj adds 2*(64+64) forward FLOPs per layer, and twice that backward
+  EXPECT_DOUBLE_EQ(f8 - f4, 2 * 4 * (2 * 128.0) * 3);
+}
