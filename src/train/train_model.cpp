@@ -270,7 +270,7 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
 TrainModel::~TrainModel() = default;
 
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops)
-    : cfg_(config), opts_(opts), ops_(ops) {
+    : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()) {
   validate_config(cfg_, ts.source);
   LT_CHECK(!cfg_.mlp_bias, "{}: MLP biases are not supported", ts.source);
   plan_ = plan_training(cfg_, opts_);
@@ -496,7 +496,7 @@ struct LinearRunner {
 void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
-  const TrainOps& t = train_ops_ref();
+  const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
@@ -525,7 +525,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
 void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
-  const TrainOps& t = train_ops_ref();
+  const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
@@ -568,11 +568,11 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   tokens_ = tokens;
   positions_ = positions;
   doc_start_ = doc_start;
-  const TrainOps& t = train_ops_ref();
+  const TrainOps& t = tops_;
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
   for (int l = 0; l < d.L; ++l) layer_forward(l, *acts_[l], step);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
-  float loss = cpu::lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+  float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
   if (!backward) return loss;
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));

@@ -56,6 +56,8 @@ struct Linear;  // train_model.cpp
 
 class TrainModel {
  public:
+  // ops: ops_ref() runs every op, forward and backward, on the scalar reference kernels;
+  // ops_cpu() on the fast CPU kernels.
   TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops);
   ~TrainModel();
 
@@ -93,6 +95,7 @@ class TrainModel {
   ModelConfig cfg_;
   TrainModelOptions opts_;
   const Ops& ops_;
+  const TrainOps& tops_;  // the backward ops of the same backend (ref with ops_ref, else cpu)
   MemoryPlan plan_;
   Arenas arenas_;
   int N_ = 0;

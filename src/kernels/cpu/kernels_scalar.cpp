@@ -10,25 +10,7 @@
 
 namespace lt::cpu::scalar {
 namespace {
-
-struct V {
-  static constexpr int W = 1;
-  float v;
-  static V zero() { return {0.0f}; }
-  static V set1(float a) { return {a}; }
-  static V load(const float* p) { return {*p}; }
-  static V load_n(const float* p, int) { return {*p}; }
-  static void store(float* p, V a) { *p = a.v; }
-  static void store_n(float* p, V a, int) { *p = a.v; }
-  static V fmadd(V a, V b, V c) { return {a.v * b.v + c.v}; }
-  static float reduce_add(V a) { return a.v; }
-  static V exp(V a) { return {std::exp(a.v)}; }
-};
-inline V operator+(V a, V b) { return {a.v + b.v}; }
-inline V operator-(V a, V b) { return {a.v - b.v}; }
-inline V operator*(V a, V b) { return {a.v * b.v}; }
-inline V operator/(V a, V b) { return {a.v / b.v}; }
-
+#include "kernels/cpu/simd_vec_scalar.inc"
 }  // namespace
 
 #include "kernels/cpu/simd_kernels.inc"
