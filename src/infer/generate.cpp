@@ -27,6 +27,7 @@ GenerateResult generate(LlamaModel& model, const Tokenizer& tok, const std::stri
   std::vector<int> context = r.prompt_ids;
   context.reserve(context.size() + size_t(std::max(opts.max_new_tokens, 0)));
   Tokenizer::StreamDecoder stream(tok);
+  stream.prime(r.prompt_ids);
 
   auto t0 = Clock::now();
   model.forward(r.prompt_ids.data(), int(r.prompt_ids.size()), 0);

@@ -54,6 +54,11 @@ std::string Tokenizer::StreamDecoder::push(int id) {
   return out;
 }
 
+void Tokenizer::StreamDecoder::prime(std::span<const int> ids) {
+  ids_.assign(ids.begin(), ids.end());
+  emitted_ = tok_.decode(ids_, skip_).size();
+}
+
 std::string Tokenizer::StreamDecoder::flush() {
   std::string text = tok_.decode(ids_, skip_);
   std::string out = text.size() > emitted_ ? utf8::lossy(std::string_view(text).substr(emitted_)) : std::string();

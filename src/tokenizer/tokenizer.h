@@ -37,6 +37,9 @@ class Tokenizer {
    public:
     explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_(skip_special) {}
     std::string push(int id);
+    // Starts after `ids` (e.g. the prompt) without emitting them, so that what follows is
+    // decoded in context (a continuation keeps the space a SentencePiece piece carries).
+    void prime(std::span<const int> ids);
     std::string flush();  // whatever is left (invalid trailing bytes as U+FFFD)
 
    private:

@@ -39,6 +39,16 @@ TEST(ModelStories260K, ReferenceKernelsGiveTheSameStory) {
   EXPECT_EQ(text.substr(0, std::string(kStory).size()), kStory) << text;
 }
 
+TEST(ModelStories260K, ContinuationKeepsItsLeadingSpace) {
+  auto tok = Tokenizer::load(kDir + "tok512.bin");
+  auto model = LlamaModel::load(kDir + "stories260K.bin", {}, ops_cpu());
+  GenerateOptions g;
+  g.max_new_tokens = 8;
+  g.sampler.temperature = 0;
+  auto r = generate(*model, *tok, "Once upon a time, there was a little girl named", g, [](const std::string&) {});
+  EXPECT_EQ(r.text.substr(0, 5), " Lily") << r.text;
+}
+
 TEST(ModelStories260K, PlanMatchesAllocation) {
   InferenceOptions io;
   io.context = 100;
