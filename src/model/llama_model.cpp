@@ -147,8 +147,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
     const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
     const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
     for (int m = 0; m < 7; ++m) {
-      const TensorInfo* a = ad.tensors.find(peft_lora_key(l, mods[m], true));
-      if (a) {
+      if (ad.tensors.find(peft_lora_key(l, mods[m], true))) {
         const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mods[m], true), {R, in[m]});
         const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mods[m], false), {out[m], R});
         std::vector<float> fa(size_t(A.numel())), fb(size_t(B.numel()));
@@ -158,7 +157,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
                       W[m], int(in[m]));
         ++merged;
       }
-      if (const TensorInfo* b = ad.tensors.find(peft_bias_key(l, mods[m]))) {
+      if (ad.tensors.find(peft_bias_key(l, mods[m]))) {
         LT_CHECK(Bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mods[m], l);
         LT_CHECK(sign > 0, "{}: cannot unmerge an adapter that carries trained biases", dir);
         const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mods[m]), {out[m]});

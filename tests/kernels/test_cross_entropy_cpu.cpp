@@ -26,8 +26,9 @@ TEST(KernelCrossEntropy, MatchesReference) {
     EXPECT_NEAR(l0, l1, 1e-5f * std::fabs(l0));
     for (int i = 0; i < T * C; ++i) EXPECT_NEAR(dx0[i], dx1[i], 1e-5f) << i;
     for (int i = 0; i < V * C; ++i) EXPECT_NEAR(dw0[i], dw1[i], 1e-5f) << i;
-    for (int t = 0; t < T; ++t)
-      if (labels[t] == kIgnoreLabel)
-        for (int c = 0; c < C; ++c) EXPECT_EQ(dx1[t * C + c], 0.0f);
+    for (int t = 0; t < T; ++t) {
+      if (labels[t] != kIgnoreLabel) continue;
+      for (int c = 0; c < C; ++c) EXPECT_EQ(dx1[t * C + c], 0.0f);
+    }
   }
 }
