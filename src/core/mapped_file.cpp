@@ -39,6 +39,12 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void release_mapped_pages(const void* data, size_t n) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (uintptr_t(data) + page - 1) / page * page, end = (uintptr_t(data) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LT_CHECK(in.good(), "{}: cannot open: {}", path, std::strerror(errno));

@@ -23,6 +23,11 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops the resident pages wholly inside [data, data + n) of a read-only file mapping (after
+// their contents were copied elsewhere), so loading does not hold the file and its copy at once.
+// Always safe: a later read faults the pages back in from the file.
+void release_mapped_pages(const void* data, size_t n);
+
 // Reads a whole (small) file into a string; throws naming the path.
 std::string read_text_file(const std::string& path);
 

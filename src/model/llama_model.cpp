@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "kernels/cpu/gemm.h"
@@ -102,6 +103,7 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     const TensorInfo& t = ts.get(name, shape);
     float* dst = arenas_.get_as<float>(name);
     convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
+    release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
   embed_ = take("model.embed_tokens.weight", {V, C});

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
 
@@ -288,6 +289,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     const TensorInfo& t = ts.get(name, shape);
     float* dst = arenas_.get_as<float>(name);
     convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
+    release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
   auto grad_of = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay) -> float* {
