@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Creates .venv with the Python packages the tests use as oracles (PyPI only; no model downloads).
+# Installs what the tests need beyond the build: Debian's chromium (renders the HTML reports
+# headless) and .venv with the Python packages the tests use as oracles (PyPI only; no model
+# downloads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ! dpkg -s chromium >/dev/null 2>&1; then
+  echo "installing: chromium"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft, bitsandbytes" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft pytest
+  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft bitsandbytes pytest
 fi

@@ -1,11 +1,14 @@
 // Memory plan tables and the tagged arenas that allocate it.
 #include "core/memory_plan.h"
 
-#include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -63,7 +66,8 @@ std::string MemoryPlan::format_table(bool per_buffer) const {
 }
 
 Arenas::~Arenas() {
-  for (auto* p : bases_) std::free(p);
+  for (size_t c = 0; c < kNumCategories; ++c)
+    if (bases_[c]) munmap(bases_[c], align_up(sizes_[c], kPage));
 }
 
 void Arenas::allocate(const MemoryPlan& plan) {
@@ -73,9 +77,11 @@ void Arenas::allocate(const MemoryPlan& plan) {
     size_t n = plan.arena_bytes(Category(c));
     sizes_[c] = n;
     if (!n) continue;
-    bases_[c] = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, n));
-    LT_CHECK(bases_[c], "out of memory allocating the {} arena ({} bytes)", category_name(Category(c)), n);
-    std::memset(bases_[c], 0, n);
+    // anonymous zero pages: reserved now, resident once touched, so the ledger sees when each
+    // category's bytes become resident (mincore) and a load never holds untouched activations
+    void* p = mmap(nullptr, align_up(n, kPage), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    LT_CHECK(p != MAP_FAILED, "out of memory allocating the {} arena ({} bytes)", category_name(Category(c)), n);
+    bases_[c] = static_cast<uint8_t*>(p);
   }
   std::array<size_t, kNumCategories> off{};
   for (const auto& b : plan.buffers) {
@@ -93,18 +99,40 @@ void* Arenas::get(std::string_view name) const {
   return it->second;
 }
 
+size_t Arenas::resident_bytes(Category c, std::vector<unsigned char>& scratch) const {
+  size_t n = align_up(sizes_[size_t(c)], kPage);
+  if (!n) return 0;
+  scratch.resize(std::max(scratch.size(), n / kPage));  // callers size it once (max_pages())
+  if (mincore(bases_[size_t(c)], n, scratch.data()) != 0) return 0;
+  size_t pages = 0;
+  for (size_t i = 0; i < n / kPage; ++i) pages += scratch[i] & 1;
+  return std::min(pages * kPage, sizes_[size_t(c)]);
+}
+
+size_t Arenas::max_pages() const {
+  size_t m = 0;
+  for (auto s : sizes_) m = std::max(m, align_up(s, kPage) / kPage);
+  return m;
+}
+
 size_t Arenas::allocated_total() const {
   size_t n = 0;
   for (auto s : sizes_) n += s;
   return n;
 }
 
+// Reads one "Key:   N kB" field of /proc/self/status without allocating (the ledger calls it mid-step).
 static size_t status_field(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
+  char buf[8192];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
   size_t klen = std::strlen(key);
-  while (std::getline(in, line))
-    if (line.compare(0, klen, key) == 0) return size_t(std::strtoull(line.c_str() + klen + 1, nullptr, 10)) * 1024;
+  for (char* line = buf; line && *line; line = std::strchr(line, '\n') ? std::strchr(line, '\n') + 1 : nullptr)
+    if (std::strncmp(line, key, klen) == 0 && line[klen] == ':') return size_t(std::strtoull(line + klen + 1, nullptr, 10)) * 1024;
   return 0;
 }
 

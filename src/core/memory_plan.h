@@ -35,6 +35,7 @@ std::string_view category_name(Category c);
 std::string_view lifetime_name(Lifetime l);
 
 constexpr size_t kArenaAlign = 64;
+constexpr size_t kPage = 4096;
 inline size_t align_up(size_t n, size_t a = kArenaAlign) { return (n + a - 1) / a * a; }
 
 struct BufferSpec {
@@ -57,7 +58,8 @@ struct MemoryPlan {
   std::string format_table(bool per_buffer) const;
 };
 
-// Allocates a MemoryPlan: one aligned, zeroed allocation per category, buffers carved in order.
+// Allocates a MemoryPlan: one page-aligned anonymous mapping (zero-filled) per category, buffers
+// carved in order. Pages become resident when first written.
 class Arenas {
  public:
   Arenas() = default;
@@ -72,6 +74,9 @@ class Arenas {
   template <class T> T* get_as(std::string_view name) const { return static_cast<T*>(get(name)); }
   size_t allocated_bytes(Category c) const { return sizes_[size_t(c)]; }
   size_t allocated_total() const;
+  // Bytes of category c's arena resident in RAM now (mincore); scratch holds max_pages() bytes.
+  size_t resident_bytes(Category c, std::vector<unsigned char>& scratch) const;
+  size_t max_pages() const;
 
  private:
   std::array<uint8_t*, kNumCategories> bases_{};

@@ -42,4 +42,15 @@ ModelFiles load_model_files(const std::string& path) {
   return m;
 }
 
+ModelConfig load_model_config(const std::string& path) {
+  struct stat st {};
+  LT_CHECK(::stat(path.c_str(), &st) == 0, "{}: cannot open model: {}", path, std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    std::string config = path + "/config.json";
+    LT_CHECK(::stat(config.c_str(), &st) == 0, "{}: no config.json in this model folder", path);
+    return load_hf_config(config);
+  }
+  return load_model_files(path).config;
+}
+
 }  // namespace lt

@@ -18,4 +18,8 @@ struct ModelFiles {
 // Loads the config and maps the weights at `path` (see above). Throws lt::Error naming the path.
 ModelFiles load_model_files(const std::string& path);
 
+// Only the configuration: a folder needs just its config.json (planning a model whose weights are
+// not on this machine); other formats are read as above and only their config kept.
+ModelConfig load_model_config(const std::string& path);
+
 }  // namespace lt

@@ -1,6 +1,9 @@
 #include "plan/budget.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <utility>
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -13,6 +16,7 @@ size_t parse_bytes(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   LT_CHECK(i > 0, "memory budget '{}' does not start with a number (e.g. 6GiB, 512MiB)", text);
+  LT_CHECK(std::count(text.begin(), text.begin() + long(i), '.') <= 1, "memory budget '{}' is not a number", text);
   double v = 0;
   try {
     v = std::stod(text.substr(0, i));
@@ -21,15 +25,18 @@ size_t parse_bytes(const std::string& text) {
   }
   std::string unit = text.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
+  std::string u = unit;
+  for (auto& ch : u) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},          {"b", 1},         {"k", 0x1p10},  {"kib", 0x1p10}, {"m", 0x1p20}, {"mib", 0x1p20},
+      {"g", 0x1p30},    {"gib", 0x1p30},  {"t", 0x1p40},  {"tib", 0x1p40}, {"kb", 1e3},    {"mb", 1e6},
+      {"gb", 1e9},      {"tb", 1e12}};
   double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KiB" || unit == "K") mult = 1024.0;
-  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  LT_CHECK(mult > 0, "memory budget '{}': unknown unit '{}' (use B, KiB, MiB, GiB, KB, MB, GB)", text, unit);
+  for (const auto& [name, m] : kUnits)
+    if (u == name) mult = m;
+  LT_CHECK(mult > 0, "memory budget '{}': unknown unit '{}' (use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal))", text, unit);
+  LT_CHECK(v > 0, "memory budget '{}' must be more than zero bytes", text);
   return size_t(std::llround(v * mult));
 }
 
@@ -43,6 +50,15 @@ static TrainModelOptions model_options(const TrainConfig& c) {
   o.freeze_lm_head = c.freeze_lm_head;
   parse_checkpointing(c.gradient_checkpointing, o);
   return o;
+}
+
+size_t model_weight_bytes(const ModelConfig& m) {
+  TrainModelOptions o;
+  o.method = "full";
+  o.micro_batch = 1;
+  o.seq_len = 2;
+  MemoryPlan p = plan_training(m, o);
+  return p.arena_bytes(Category::TrainableParams) + p.arena_bytes(Category::FrozenWeights);
 }
 
 size_t predict_training_bytes(const ModelConfig& m, const TrainConfig& c, size_t baseline) {

@@ -12,7 +12,8 @@
 
 namespace lt {
 
-// "6GiB", "512MiB", "2.5GB", "1000000" -> bytes; lt::Error naming the text otherwise.
+// "6GiB", "6 GB", "512MiB", "2.5GB", "6442450944" -> bytes (units case-insensitive: B, KiB..TiB
+// binary, KB..TB decimal, K/M/G/T binary); lt::Error naming the text otherwise.
 size_t parse_bytes(const std::string& text);
 
 struct FitCandidate {
@@ -20,6 +21,9 @@ struct FitCandidate {
   TrainConfig config;       // the run with that change
   size_t predicted_bytes;   // arenas + baseline
 };
+
+// Every weight of the model in fp32 (what any run must hold at least, before quantization).
+size_t model_weight_bytes(const ModelConfig& m);
 
 // Predicted peak bytes of a run (arenas + baseline).
 size_t predict_training_bytes(const ModelConfig& m, const TrainConfig& c, size_t baseline);

@@ -1,5 +1,6 @@
 #include "plan/flops.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -7,9 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/memory_plan.h"
 #include "core/threads.h"
 #include "kernels/cpu/gemm.h"
+#include "plan/machine_cache.h"
 
 namespace lt {
 
@@ -61,39 +64,20 @@ PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOption
 }
 
 double calibrated_gemm_gflops() {
-  namespace fs = std::filesystem;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir = xdg ? fs::path(xdg) / "leantune" : fs::path(home ? home : "/tmp") / ".cache" / "leantune";
-  fs::path file = dir / "calibration.json";
-  const std::string key = fmt::format("gemm_f32_gflops_threads_{}", num_threads());
-  nlohmann::json j = nlohmann::json::object();
-  try {
-    std::ifstream in(file);
-    if (in.good()) j = nlohmann::json::parse(in);
-    if (j.contains(key)) return j[key].get<double>();
-  } catch (...) {
-    j = nlohmann::json::object();  // a damaged cache is measured again
-  }
-  const int M = 512, N = 1536, K = 576;
-  std::vector<float> a(size_t(M) * K, 0.01f), b(size_t(N) * K, 0.02f), c(size_t(M) * N);
-  cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);  // warm-up
-  int reps = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  double s = 0;
-  while (s < 0.2) {
-    cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
-    ++reps;
-    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  double g = 2.0 * M * N * K * reps / s / 1e9;
-  try {
-    fs::create_directories(dir);
-    j[key] = g;
-    std::ofstream(file) << j.dump(1);
-  } catch (...) {
-  }
-  return g;
+  return cached_measurement(fmt::format("gemm_f32_gflops_threads_{}", num_threads()), [] {
+    const int M = 512, N = 1536, K = 576;
+    std::vector<float> a(size_t(M) * K, 0.01f), b(size_t(N) * K, 0.02f), c(size_t(M) * N);
+    cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);  // warm-up
+    int reps = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    while (s < 0.2) {
+      cpu::gemm_f32(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+      ++reps;
+      s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return 2.0 * M * N * K * reps / s / 1e9;
+  });
 }
 
 const std::vector<GpuProfile>& gpu_profiles() {
@@ -106,7 +90,7 @@ const std::vector<GpuProfile>& gpu_profiles() {
 }
 
 std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
-                           double tokens, double cpu_price) {
+                           double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
   PhaseFlops f = training_flops_per_token(m, o);
   std::string out = fmt::format(
       "FLOPs per trained token: forward {:.3g}, backward {:.3g}, recompute {:.3g}, total {:.3g}\n", f.forward,
@@ -122,13 +106,32 @@ std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, siz
   out += "\n(a lower bound: GEMM speed for every FLOP; the run's measured tokens/s in metrics.jsonl is the truth)\n\n";
   out += "ESTIMATE on GPUs (bf16 peak at 40% utilisation; memory as planned here in f32, which bf16 roughly halves):\n";
   out += fmt::format("{:<14} {:>8} {:>7} {:>12} {:>10} {:>14}\n", "gpu", "memory", "fits", "time", "$/h", "$ per 1k tok");
-  for (const auto& g : gpu_profiles()) {
+  for (const auto& g : gpus.empty() ? gpu_profiles() : gpus) {
     double secs = f.total() * tokens / (g.bf16_tflops * 1e12 * 0.4);
     bool fits = double(predicted_bytes) <= g.memory_gib * double(1ull << 30);
     out += fmt::format("{:<14} {:>6.0f}GB {:>7} {:>10.3g} h {:>10.2f} {:>14.3g}\n", g.name, g.memory_gib,
                        fits ? "yes" : "no", secs / 3600, g.price_per_hour, secs / 3600 * g.price_per_hour / tokens * 1000);
   }
   return out;
+}
+
+const GpuProfile& find_gpu_profile(const std::string& name) {
+  auto norm = [](std::string s) {
+    std::string o;
+    for (char ch : s)
+      if (ch != ' ' && ch != '-' && ch != '_') o += char(std::tolower(static_cast<unsigned char>(ch)));
+    return o;
+  };
+  const std::string n = norm(name);
+  std::vector<const GpuProfile*> prefix;
+  std::string known;
+  for (const auto& g : gpu_profiles()) {
+    if (norm(g.name) == n) return g;
+    if (!n.empty() && norm(g.name).rfind(n, 0) == 0) prefix.push_back(&g);
+    known += (known.empty() ? "'" : ", '") + g.name + "'";
+  }
+  if (prefix.size() == 1) return *prefix[0];
+  fail("{} GPU profile '{}'; the known profiles are: {}", prefix.empty() ? "unknown" : "ambiguous", name, known);
 }
 
 std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {

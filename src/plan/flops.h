@@ -29,10 +29,14 @@ struct GpuProfile {
   double memory_gib, bf16_tflops, bandwidth_gbs, price_per_hour;
 };
 const std::vector<GpuProfile>& gpu_profiles();  // A100 40/80, H100, H200, L4, RTX 4090
+// The profile named `name` (case, spaces and dashes ignored; a unique prefix such as "h100" will do);
+// lt::Error listing the known names otherwise.
+const GpuProfile& find_gpu_profile(const std::string& name);
 
 // Text tables for `leantune plan --actuary` / `--rank-report`.
 std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
-                           double tokens_to_train, double cpu_price_per_hour);
+                           double tokens_to_train, double cpu_price_per_hour,
+                           const std::vector<GpuProfile>& gpus = {});  // empty: every profile
 std::string rank_report(const ModelConfig& m, const TrainModelOptions& o);
 
 }  // namespace lt

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/memory_plan.h"
 #include "io/atomic_file.h"
 
 namespace lt {
@@ -52,7 +54,126 @@ std::string svg_chart(const std::string& title, const std::vector<Series>& serie
   return out + "</svg>";
 }
 
+const char* kColors[] = {"#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79"};
+
+std::string color_of(const std::string& cat) {
+  for (size_t c = 0; c < kNumCategories; ++c)
+    if (category_name(Category(c)) == cat) return kColors[c];
+  return kColors[11];
+}
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char ch : s) o += ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '&' ? "&amp;" : std::string(1, ch);
+  return o;
+}
+
+// Horizontal bars: per category, the planned bytes and (when given) the measured ones below them.
+std::string svg_category_bars(const std::vector<std::string>& cats, const nlohmann::json& planned,
+                              const nlohmann::json* measured) {
+  double mx = 1;
+  for (const auto& c : cats) {
+    mx = std::max(mx, planned.value(c, 0.0));
+    if (measured) mx = std::max(mx, measured->value(c, 0.0));
+  }
+  const double L = 130, W = 560, bar = measured ? 9 : 14, row = measured ? 24 : 20;
+  const double H = 40 + row * double(cats.size());
+  std::string out = fmt::format("<svg class='chart' width='{}' height='{}' xmlns='http://www.w3.org/2000/svg'>"
+                                "<text x='4' y='16' font-weight='bold'>memory by category{}</text>", W + 120, H,
+                                measured ? ": planned (solid) vs measured resident (hatched)" : " (planned)");
+  out += "<defs><pattern id='hatch' width='4' height='4' patternUnits='userSpaceOnUse' patternTransform='rotate(45)'>"
+         "<rect width='2' height='4' fill='#555'/></pattern></defs>";
+  double y = 30;
+  for (const auto& c : cats) {
+    double p = planned.value(c, 0.0);
+    out += fmt::format("<text x='4' y='{}' font-size='11'>{}</text>", y + bar, esc(c));
+    out += fmt::format("<rect x='{}' y='{}' width='{:.1f}' height='{}' fill='{}'/>", L, y, (W - L) * p / mx, bar, color_of(c));
+    out += fmt::format("<text x='{:.1f}' y='{}' font-size='10'>{}</text>", L + (W - L) * p / mx + 4, y + bar - 1,
+                       format_bytes(size_t(p)));
+    if (measured) {
+      double m = measured->value(c, 0.0);
+      out += fmt::format("<rect x='{}' y='{}' width='{:.1f}' height='{}' fill='url(#hatch)' stroke='{}'/>", L, y + bar + 1,
+                         (W - L) * m / mx, bar, color_of(c));
+      out += fmt::format("<text x='{:.1f}' y='{}' font-size='10'>{}</text>", L + (W - L) * m / mx + 4, y + 2 * bar,
+                         format_bytes(size_t(m)));
+    }
+    y += row;
+  }
+  return out + "</svg>";
+}
+
+// The first step's timeline: one stacked column per ledger sample (resident bytes per category),
+// and the process RSS as a line over them.
+std::string svg_timeline(const nlohmann::json& samples) {
+  const double W = 680, H = 260, L = 60, T = 28, B = 50, R = 10;
+  double mx = 1;
+  for (const auto& s : samples) mx = std::max(mx, s.value("rss_bytes", 0.0));
+  const size_t n = samples.size();
+  std::string out = fmt::format("<svg class='chart' width='{}' height='{}' xmlns='http://www.w3.org/2000/svg'>"
+                                "<text x='{}' y='18' font-weight='bold'>memory over the first step (resident bytes per "
+                                "category; line: process RSS)</text>", W, H, L);
+  if (!n) return out + "<text x='60' y='100'>no samples</text></svg>";
+  const double cw = (W - L - R) / double(n);
+  auto py = [&](double v) { return T + (1 - v / mx) * (H - T - B); };
+  std::string line;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& s = samples[i];
+    double acc = 0, x = L + cw * double(i);
+    if (s.contains("resident"))
+      for (auto it = s["resident"].begin(); it != s["resident"].end(); ++it) {
+        double v = it.value().get<double>();
+        out += fmt::format("<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' fill='{}'><title>{} {}: {}</title></rect>",
+                           x + 1, py(acc + v), std::max(cw - 2, 1.0), py(acc) - py(acc + v), color_of(it.key()),
+                           s.value("phase", ""), it.key(), format_bytes(size_t(v)));
+        acc += v;
+      }
+    line += fmt::format("{:.1f},{:.1f} ", x + cw / 2, py(s.value("rss_bytes", 0.0)));
+    std::string label = s.value("phase", "") + (s.contains("layer") ? " " + std::to_string(s["layer"].get<int>()) : "");
+    if (n <= 24 || i % (n / 12 + 1) == 0 || i + 1 == n)
+      out += fmt::format("<text font-size='9' transform='translate({:.1f},{}) rotate(40)'>{}</text>", x + 2, H - B + 10,
+                         esc(label));
+  }
+  out += fmt::format("<polyline fill='none' stroke='black' stroke-width='1.5' points='{}'/>", line);
+  out += fmt::format("<text x='4' y='{}' font-size='11'>{}</text>", T + 10, format_bytes(size_t(mx)));
+  out += fmt::format("<text x='4' y='{}' font-size='11'>0</text>", H - B);
+  return out + "</svg>";
+}
+
 }  // namespace
+
+std::string memory_plan_html(const nlohmann::json& planned, const nlohmann::json* ledger) {
+  std::vector<std::string> cats;
+  for (auto it = planned.begin(); it != planned.end(); ++it) cats.push_back(it.key());
+  std::string html = "<h2>Memory</h2>";
+  nlohmann::json measured_copy;
+  const nlohmann::json* measured = nullptr;
+  if (ledger && ledger->contains("max_resident")) {
+    measured_copy = (*ledger)["max_resident"];
+    if (ledger->contains("measured_data_bytes")) measured_copy["data"] = (*ledger)["measured_data_bytes"];
+    measured = &measured_copy;
+  }
+  html += svg_category_bars(cats, planned, measured);
+  html += "<table><tr><th>category</th><th>planned</th>";
+  if (measured) html += "<th>measured resident</th>";
+  html += "</tr>";
+  for (const auto& c : cats) {
+    html += fmt::format("<tr><td>{}</td><td>{}</td>", esc(c), format_bytes(planned[c].get<size_t>()));
+    if (measured)
+      html += fmt::format("<td>{}</td>", format_bytes(measured->value(c, size_t(0))));
+    html += "</tr>";
+  }
+  html += "</table>";
+  if (ledger) {
+    size_t pred = ledger->value("predicted_peak_bytes", size_t(0)), peak = ledger->value("peak_rss_bytes", size_t(0));
+    html += fmt::format("<p>process baseline {}; predicted peak {}; measured peak RSS {} ({:+.1f}%), at phase '{}'</p>",
+                        format_bytes(ledger->value("baseline_bytes", size_t(0))), format_bytes(pred), format_bytes(peak),
+                        pred ? 100.0 * (double(peak) - double(pred)) / double(pred) : 0.0,
+                        esc(ledger->value("peak_phase", std::string("?"))));
+    if (ledger->contains("samples")) html += svg_timeline((*ledger)["samples"]);
+  }
+  return html;
+}
 
 std::string write_training_report(const std::string& output_dir) {
   namespace fs = std::filesystem;
@@ -80,7 +201,8 @@ std::string write_training_report(const std::string& output_dir) {
     if (j.contains("rss_bytes")) mem.pts.push_back({step, j["rss_bytes"].get<double>() / 1048576.0});
   }
   std::string html = "<!doctype html><html><head><meta charset='utf-8'><title>leantune training report</title>"
-                     "<style>body{font-family:sans-serif;margin:24px} svg{margin:8px;background:#fafafa}</style>"
+                     "<style>body{font-family:sans-serif;margin:24px} svg{margin:8px;background:#fafafa} "
+                     "td,th{padding:2px 10px;text-align:right} td:first-child{text-align:left}</style>"
                      "</head><body>";
   html += fmt::format("<h1>leantune training report</h1><p>{}</p>", output_dir);
   if (!eval.pts.empty())
@@ -90,6 +212,16 @@ std::string write_training_report(const std::string& output_dir) {
   html += svg_chart("learning rate", {lr}, "");
   html += svg_chart("throughput", {tps}, "");
   html += svg_chart("memory", {mem}, "");
+  fs::path ledger_path = fs::path(output_dir) / "ledger.json";
+  if (fs::exists(ledger_path)) {
+    nlohmann::json lj;
+    try {
+      lj = nlohmann::json::parse(read_text_file(ledger_path.string()));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: malformed JSON: {}", ledger_path.string(), e.what());
+    }
+    if (lj.contains("planned")) html += memory_plan_html(lj["planned"], &lj);
+  }
   html += "</body></html>\n";
   std::string path = (fs::path(output_dir) / "report.html").string();
   write_text_file_atomic(path, html);

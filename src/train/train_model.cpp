@@ -15,6 +15,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/ledger.h"
 #include "core/mapped_file.h"
 #include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
@@ -572,16 +573,21 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   doc_start_ = doc_start;
   const TrainOps& t = tops_;
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
-  for (int l = 0; l < d.L; ++l) layer_forward(l, *acts_[l], step);
+  for (int l = 0; l < d.L; ++l) {
+    layer_forward(l, *acts_[l], step);
+    if (ledger_) ledger_->mark("forward", l);
+  }
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
   float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  if (ledger_) ledger_->mark("loss");
   if (!backward) return loss;
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
   t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
   for (int l = d.L - 1; l >= 0; --l) {
     if (recompute_[l]) layer_forward(l, *acts_[l], step, recompute_[l]);
     layer_backward(l, *acts_[l], step);
+    if (ledger_) ledger_->mark("backward", l);
   }
   if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
   return loss;

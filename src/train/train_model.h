@@ -53,6 +53,7 @@ struct TrainParam {
 };
 
 struct Linear;  // train_model.cpp
+class Ledger;
 
 class TrainModel {
  public:
@@ -79,6 +80,8 @@ class TrainModel {
   const TrainModelOptions& options() const { return opts_; }
   const MemoryPlan& plan() const { return plan_; }
   const Arenas& arenas() const { return arenas_; }
+  // Marks the ledger after each layer's forward and backward and after the loss (null: off).
+  void set_ledger(Ledger* l) { ledger_ = l; }
   size_t trainable_count() const;
   // Base weight by HF name (for merging and export).
   float* weight(const std::string& name) const { return arenas_.get_as<float>(name); }
@@ -95,6 +98,7 @@ class TrainModel {
   ModelConfig cfg_;
   TrainModelOptions opts_;
   const Ops& ops_;
+  Ledger* ledger_ = nullptr;
   const TrainOps& tops_;  // the backward ops of the same backend (ref with ops_ref, else cpu)
   MemoryPlan plan_;
   Arenas arenas_;

@@ -20,12 +20,14 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/ledger.h"
 #include "core/memory_plan.h"
 #include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
+#include "plan/baseline.h"
 #include "plan/budget.h"
 #include "kernels/ops.h"
 #include "tokenizer/tokenizer.h"
@@ -152,12 +154,31 @@ std::string format_eta(double s) {
 
 }  // namespace
 
+// ledger.json: the plan's bytes per category against the resident bytes measured in the first
+// step, the timeline of that step, and the predicted and measured process peak.
+void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,
+                  size_t data_bytes) {
+  nlohmann::json j = nlohmann::json::parse(ledger.to_json());
+  for (size_t k = 0; k < kNumCategories; ++k)
+    if (size_t n = plan.arena_bytes(Category(k))) j["planned"][std::string(category_name(Category(k)))] = n;
+  j["planned"]["data"] = data_bytes;
+  j["measured_data_bytes"] = data_bytes;
+  j["baseline_bytes"] = baseline;
+  j["predicted_peak_bytes"] = baseline + plan.total_bytes() + data_bytes;
+  write_text_file_atomic((fs::path(out_dir) / "ledger.json").string(), j.dump(1));
+}
+
 TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline) {
   if (c.memory_budget.empty()) {
     LT_CHECK(!c.auto_fit, "auto needs a memory_budget");
     return c;
   }
   const size_t budget = parse_bytes(c.memory_budget);
+  const size_t weights = model_weight_bytes(m);
+  LT_CHECK(budget >= weights + baseline, "the memory budget of {} is smaller than the model's weights alone ({} in "
+           "fp32, plus {} of process baseline and data): no micro-batch, checkpointing or LoRA setting can fit it. Raise the "
+           "budget or use a smaller model; nothing was allocated.", format_bytes(budget), format_bytes(weights),
+           format_bytes(baseline));
   if (c.auto_fit) {
     FitCandidate f = auto_fit(m, c, budget, baseline);
     fmt::print("auto: {} fits {} (predicted peak {})\n", f.change, format_bytes(budget), format_bytes(f.predicted_bytes));
@@ -165,7 +186,7 @@ TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t
   }
   size_t need = predict_training_bytes(m, c, baseline);
   if (need <= budget) return c;
-  std::string msg = fmt::format("the run needs {} (arenas {} + process baseline {}), over the memory budget of {}; "
+  std::string msg = fmt::format("the run needs {} (arenas {} + process baseline and data {}), over the memory budget of {}; "
                                 "nothing was allocated.", format_bytes(need), format_bytes(need - baseline),
                                 format_bytes(baseline), format_bytes(budget));
   auto fits = cheaper_fits(m, c, budget, baseline);
@@ -176,31 +197,53 @@ TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t
   throw Error(msg);
 }
 
+TrainingData load_training_data(const TrainConfig& c) {
+  TrainingData d;
+  const size_t rss0 = process_rss_bytes();
+  d.tokenizer = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  const size_t rss1 = process_rss_bytes();
+  d.tokenizer_bytes = rss1 > rss0 ? rss1 - rss0 : 0;
+  if (!c.eval_dataset.empty()) {
+    d.train = load_all(c, *d.tokenizer);
+    TrainConfig ec = c;
+    ec.datasets = {{c.eval_dataset}};
+    d.eval = load_all(ec, *d.tokenizer);
+  } else {
+    auto split = split_train_eval(load_all(c, *d.tokenizer), c.val_set_size, c.seed);
+    d.train = std::move(split.train);
+    d.eval = std::move(split.eval);
+  }
+  for (const auto* v : {&d.train, &d.eval})
+    for (const auto& e : *v) d.example_bytes += (e.ids.capacity() + e.labels.capacity()) * sizeof(int);
+  return d;
+}
+
+size_t batch_bytes(int B, int T) { return size_t(4) * B * T * sizeof(int); }
+
+size_t training_data_bytes(const TrainingData& d, const TrainConfig& c) {
+  size_t eval = 0;
+  if (!d.eval.empty()) {
+    eval = make_eval_batches(d.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, 0).size();
+    if (c.eval_batches > 0) eval = std::min(eval, size_t(c.eval_batches));
+  }
+  return d.tokenizer_bytes + d.example_bytes + batch_bytes(c.micro_batch_size, c.sequence_len) * (1 + eval);
+}
+
 TrainResult run_training(const TrainConfig& requested) {
   validate_train_config(requested);
   set_num_threads(requested.threads);
-  const size_t baseline = process_rss_bytes();
+  const size_t baseline = process_baseline_bytes();
   auto files = load_model_files(requested.base_model);
   const ModelConfig& mc = files.config;
   validate_config(mc, requested.base_model);
-  const TrainConfig c = fit_memory_budget(requested, mc, baseline);
-  auto tok = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
-  LT_CHECK(c.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} positions)",
-           c.sequence_len, mc.max_seq_len);
-
-  // data
-  std::vector<Example> train_ex, eval_ex;
-  if (!c.eval_dataset.empty()) {
-    train_ex = load_all(c, *tok);
-    TrainConfig ec = c;
-    ec.datasets = {{c.eval_dataset}};
-    eval_ex = load_all(ec, *tok);
-  } else {
-    auto split = split_train_eval(load_all(c, *tok), c.val_set_size, c.seed);
-    train_ex = std::move(split.train);
-    eval_ex = std::move(split.eval);
-  }
-  LT_CHECK(!train_ex.empty(), "the training set is empty after holding out {} for evaluation", c.val_set_size);
+  LT_CHECK(requested.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} "
+           "positions)", requested.sequence_len, mc.max_seq_len);
+  TrainingData data = load_training_data(requested);
+  // the budget counts the data as planned for the requested batch shape (auto only shrinks it)
+  const TrainConfig c = fit_memory_budget(requested, mc, baseline + training_data_bytes(data, requested));
+  auto& tok = data.tokenizer;
+  std::vector<Example>& train_ex = data.train;
+  std::vector<Example>& eval_ex = data.eval;
   const int pad = tok->eos_id() >= 0 ? tok->eos_id() : 0;
   DataLoader loader(std::move(train_ex), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
   std::vector<Batch> eval_batches;
@@ -228,6 +271,9 @@ TrainResult run_training(const TrainConfig& requested) {
              c.method == "lora" ? fmt::format("r={}", c.lora.r) : "", c.micro_batch_size, c.sequence_len,
              c.gradient_checkpointing, plan.format_table(false));
   TrainModel model(mc, files.tensors, o, ops_cpu());
+  const size_t data_bytes = training_data_bytes(data, c);
+  Ledger ledger(model.arenas(), size_t(4 * mc.n_layers + 16));
+  ledger.mark("loaded");
   fmt::print("trainable parameters: {} ({} tensors); {} training batches per epoch, {} eval batches\n",
              model.trainable_count(), model.params().size(), loader.batches_per_epoch(), eval_batches.size());
 
@@ -293,6 +339,8 @@ TrainResult run_training(const TrainConfig& requested) {
   auto t_start = Clock::now();
   long tokens_seen = 0;
   int step = rs.step;
+  const int first_step = step;
+  model.set_ledger(&ledger);  // the first step's timeline, layer by layer
   for (; step < total_steps;) {
     // staged unfreezing: which layers train this step, at what lr factor
     if (!unfreeze.empty())
@@ -322,6 +370,10 @@ TrainResult run_training(const TrainConfig& requested) {
     float lr = lr_at(so, step, total_steps);
     adamw_step(groups, ao, lr, step + 1);
     model.zero_grads();
+    if (step == first_step) {
+      ledger.mark("optimizer");
+      model.set_ledger(nullptr);
+    }
     ++step;
     float loss = float(loss_sum / accum);
     if (const char* ms = std::getenv("LEANTUNE_TEST_STEP_SLEEP_MS"))  // test hook: slow steps down to kill one
@@ -394,9 +446,12 @@ TrainResult run_training(const TrainConfig& requested) {
     fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
                hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
   }
+  write_ledger(c.output_dir, plan, ledger, baseline, data_bytes);
   fmt::print("report: {}\n", write_training_report(c.output_dir));
-  fmt::print("memory: planned {} in arenas, allocated {}; process peak RSS {}\n", format_bytes(plan.total_bytes()),
-             format_bytes(model.arenas().allocated_total()), format_bytes(process_peak_rss_bytes()));
+  const size_t predicted = baseline + plan.total_bytes() + data_bytes, peak = process_peak_rss_bytes();
+  fmt::print("memory: predicted peak {} (arenas {}, data {}, baseline {}), measured peak RSS {} ({:+.1f}%)\n",
+             format_bytes(predicted), format_bytes(plan.total_bytes()), format_bytes(data_bytes),
+             format_bytes(baseline), format_bytes(peak), 100.0 * (double(peak) - double(predicted)) / double(predicted));
   res.steps = step;
   return res;
 }

@@ -2,10 +2,13 @@
 // clipping, gradient accumulation, staged unfreezing, evaluation, progress and metrics, PEFT
 // adapter output and exact-resume checkpoints.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "tokenizer/tokenizer.h"
+#include "train/data.h"
 #include "train/train_config.h"
 
 namespace lt {
@@ -19,6 +22,20 @@ struct TrainResult {
 };
 
 TrainResult run_training(const TrainConfig& config);
+
+// The tokenizer and the tokenized train / eval examples of a run, with the bytes they hold (the
+// ledger's data category): the examples' token vectors counted exactly, the tokenizer's tables as
+// the resident memory its loading added.
+struct TrainingData {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<Example> train, eval;
+  size_t tokenizer_bytes = 0, example_bytes = 0;
+};
+TrainingData load_training_data(const TrainConfig& config);
+// The four int vectors (tokens, labels, positions, document starts) of one B x T batch.
+size_t batch_bytes(int B, int T);
+// The data category of a run: tokenizer, examples, the working batch and the eval batches.
+size_t training_data_bytes(const TrainingData& d, const TrainConfig& c);
 
 // Applies memory_budget / auto to a config before anything is allocated: returns the config to
 // run (changed by auto), or throws lt::Error listing the cheaper runs that would fit.

@@ -16,6 +16,7 @@
 #include "kernels/ops.h"
 #include "io/model_files.h"
 #include "model/llama_model.h"
+#include "core/ledger.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
 
@@ -54,6 +55,9 @@ void add_bench_command(CLI::App& app) {
       o.seq_len = a->seq;
       parse_checkpointing(a->ckpt, o);
       TrainModel m(files.config, files.tensors, o, ops_cpu());
+      Ledger ledger(m.arenas(), size_t(4 * files.config.n_layers + 8));
+      ledger.mark("loaded");
+      m.set_ledger(&ledger);
       const int N = a->batch * a->seq, V = files.config.vocab_size;
       std::mt19937 rng(1234);
       std::vector<int> tok(N), lab(N), pos(N), doc(N);
@@ -75,6 +79,10 @@ void add_bench_command(CLI::App& app) {
         m.forward_backward(tok.data(), lab.data(), pos.data(), doc.data(), 1.0f, uint64_t(s));
         adamw_step(groups, AdamWOptions{}, 1e-4f, s + 1);
         m.zero_grads();
+        if (s == 0) {
+          ledger.mark("optimizer");
+          m.set_ledger(nullptr);
+        }
         if (s) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
       std::sort(times.begin(), times.end());
@@ -86,6 +94,9 @@ void add_bench_command(CLI::App& app) {
       j["planned_bytes"] = m.plan().total_bytes();
       j["trainable_params"] = m.trainable_count();
       j["peak_rss_bytes"] = process_peak_rss_bytes();
+      auto lj = nlohmann::json::parse(ledger.to_json());
+      j["measured_resident"] = lj["max_resident"];
+      j["peak_phase"] = lj["peak_phase"];
       fmt::print("{}\n", j.dump());
       return;
     }

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/memory_plan.h"
 #include "core/threads.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"
@@ -54,10 +55,12 @@ void run_generate(const GenerateArgs& a) {
   if (!a.quiet) {
     size_t np = r.prompt_ids.size();
     std::fprintf(stderr, "%s", fmt::format(
-        "[prefill {} tokens: {:.1f} tok/s | decode {} tokens: {:.1f} tok/s | stop: {} | threads {} | {}]\n", np,
+        "[prefill {} tokens: {:.1f} tok/s | decode {} tokens: {:.1f} tok/s | stop: {} | threads {} | {} | "
+        "memory: arenas {}, peak RSS {}]\n", np,
         np / std::max(r.prefill_seconds, 1e-9), r.decode_tokens,
         r.decode_tokens / std::max(r.decode_seconds, 1e-9), r.stop_reason, num_threads(),
-        a.reference ? "reference kernels" : isa_name(cpu_isa())).c_str());
+        a.reference ? "reference kernels" : isa_name(cpu_isa()), format_bytes(model->arenas().allocated_total()),
+        format_bytes(process_peak_rss_bytes())).c_str());
   }
 }
 }  // namespace

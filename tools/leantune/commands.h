@@ -14,5 +14,6 @@ void add_train_command(CLI::App& app);     // cmd_train.cpp
 void add_demo_command(CLI::App& app);      // cmd_demo.cpp
 void add_merge_command(CLI::App& app);     // cmd_merge.cpp
 void add_plan_command(CLI::App& app);      // cmd_plan.cpp
+void add_quant_command(CLI::App& app);     // cmd_quant.cpp
 
 }  // namespace lt::cli

@@ -1,0 +1,153 @@
+// QuantTensor storage sizes, quantization into caller storage, full dequantization and validation
+// of parts read from files (see quant_tensor.h).
+#include "quant/quant_tensor.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "quant/int8.h"
+#include "quant/quant4.h"
+#include "quant/quant_kernels.h"
+
+namespace lt {
+
+const char* quant_type_name(QuantType t) {
+  switch (t) {
+    case QuantType::NF4: return "nf4";
+    case QuantType::FP4: return "fp4";
+    case QuantType::Int8: return "int8";
+  }
+  return "?";
+}
+
+QuantType parse_quant_type(std::string_view name) {
+  if (name == "nf4") return QuantType::NF4;
+  if (name == "fp4") return QuantType::FP4;
+  if (name == "int8") return QuantType::Int8;
+  fail("unknown quantization '{}': expected nf4, fp4 or int8", name);
+}
+
+void check_quant_spec(const QuantSpec& spec) {
+  if (spec.type == QuantType::Int8) {
+    LT_CHECK(!spec.double_quant, "int8 quantization has one scale per row; double quantization applies to nf4 "
+             "and fp4 only");
+    return;
+  }
+  check_blocksize4(spec.blocksize);
+}
+
+size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
+  using quant::align64;
+  check_quant_spec(spec);
+  LT_CHECK(rows > 0 && cols > 0, "quantized tensor: shape ({}, {}) must be positive", rows, cols);
+  const size_t n = size_t(rows * cols);
+  if (spec.type == QuantType::Int8) return align64(n) + align64(size_t(rows) * 4);
+  const size_t nblocks = (n + spec.blocksize - 1) / spec.blocksize;
+  if (!spec.double_quant) return align64((n + 1) / 2) + align64(nblocks * 4);
+  return align64((n + 1) / 2) + align64(nblocks) + align64((nblocks + 255) / 256 * 4);
+}
+
+QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w, int64_t rows, int64_t cols,
+                            const QuantSpec& spec, int mean_threads) {
+  const size_t need = quant_storage_bytes(spec, rows, cols);
+  LT_CHECK(storage_bytes >= need, "quantize_weight: storage of {} bytes, {} ({} x {}) needs {}", storage_bytes,
+           quant_type_name(spec.type), rows, cols, need);
+  QuantTensor q;
+  q.type = spec.type;
+  q.rows = rows;
+  q.cols = cols;
+  q.blocksize = spec.blocksize;
+  q.double_quant = spec.double_quant;
+  char* p = static_cast<char*>(storage);
+  if (spec.type == QuantType::Int8) {
+    int8_t* qw = quant::carve<int8_t>(p, size_t(rows * cols));
+    float* am = quant::carve<float>(p, size_t(rows));
+    quantize_int8_rows(qw, am, w, rows, cols);
+    q.qweight = qw;
+    q.row_absmax = am;
+    return q;
+  }
+  uint8_t* codes = quant::carve<uint8_t>(p, size_t(q.numel() + 1) / 2);
+  q.codes = codes;
+  if (!spec.double_quant) {
+    float* am = quant::carve<float>(p, size_t(q.nblocks()));
+    quantize_4bit(codes, am, w, q.numel(), spec.blocksize, spec.type);
+    q.absmax = am;
+    return q;
+  }
+  std::vector<float> am(size_t(q.nblocks()));  // load-time scratch, not part of the stored tensor
+  quantize_4bit(codes, am.data(), w, q.numel(), spec.blocksize, spec.type);
+  uint8_t* qam = quant::carve<uint8_t>(p, size_t(q.nblocks()));
+  float* am2 = quant::carve<float>(p, size_t(q.nblocks2()));
+  q.offset = double_quantize(qam, am2, am.data(), q.nblocks(), mean_threads);
+  q.qabsmax = qam;
+  q.absmax2 = am2;
+  return q;
+}
+
+void dequantize_weight(float* out, const QuantTensor& q) {
+  if (q.type == QuantType::Int8) {
+    dequantize_int8_rows(out, q.qweight, q.row_absmax, q.rows, q.cols);
+    return;
+  }
+  if (!q.double_quant) {
+    dequantize_4bit(out, q.codes, q.absmax, q.numel(), q.blocksize, q.type);
+    return;
+  }
+  std::vector<float> am(size_t(q.nblocks()));
+  double_dequantize(am.data(), q.qabsmax, q.absmax2, q.offset, 0, q.nblocks());
+  dequantize_4bit(out, q.codes, am.data(), q.numel(), q.blocksize, q.type);
+}
+
+namespace {
+
+void check_part(bool present, int64_t count, int64_t expected, std::string_view name, std::string_view part,
+                std::string_view what) {
+  LT_CHECK(present, "quantized tensor '{}': missing its {} ({} expected)", name, part, what);
+  LT_CHECK(count == expected, "quantized tensor '{}': {} has {} values, expected {} ({}); the file is truncated "
+           "or the part belongs to another tensor", name, part, count, expected, what);
+}
+
+}  // namespace
+
+QuantTensor quant_tensor_view(const QuantSpec& spec, int64_t rows, int64_t cols, const QuantParts& parts,
+                              std::string_view name) {
+  check_quant_spec(spec);
+  LT_CHECK(rows > 0 && cols > 0, "quantized tensor '{}': shape ({}, {}) must be positive", name, rows, cols);
+  QuantTensor q;
+  q.type = spec.type;
+  q.rows = rows;
+  q.cols = cols;
+  q.blocksize = spec.blocksize;
+  q.double_quant = spec.double_quant;
+  const std::string shape = fmt::format("{} x {}", rows, cols);
+  if (spec.type == QuantType::Int8) {
+    check_part(parts.qweight, parts.qweight_count, q.numel(), name, "int8 weight", "one per element");
+    check_part(parts.row_absmax, parts.row_absmax_count, rows, name, "row scales", "one per row");
+    q.qweight = parts.qweight;
+    q.row_absmax = parts.row_absmax;
+    return q;
+  }
+  const std::string per_block = fmt::format("one per {}-element block of {} elements", spec.blocksize, q.numel());
+  check_part(parts.codes, parts.codes_count, (q.numel() + 1) / 2, name, "4-bit codes",
+             "two per byte for a " + shape + " matrix");
+  q.codes = parts.codes;
+  if (!spec.double_quant) {
+    check_part(parts.absmax, parts.absmax_count, q.nblocks(), name, "absmax scales", per_block);
+    q.absmax = parts.absmax;
+    return q;
+  }
+  check_part(parts.qabsmax, parts.qabsmax_count, q.nblocks(), name, "8-bit absmax codes", per_block);
+  check_part(parts.absmax2, parts.absmax2_count, q.nblocks2(), name, "second-level scales",
+             "one per 256 absmax values");
+  LT_CHECK(std::isfinite(parts.offset), "quantized tensor '{}': double-quant offset {} is not finite", name,
+           parts.offset);
+  q.qabsmax = parts.qabsmax;
+  q.absmax2 = parts.absmax2;
+  q.offset = parts.offset;
+  return q;
+}
+
+}  // namespace lt

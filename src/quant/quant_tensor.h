@@ -1,0 +1,87 @@
+// Quantized frozen weights: the QuantTensor view (codes + scales of one (rows, cols) matrix), its
+// storage size for the memory plan, quantizing an f32 matrix into caller-provided storage, and
+// validating parts read from a file.
+//
+// Formats (bitsandbytes-compatible, see quant4.h / int8.h):
+//   NF4 / FP4: the matrix flattened row-major, blocks of `blocksize` elements (the last may be
+//              short), one absmax per block, two 4-bit codes per byte, first element in the high
+//              nibble. With double quantization the absmax values are stored as 8-bit dynamic-map
+//              codes of (absmax - offset) in blocks of 256, plus one f32 scale per 256-block.
+//   Int8:      one int8 per element, one f32 absmax per row (LLM.int8 weights).
+// Storage bytes per parameter (large matrices): NF4/FP4 0.5625; with double quant
+// 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits); Int8 1 + 4/cols.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace lt {
+
+enum class QuantType : uint8_t { NF4, FP4, Int8 };
+
+const char* quant_type_name(QuantType t);           // "nf4", "fp4", "int8"
+QuantType parse_quant_type(std::string_view name);  // throws lt::Error naming the accepted values
+
+// How to quantize: the format, its block size (4-bit only) and double quantization (4-bit only).
+struct QuantSpec {
+  QuantType type = QuantType::NF4;
+  int blocksize = 64;         // power of two in [64, 4096]
+  bool double_quant = false;  // 8-bit absmax with 256-blocks of second-level scales
+};
+
+// A quantized (rows, cols) matrix; non-owning. Kernels only read through it.
+struct QuantTensor {
+  QuantType type = QuantType::NF4;
+  int64_t rows = 0, cols = 0;          // (OC, IC) for a linear layer's weight
+  int blocksize = 64;                  // NF4/FP4
+  bool double_quant = false;           // NF4/FP4
+  const uint8_t* codes = nullptr;      // NF4/FP4: (ceil(rows*cols/2)) packed codes
+  const float* absmax = nullptr;       // NF4/FP4 without double quant: (nblocks)
+  const uint8_t* qabsmax = nullptr;    // double quant: (nblocks) dynamic-map codes of absmax - offset
+  const float* absmax2 = nullptr;      // double quant: (nblocks2) second-level scales
+  float offset = 0.0f;                 // double quant: mean of the absmax values
+  const int8_t* qweight = nullptr;     // Int8: (rows, cols)
+  const float* row_absmax = nullptr;   // Int8: (rows)
+
+  int64_t numel() const { return rows * cols; }
+  int64_t nblocks() const { return (numel() + blocksize - 1) / blocksize; }
+  int64_t nblocks2() const { return (nblocks() + 255) / 256; }
+  QuantSpec spec() const { return {type, blocksize, double_quant}; }
+};
+
+// Throws lt::Error unless the spec is valid (block size a power of two in [64, 4096]; no double
+// quantization for Int8).
+void check_quant_spec(const QuantSpec& spec);
+
+// Bytes of one quantized (rows, cols) matrix as quantize_weight lays it out in its storage
+// (each part 64-byte aligned). The memory plan calls this.
+size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols);
+
+// Quantizes w (rows, cols) into `storage` (>= quant_storage_bytes, 64-byte aligned) and returns
+// the view. `mean_threads` only affects double quantization: bitsandbytes takes the mean of the
+// absmax values with torch, whose summation order depends on torch's thread count when there are
+// more than 32768 blocks; pass torch.get_num_threads() to reproduce its offset bit for bit.
+QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w, int64_t rows, int64_t cols,
+                            const QuantSpec& spec, int mean_threads = 1);
+
+// The whole f32 matrix out (rows, cols) from q: scalar reference (tests, export).
+void dequantize_weight(float* out, const QuantTensor& q);
+
+// Parts of a quantized matrix read from a file, each with its element count.
+struct QuantParts {
+  const uint8_t* codes = nullptr;       int64_t codes_count = 0;
+  const float* absmax = nullptr;        int64_t absmax_count = 0;
+  const uint8_t* qabsmax = nullptr;     int64_t qabsmax_count = 0;
+  const float* absmax2 = nullptr;       int64_t absmax2_count = 0;
+  float offset = 0.0f;
+  const int8_t* qweight = nullptr;      int64_t qweight_count = 0;
+  const float* row_absmax = nullptr;    int64_t row_absmax_count = 0;
+};
+
+// Checks every part the spec needs is present with exactly the expected count and returns the
+// view; lt::Error naming `name`, the part and expected vs actual count otherwise (e.g. truncated
+// scales).
+QuantTensor quant_tensor_view(const QuantSpec& spec, int64_t rows, int64_t cols, const QuantParts& parts,
+                              std::string_view name);
+
+}  // namespace lt
