@@ -8,11 +8,21 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace lt {
+
+namespace {
+// The live read-only file mappings: release_mapped_pages acts only inside one of them (on other
+// memory MADV_DONTNEED would zero the data).
+std::mutex g_maps_mutex;
+std::vector<std::pair<uintptr_t, uintptr_t>> g_maps;
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -31,15 +41,29 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail("{}: cannot mmap: {}", path, std::strerror(e));
     }
     data_ = static_cast<const uint8_t*>(p);
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    g_maps.push_back({uintptr_t(p), uintptr_t(p) + size_});
   }
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (!data_) return;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    std::erase(g_maps, std::pair<uintptr_t, uintptr_t>{uintptr_t(data_), uintptr_t(data_) + size_});
+  }
+  ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 void release_mapped_pages(const void* data, size_t n) {
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    const uintptr_t b = uintptr_t(data), e = b + n;
+    bool mapped = false;
+    for (auto [lo, hi] : g_maps) mapped |= lo <= b && e <= hi;
+    if (!mapped) return;  // not from a MappedFile: leave it alone
+  }
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
   uintptr_t begin = (uintptr_t(data) + page - 1) / page * page, end = (uintptr_t(data) + n) / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);

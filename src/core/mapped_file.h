@@ -25,7 +25,8 @@ class MappedFile {
 
 // Drops the resident pages wholly inside [data, data + n) of a read-only file mapping (after
 // their contents were copied elsewhere), so loading does not hold the file and its copy at once.
-// Always safe: a later read faults the pages back in from the file.
+// Always safe: a later read faults the pages back in from the file; memory that is not inside a
+// live MappedFile (tensors built in memory) is left untouched.
 void release_mapped_pages(const void* data, size_t n);
 
 // Reads a whole (small) file into a string; throws naming the path.

@@ -154,6 +154,19 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   if (sliding) c.sliding_window = f.opt_int("sliding_window", 0);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
+  if (const json* q = f.find("quantization_config")) {
+    LT_CHECK(q->is_object(), "{}: field 'quantization_config' must be an object", where);
+    Fields qf{*q, where + " (quantization_config)"};
+    const std::string method = qf.opt_string("quant_method");
+    LT_CHECK(method == "leantune", "{}: quantization_config.quant_method '{}' is not supported: leantune reads the "
+             "quantized folders that `leantune quantize` writes (quant_method \"leantune\"); start from the "
+             "unquantized model", where, method);
+    c.quantization = qf.opt_string("type");
+    LT_CHECK(c.quantization == "nf4" || c.quantization == "fp4" || c.quantization == "int8",
+             "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, c.quantization);
+    c.quant_blocksize = qf.opt_int("blocksize", 64);
+    c.quant_double_quant = qf.opt_bool("double_quant", false);
+  }
   validate_config(c, where);
   return c;
 }

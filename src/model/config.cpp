@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "quant/quant_tensor.h"
 
 namespace lt {
 
@@ -47,6 +48,13 @@ void validate_config(const ModelConfig& c, const std::string& where) {
     LT_CHECK(rs.original_max_position_embeddings > 0,
              "{}: rope_scaling.original_max_position_embeddings must be positive, got {}", where,
              rs.original_max_position_embeddings);
+  }
+  if (!c.quantization.empty()) {
+    try {
+      check_quant_spec({parse_quant_type(c.quantization), c.quant_blocksize, c.quant_double_quant});
+    } catch (const Error& e) {
+      fail("{}: quantization_config: {}", where, e.what());
+    }
   }
   LT_CHECK(c.bos_token_id >= -1 && c.bos_token_id < c.vocab_size,
            "{}: bos_token_id {} is outside the vocabulary ({} tokens)", where, c.bos_token_id, c.vocab_size);

@@ -39,6 +39,11 @@ struct ModelConfig {
   bool mlp_bias = false;
   int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
+  // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
+  // its seven linear weights per layer are stored quantized. "" when they are not.
+  std::string quantization;     // "" | nf4 | fp4 | int8
+  int quant_blocksize = 64;     // 4-bit block size
+  bool quant_double_quant = false;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

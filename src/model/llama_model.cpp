@@ -75,6 +75,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
 LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, InferenceOptions opts, const Ops& ops)
     : cfg_(config), opts_(opts), ops_(ops) {
   validate_config(cfg_, tensors.source);
+  LT_CHECK(cfg_.quantization.empty(), "{}: the model is stored quantized ({}); inference on quantized weights is "
+           "not supported yet: run the unquantized model (quantized bases are for LoRA training)", tensors.source,
+           cfg_.quantization);
   resolve_inference_options(cfg_, opts_);
   plan_ = plan_inference(cfg_, opts_);
   arenas_.allocate(plan_);

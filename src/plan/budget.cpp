@@ -40,23 +40,19 @@ size_t parse_bytes(const std::string& text) {
   return size_t(std::llround(v * mult));
 }
 
-static TrainModelOptions model_options(const TrainConfig& c) {
-  TrainModelOptions o;
-  o.method = c.method;
-  o.lora = c.lora;
-  o.micro_batch = c.micro_batch_size;
-  o.seq_len = c.sequence_len;
-  o.freeze_embeddings = c.freeze_embeddings;
-  o.freeze_lm_head = c.freeze_lm_head;
-  parse_checkpointing(c.gradient_checkpointing, o);
-  return o;
-}
+static TrainModelOptions model_options(const TrainConfig& c) { return train_model_options(c); }
 
 size_t model_weight_bytes(const ModelConfig& m) {
   TrainModelOptions o;
   o.method = "full";
   o.micro_batch = 1;
   o.seq_len = 2;
+  if (!m.quantization.empty()) {  // a quantized base trains only with LoRA: its frozen weights as stored
+    o.method = "lora";
+    o.lora.r = 1;
+    o.lora.target_modules = {"q_proj"};
+    return plan_training(m, o).arena_bytes(Category::FrozenWeights);
+  }
   MemoryPlan p = plan_training(m, o);
   return p.arena_bytes(Category::TrainableParams) + p.arena_bytes(Category::FrozenWeights);
 }

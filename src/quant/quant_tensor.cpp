@@ -2,6 +2,7 @@
 // of parts read from files (see quant_tensor.h).
 #include "quant/quant_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -84,6 +85,99 @@ QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w,
   q.offset = double_quantize(qam, am2, am.data(), q.nblocks(), mean_threads);
   q.qabsmax = qam;
   q.absmax2 = am2;
+  return q;
+}
+
+namespace {
+
+constexpr int64_t kChunkFloats = 65536;  // a multiple of every 4-bit block size
+
+int64_t chunk_floats(const QuantSpec& spec, int64_t rows, int64_t cols) {
+  if (spec.type == QuantType::Int8) return std::min(rows, std::max<int64_t>(1, kChunkFloats / cols)) * cols;
+  return std::min(rows * cols, kChunkFloats);
+}
+
+}  // namespace
+
+size_t quantize_chunked_scratch_floats(const QuantSpec& spec, int64_t rows, int64_t cols) {
+  check_quant_spec(spec);
+  const int64_t n = rows * cols;
+  const size_t absmax = spec.double_quant ? size_t((n + spec.blocksize - 1) / spec.blocksize) : 0;
+  return size_t(chunk_floats(spec, rows, cols)) + absmax;
+}
+
+QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t rows, int64_t cols,
+                                    const QuantSpec& spec, float* scratch, size_t scratch_floats,
+                                    const QuantChunkReader& read) {
+  const size_t need = quant_storage_bytes(spec, rows, cols), need_scratch = quantize_chunked_scratch_floats(spec, rows, cols);
+  LT_CHECK(storage_bytes >= need && scratch_floats >= need_scratch, "quantize_weight_chunked: {} ({} x {}) needs {} "
+           "bytes of storage and {} floats of scratch, got {} and {}", quant_type_name(spec.type), rows, cols, need,
+           need_scratch, storage_bytes, scratch_floats);
+  QuantTensor q;
+  q.type = spec.type;
+  q.rows = rows;
+  q.cols = cols;
+  q.blocksize = spec.blocksize;
+  q.double_quant = spec.double_quant;
+  const int64_t n = q.numel(), chunk = chunk_floats(spec, rows, cols);
+  float* buf = scratch;  // (chunk)
+  char* p = static_cast<char*>(storage);
+  if (spec.type == QuantType::Int8) {
+    int8_t* qw = quant::carve<int8_t>(p, size_t(n));
+    float* am = quant::carve<float>(p, size_t(rows));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk / cols) {
+      const int64_t nr = std::min(chunk / cols, rows - r0);
+      read(buf, r0 * cols, nr * cols);
+      quantize_int8_rows(qw + r0 * cols, am + r0, buf, nr, cols);
+    }
+    q.qweight = qw;
+    q.row_absmax = am;
+    return q;
+  }
+  uint8_t* codes = quant::carve<uint8_t>(p, size_t(n + 1) / 2);
+  // the f32 absmax values: in the storage, or in the scratch until they are double-quantized
+  float* am = spec.double_quant ? scratch + chunk : quant::carve<float>(p, size_t(q.nblocks()));
+  for (int64_t f = 0; f < n; f += chunk) {  // chunk is a multiple of the block size (or all of n)
+    const int64_t cnt = std::min(chunk, n - f);
+    read(buf, f, cnt);
+    quantize_4bit(codes + f / 2, am + f / spec.blocksize, buf, cnt, spec.blocksize, spec.type);
+  }
+  q.codes = codes;
+  if (!spec.double_quant) {
+    q.absmax = am;
+    return q;
+  }
+  uint8_t* qam = quant::carve<uint8_t>(p, size_t(q.nblocks()));
+  float* am2 = quant::carve<float>(p, size_t(q.nblocks2()));
+  q.offset = double_quantize(qam, am2, am, q.nblocks(), 1);
+  q.qabsmax = qam;
+  q.absmax2 = am2;
+  return q;
+}
+
+QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTensor& src) {
+  const size_t need = quant_storage_bytes(src.spec(), src.rows, src.cols);
+  LT_CHECK(storage_bytes >= need, "copy_quant_tensor: storage of {} bytes, {} ({} x {}) needs {}", storage_bytes,
+           quant_type_name(src.type), src.rows, src.cols, need);
+  QuantTensor q = src;
+  char* p = static_cast<char*>(storage);
+  auto copy = [&p]<class T>(const T* from, size_t count) -> const T* {
+    T* to = quant::carve<T>(p, count);
+    std::copy(from, from + count, to);
+    return to;
+  };
+  if (src.type == QuantType::Int8) {
+    q.qweight = copy(src.qweight, size_t(src.numel()));
+    q.row_absmax = copy(src.row_absmax, size_t(src.rows));
+    return q;
+  }
+  q.codes = copy(src.codes, size_t(src.numel() + 1) / 2);
+  if (!src.double_quant) {
+    q.absmax = copy(src.absmax, size_t(src.nblocks()));
+    return q;
+  }
+  q.qabsmax = copy(src.qabsmax, size_t(src.nblocks()));
+  q.absmax2 = copy(src.absmax2, size_t(src.nblocks2()));
   return q;
 }
 

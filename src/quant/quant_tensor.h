@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 namespace lt {
@@ -63,6 +64,22 @@ size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols);
 // more than 32768 blocks; pass torch.get_num_threads() to reproduce its offset bit for bit.
 QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w, int64_t rows, int64_t cols,
                             const QuantSpec& spec, int mean_threads = 1);
+
+// Quantizing a matrix that is read chunk by chunk (converted from an f16/bf16/f32 file) without
+// holding it whole in f32: read(dst, first, count) writes elements [first, first + count) of the
+// row-major matrix as f32. The result is byte-identical to quantize_weight (mean_threads = 1).
+// Chunks: 4-bit, min(numel, 65536) elements (a multiple of any block size); int8, whole rows.
+using QuantChunkReader = std::function<void(float* dst, int64_t first, int64_t count)>;
+// Floats of scratch quantize_weight_chunked needs: one chunk, plus the f32 absmax values with
+// double quantization.
+size_t quantize_chunked_scratch_floats(const QuantSpec& spec, int64_t rows, int64_t cols);
+QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t rows, int64_t cols,
+                                    const QuantSpec& spec, float* scratch, size_t scratch_floats,
+                                    const QuantChunkReader& read);
+
+// Copies the parts of src (e.g. read from a file) into `storage` (>= quant_storage_bytes, 64-byte
+// aligned) in quantize_weight's layout and returns the view of the copy.
+QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTensor& src);
 
 // The whole f32 matrix out (rows, cols) from q: scalar reference (tests, export).
 void dequantize_weight(float* out, const QuantTensor& q);

@@ -3,6 +3,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace lt {
@@ -114,6 +116,10 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "resume") c.resume = S();
   else if (key == "memory_budget") c.memory_budget = S();
   else if (key == "auto") c.auto_fit = B();
+  else if (key == "quantization") c.quantization = S();
+  else if (key == "double_quant") c.double_quant = B();
+  else if (key == "quant_blocksize") c.quant_blocksize = I();
+  else if (key == "int8_threshold") c.int8_threshold = D();
   else fail("{}: unknown key '{}'", where, key);
 }
 
@@ -187,6 +193,36 @@ void validate_train_config(const TrainConfig& c) {
   LT_CHECK(c.num_epochs >= 1 || c.max_steps > 0, "num_epochs must be >= 1 or max_steps > 0");
   LT_CHECK(c.max_grad_norm >= 0, "max_grad_norm must be >= 0");
   LT_CHECK(c.logging_steps >= 1, "logging_steps must be >= 1");
+  const std::string& q = c.quantization;
+  LT_CHECK(q == "none" || q == "nf4" || q == "fp4" || q == "int8",
+           "{}: quantization '{}' is not one of none, nf4, fp4, int8", c.source, q);
+  if (q != "none")
+    LT_CHECK(c.method == "lora", "{}: quantization: {} quantizes the frozen base of a LoRA run; method: {} trains "
+             "the base weights themselves. Use method: lora (QLoRA) or quantization: none", c.source, q, c.method);
+  const int bs = c.quant_blocksize;
+  LT_CHECK(bs >= 64 && bs <= 4096 && (bs & (bs - 1)) == 0,
+           "{}: quant_blocksize {} is not a power of two from 64 to 4096 (64 is the NF4 default)", c.source, bs);
+  LT_CHECK(!(c.double_quant && q == "int8"), "{}: double_quant applies to nf4 and fp4; int8 keeps one f32 scale "
+           "per row", c.source);
+  LT_CHECK(std::isfinite(c.int8_threshold) && c.int8_threshold >= 0,
+           "{}: int8_threshold must be >= 0 (got {}; 0 disables the outlier columns)", c.source, c.int8_threshold);
+}
+
+TrainModelOptions train_model_options(const TrainConfig& c) {
+  TrainModelOptions o;
+  o.method = c.method;
+  o.lora = c.lora;
+  o.micro_batch = c.micro_batch_size;
+  o.seq_len = c.sequence_len;
+  parse_checkpointing(c.gradient_checkpointing, o);
+  o.freeze_embeddings = c.freeze_embeddings;
+  o.freeze_lm_head = c.freeze_lm_head;
+  o.seed = c.seed;
+  o.quantization = c.quantization;
+  o.quant_blocksize = c.quant_blocksize;
+  o.double_quant = c.double_quant;
+  o.int8_threshold = float(c.int8_threshold);
+  return o;
 }
 
 }  // namespace lt

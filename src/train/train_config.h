@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "train/lora.h"
+#include "train/train_model.h"
 
 namespace lt {
 
@@ -50,6 +51,10 @@ struct TrainConfig {
   std::string resume;                     // checkpoint folder to resume from ("auto": output_dir/LATEST)
   std::string memory_budget;              // e.g. "6GiB": stop before allocating when the plan exceeds it
   bool auto_fit = false;                  // auto: with memory_budget, pick micro-batch and checkpointing
+  std::string quantization = "none";      // none | nf4 | fp4 | int8: frozen linear weights of a LoRA run (QLoRA)
+  bool double_quant = false;              // nf4 / fp4: the absmax values quantized to 8 bits
+  int quant_blocksize = 64;               // nf4 / fp4 block size: a power of two in [64, 4096]
+  double int8_threshold = 6.0;            // LLM.int8 outlier threshold (0: no outlier columns)
 
   std::string source;                     // where it was read from, for messages
 };
@@ -63,5 +68,7 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
 TrainConfig parse_train_args(const std::vector<std::string>& args);
 // Checks the whole config; lt::Error naming the key.
 void validate_train_config(const TrainConfig& c);
+// The TrainModel options of a run (method, LoRA, batch shape, checkpointing, quantization).
+TrainModelOptions train_model_options(const TrainConfig& c);
 
 }  // namespace lt

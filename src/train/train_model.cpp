@@ -6,6 +6,9 @@
 // checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
 // shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
 // xd = dropout(x) with masks regenerated from (seed, step, layer, module) instead of stored.
+// QLoRA: with a quantized base (TrainModelOptions::quantization, or a folder stored quantized) each
+// frozen W lives in its planned quantized storage; x·Wᵀ and dY·W run tile by tile through
+// quant_linear_forward / quant_linear_backward_input in one shared workspace (no dW: frozen).
 #include "train/train_model.h"
 
 #include <algorithm>
@@ -17,8 +20,10 @@
 #include "core/error.h"
 #include "core/ledger.h"
 #include "core/mapped_file.h"
+#include "io/quant_model.h"
 #include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
+#include "quant/quant_linear.h"
 
 namespace lt {
 
@@ -128,6 +133,33 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
     LT_CHECK(lc.init == "default" || lc.init == "gaussian", "lora init: '{}' is not one of default, gaussian",
              lc.init);
   }
+  const bool stored = !c.quantization.empty(), requested = o.quantization != "none";
+  if (!stored && !requested) return;
+  LT_CHECK(o.method == "lora", "{}: full fine-tuning trains the base weights in fp32; quantized frozen weights are "
+           "for LoRA (QLoRA). Use method: lora, or quantization: none{}",
+           stored ? fmt::format("the base model is stored quantized ({})", c.quantization)
+                  : fmt::format("quantization: {}", o.quantization),
+           stored ? " with the unquantized model" : "");
+  LT_CHECK(std::isfinite(o.int8_threshold) && o.int8_threshold >= 0, "int8_threshold must be >= 0 (got {}; 0 "
+           "disables the LLM.int8 outlier columns)", o.int8_threshold);
+  if (!requested) return;
+  QuantSpec want{parse_quant_type(o.quantization), o.quant_blocksize, o.double_quant};
+  if (want.type == QuantType::Int8) want.blocksize = 64;  // unused by int8
+  try {
+    check_quant_spec(want);
+  } catch (const Error& e) {
+    fail("quantization: {} (quant_blocksize {}, double_quant {}): {}", o.quantization, o.quant_blocksize,
+         o.double_quant, e.what());
+  }
+  if (stored) {
+    const QuantSpec have = model_quant_spec(c);
+    LT_CHECK(have.type == want.type && (want.type == QuantType::Int8 || (have.blocksize == want.blocksize &&
+                                                                         have.double_quant == want.double_quant)),
+             "the base model is already quantized ({}, block size {}, double quant {}) and cannot be re-quantized "
+             "to {} (block size {}, double quant {}); set quantization: none to train on it as stored, or start "
+             "from the unquantized model", c.quantization, have.blocksize, have.double_quant, o.quantization,
+             want.blocksize, want.double_quant);
+  }
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -141,6 +173,8 @@ uint64_t splitmix64(uint64_t x) {
 
 struct Linear {
   int layer, m, in, out;
+  const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
+  QuantTensor qt;
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
 };
@@ -190,9 +224,25 @@ static std::vector<bool> adapted_modules(const ModelConfig& c, const TrainModelO
 // A buffer is shared (recompute scratch) when every part producing it is replayed.
 static bool shared_buffer(const ActBuffer& b, int replay) { return replay && (b.part & replay) == b.part; }
 
+bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec* spec) {
+  QuantSpec s;
+  if (!c.quantization.empty()) s = model_quant_spec(c);
+  else if (o.quantization != "none") s = {parse_quant_type(o.quantization), o.quant_blocksize, o.double_quant};
+  else return false;
+  if (s.type == QuantType::Int8) s = {QuantType::Int8, 64, false};
+  if (spec) *spec = s;
+  return true;
+}
+
+static std::string quant_buffer_name(const std::string& weight, const QuantSpec& s) {
+  return weight + "." + quant_type_name(s.type);
+}
+
 MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   validate_options(c, o);
   const Dims d = dims_of(c, o);
+  QuantSpec qs;
+  const bool quant = quantized_base(c, o, &qs);
   const size_t f = sizeof(float), N = d.N;
   const bool full = o.method == "full";
   MemoryPlan p;
@@ -200,6 +250,7 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   auto trainable = [&](const std::string& name, size_t n) {
     p.add(name, Category::TrainableParams, n * f);
     p.add("grad." + name, Category::Grads, n * f);
+    if (!o.optimizer_state) return;
     p.add("adam_m." + name, Category::OptimizerState, n * f);
     p.add("adam_v." + name, Category::OptimizerState, n * f);
   };
@@ -213,7 +264,9 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
     weight(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
-      weight(hf_linear_name(l, m, "weight"), size_t(in) * out, full);
+      if (quant) p.add(quant_buffer_name(hf_linear_name(l, m, "weight"), qs), Category::FrozenWeights,
+                       quant_storage_bytes(qs, out, in));
+      else weight(hf_linear_name(l, m, "weight"), size_t(in) * out, full);
       const auto& mod = llama_linear_modules()[m];
       bool adapted = !full && targets_module(o.lora, mod) && targets_layer(o.lora, l);
       if (module_has_bias(c, m)) {
@@ -229,6 +282,18 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   weight("model.norm.weight", d.C, full);
   if (!c.tie_embeddings) weight("lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
   p.add("rope.inv_freq", Category::Workspace, size_t(d.HS / 2) * f);
+  if (quant) {
+    // one tile workspace shared by every quantized linear; converting checkpoint tensors chunk by
+    // chunk on load (not needed when the file holds them quantized)
+    size_t ws = 0, load = 0;
+    for (int m = 0; m < 7; ++m) {
+      auto [in, out] = module_shape(d, m);
+      ws = std::max(ws, quant_workspace_bytes(qs, d.N, in, out));
+      load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
+    }
+    p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
+    if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
+  }
 
   // activations: L+1 residual streams, per-layer sets (or one shared recompute set)
   for (int l = 0; l <= d.L; ++l) p.add(fmt::format("act.res.{}", l), Category::Activations, N * d.C * f, Lifetime::Step);
@@ -298,11 +363,52 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     size_t n = 1;
     for (auto s : shape) n *= size_t(s);
     TrainParam tp{name, shape, arenas_.get_as<float>(name), arenas_.get_as<float>("grad." + name),
-                  arenas_.get_as<float>("adam_m." + name), arenas_.get_as<float>("adam_v." + name), n, layer, decay};
+                  opts_.optimizer_state ? arenas_.get_as<float>("adam_m." + name) : nullptr,
+                  opts_.optimizer_state ? arenas_.get_as<float>("adam_v." + name) : nullptr, n, layer, decay};
     params_.push_back(tp);
     return tp.g;
   };
   const int64_t C = d.C, V = d.V;
+  QuantSpec qs;
+  const bool quant = quantized_base(cfg_, opts_, &qs), stored = !cfg_.quantization.empty();
+  float* load_scratch = nullptr;
+  size_t load_scratch_floats = 0;
+  if (quant) {
+    quant_ws_ = arenas_.get("quant.workspace");
+    for (const auto& b : plan_.buffers)
+      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+    if (!stored) {
+      load_scratch = arenas_.get_as<float>("quant.load_scratch");
+      for (const auto& b : plan_.buffers)
+        if (b.name == "quant.load_scratch") load_scratch_floats = b.bytes / sizeof(float);
+    }
+  }
+  // a frozen linear weight into its quantized storage: the file's parts copied, or the checkpoint
+  // tensor converted and quantized a chunk at a time
+  auto load_quant = [&](Linear& lin, const std::string& name) {
+    const std::string qn = quant_buffer_name(name, qs);
+    void* dst = arenas_.get(qn);
+    const size_t bytes = quant_storage_bytes(qs, lin.out, lin.in);
+    if (stored) {
+      lin.qt = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, lin.out, lin.in));
+      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
+        if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
+    } else {
+      const TensorInfo& t = ts.get(name, {lin.out, lin.in});
+      LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+               "{}: tensor '{}' is {}; quantization on load needs F32, F16 or BF16 weights", t.file, name,
+               dtype_name(t.dtype));
+      const auto* src = static_cast<const uint8_t*>(t.data);
+      const size_t es = dtype_size(t.dtype);
+      lin.qt = quantize_weight_chunked(dst, bytes, lin.out, lin.in, qs, load_scratch, load_scratch_floats,
+                                       [&](float* out, int64_t first, int64_t count) {
+                                         convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
+                                       });
+      release_mapped_pages(t.data, t.nbytes);
+    }
+    lin.q = &lin.qt;
+  };
+  if (load_scratch) std::memset(load_scratch, 0, load_scratch_floats * sizeof(float));
   embed_ = load("model.embed_tokens.weight", {V, C}, -1, true);
   d_embed_ = grad_of("model.embed_tokens.weight", {V, C}, -1, true);
   std::mt19937_64 rng(opts_.seed);
@@ -318,8 +424,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       auto lin = std::make_unique<Linear>();
       lin->layer = l; lin->m = m; lin->in = in; lin->out = out;
       auto wn = hf_linear_name(l, m, "weight");
-      lin->w = load(wn, {out, in}, l, true);
-      lin->dw = grad_of(wn, {out, in}, l, true);
+      if (quant) {
+        load_quant(*lin, wn);
+      } else {
+        lin->w = load(wn, {out, in}, l, true);
+        lin->dw = grad_of(wn, {out, in}, l, true);
+      }
       if (module_has_bias(cfg_, m)) {
         auto bn = hf_linear_name(l, m, "bias");
         lin->b = load(bn, {out}, l, false);
@@ -451,6 +561,9 @@ struct LinearRunner {
   float s, p;
   uint64_t seed;
   float *g, *tmp, *xd;
+  void* qws;            // quantized linears' tile workspace
+  size_t qws_bytes;
+  float int8_threshold;
 
   uint64_t key(const Linear& L, uint64_t step) const {
     return splitmix64(seed ^ splitmix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
@@ -464,7 +577,14 @@ struct LinearRunner {
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved
   void forward(float* out, const float* x, const Linear& L, float* xa, uint64_t step) const {
-    ops.matmul_forward(out, x, L.w, L.b, N, L.in, L.out);
+    if (L.q) {
+      quant_linear_forward(out, x, *L.q, N, qws, qws_bytes, int8_threshold);
+      if (L.b)
+        for (int n = 0; n < N; ++n)
+          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
+    } else {
+      ops.matmul_forward(out, x, L.w, L.b, N, L.in, L.out);
+    }
     if (!L.A) return;
     const float* xin = dropped(L, x, step);
     gemm_f32(false, true, N, R, L.in, 1.0f, xin, L.in, L.A, L.in, 0.0f, xa, R);
@@ -473,7 +593,8 @@ struct LinearRunner {
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
   void backward(float* dx, const float* dout, const float* x, const Linear& L, const float* xa,
                 uint64_t step) const {
-    if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
+    if (dx && L.q) quant_linear_backward_input(dx, dout, *L.q, N, qws, qws_bytes, 1.0f);  // frozen: no dW
+    else if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
     if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
     if (L.db)
       for (int n = 0; n < N; ++n)
@@ -501,7 +622,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
+  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
+                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const float* x = res_[l];
   if (parts & 1) {
@@ -530,7 +652,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_};
+  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
+                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const size_t NC = size_t(N) * d.C;
   // MLP: d_res is the gradient of res[l+1]

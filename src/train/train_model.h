@@ -15,6 +15,7 @@
 #include "kernels/backward.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "quant/quant_tensor.h"
 #include "train/lora.h"
 
 namespace lt {
@@ -35,12 +36,25 @@ struct TrainModelOptions {
   bool freeze_lm_head = false;     // full fine-tuning only (tied: follows freeze_embeddings)
   int loss_chunk = 256;          // rows of logits computed at a time
   uint64_t seed = 0;             // LoRA init and dropout masks
+  // Frozen linear weights (q, k, v, o, gate, up, down) stored quantized, LoRA only (QLoRA):
+  // "none" | nf4 | fp4 | int8, quantized on load. A base model stored quantized
+  // (ModelConfig::quantization) is used as stored; "none" or its own format is accepted then.
+  std::string quantization = "none";
+  int quant_blocksize = 64;      // 4-bit: a power of two in [64, 4096]
+  bool double_quant = false;     // 4-bit: absmax values quantized to 8 bits
+  float int8_threshold = 6.0f;   // LLM.int8 outlier threshold (0: none)
+  // false: the AdamW moments live outside the model (ZeRO shards, disk offload; dist/zero.h): the
+  // plan lists none and TrainParam::m / v are null.
+  bool optimizer_state = true;
 };
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
 
 MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o);
+
+// Whether the frozen linear weights are quantized (requested or stored so), and in which format.
+bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec* spec = nullptr);
 
 // One trainable tensor with its gradient and AdamW moments (all from the arenas).
 struct TrainParam {
@@ -114,6 +128,8 @@ class TrainModel {
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
+  void* quant_ws_ = nullptr;                      // quantized linears' shared tile workspace
+  size_t quant_ws_bytes_ = 0;
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_, *lora_g_, *lora_tmp_, *lora_xd_;
   const int *tokens_ = nullptr, *positions_ = nullptr, *doc_start_ = nullptr;
 };

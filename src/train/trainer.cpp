@@ -29,6 +29,8 @@
 #include "io/safetensors.h"
 #include "plan/baseline.h"
 #include "plan/budget.h"
+#include "plan/flops.h"
+#include "plan/peak.h"
 #include "kernels/ops.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
@@ -251,15 +253,7 @@ TrainResult run_training(const TrainConfig& requested) {
   if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
 
   // model
-  TrainModelOptions o;
-  o.method = c.method;
-  o.lora = c.lora;
-  o.micro_batch = c.micro_batch_size;
-  o.seq_len = c.sequence_len;
-  parse_checkpointing(c.gradient_checkpointing, o);
-  o.freeze_embeddings = c.freeze_embeddings;
-  o.freeze_lm_head = c.freeze_lm_head;
-  o.seed = c.seed;
+  TrainModelOptions o = train_model_options(c);
   UnfreezeSchedule unfreeze;
   if (!c.unfreeze_schedule.empty()) {
     LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
@@ -338,6 +332,7 @@ TrainResult run_training(const TrainConfig& requested) {
   model.zero_grads();
   auto t_start = Clock::now();
   long tokens_seen = 0;
+  double compute_seconds = 0;  // forward, backward and optimizer only (no evaluation, no checkpoints)
   int step = rs.step;
   const int first_step = step;
   model.set_ledger(&ledger);  // the first step's timeline, layer by layer
@@ -350,6 +345,7 @@ TrainResult run_training(const TrainConfig& requested) {
         groups[i].frozen = !unfreeze.layer_trainable(l, step);
         groups[i].lr_factor = unfreeze.lr_factor(l, step);
       }
+    const auto step_t0 = Clock::now();
     double loss_sum = 0;
     int tokens_step = 0;
     for (int a = 0; a < accum; ++a) {
@@ -370,6 +366,7 @@ TrainResult run_training(const TrainConfig& requested) {
     float lr = lr_at(so, step, total_steps);
     adamw_step(groups, ao, lr, step + 1);
     model.zero_grads();
+    compute_seconds += std::chrono::duration<double>(Clock::now() - step_t0).count();
     if (step == first_step) {
       ledger.mark("optimizer");
       model.set_ledger(nullptr);
@@ -409,6 +406,16 @@ TrainResult run_training(const TrainConfig& requested) {
       save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses);
   }
   if (tty) fmt::print("\n");
+  if (tokens_seen > 0 && compute_seconds > 0) {
+    const double tps = tokens_seen / compute_seconds;
+    const double model_flops = training_flops_per_token(mc, o).forward + training_flops_per_token(mc, o).backward;
+    const double peak = peak_f32_gflops() * 1e9;
+    fmt::print("throughput: {:.0f} tokens/s over {:.1f} s of steps; model FLOPs utilization {:.1f}% of this machine's "
+               "measured f32 peak ({:.0f} GFLOP/s, {} threads){}\n", tps, compute_seconds,
+               100.0 * model_flops * tps / peak, peak / 1e9, num_threads(),
+               o.checkpointing != Checkpointing::None ? fmt::format("; with recomputation {:.1f}% of peak",
+                   100.0 * training_flops_per_token(mc, o).total() * tps / peak) : "");
+  }
   float fe = evaluate();
   if (std::isfinite(fe)) {
     res.eval_losses.push_back(fe);

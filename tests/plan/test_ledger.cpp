@@ -1,5 +1,6 @@
 // The ledger against the plan: for many configurations (full / LoRA, every checkpointing mode,
-// micro-batches, sequence lengths, two model sizes) the arenas hold exactly the planned bytes
+// micro-batches, sequence lengths, two model sizes, QLoRA on NF4 / FP4 / int8 bases) the arenas
+// hold exactly the planned bytes
 // and, after one training step, every planned byte has been used (resident); the Llama-3-8B plan
 // against a hand calculation; bad budgets and GPU names.
 #include <gtest/gtest.h>
@@ -69,12 +70,14 @@ ModelConfig small_config(int C, int L, int NH, int NKV, int F, int V, bool tied)
 TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
   // two sizes: ~10 KB of weights (tied) and ~4.6 MB (GQA 4:1, untied)
   const ModelConfig sizes[] = {small_config(16, 2, 4, 2, 24, 37, true), small_config(128, 4, 8, 2, 352, 1000, false)};
-  struct Run { const char* method; const char* ckpt; int B, T; float dropout; };
+  struct Run { const char* method; const char* ckpt; int B, T; float dropout; const char* quant = "none"; bool dq = false; };
   const Run runs[] = {
       {"lora", "none", 1, 16, 0}, {"lora", "every", 2, 8, 0}, {"lora", "every:2", 2, 16, 0.1f},
       {"lora", "attention", 1, 32, 0}, {"lora", "mlp", 3, 8, 0.1f}, {"full", "none", 1, 16, 0},
       {"full", "every", 2, 16, 0}, {"full", "every:2", 1, 32, 0}, {"full", "attention", 2, 8, 0},
-      {"full", "mlp", 1, 24, 0}, {"lora-qv", "none", 2, 12, 0}, {"lora-qv", "every", 1, 16, 0}};
+      {"full", "mlp", 1, 24, 0}, {"lora-qv", "none", 2, 12, 0}, {"lora-qv", "every", 1, 16, 0},
+      {"lora", "none", 1, 16, 0, "nf4", true}, {"lora", "every", 2, 8, 0.1f, "int8"},
+      {"lora-qv", "mlp", 1, 16, 0, "fp4"}, {"lora", "attention", 2, 8, 0, "nf4"}};
   int configs = 0;
   for (const auto& mc : sizes) {
     RandomModel rm(mc);
@@ -88,10 +91,13 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
                                                                  : std::vector<std::string>{"all-linear"};
       o.micro_batch = r.B;
       o.seq_len = r.T;
+      o.quantization = r.quant;
+      o.double_quant = r.dq;
       parse_checkpointing(r.ckpt, o);
       const MemoryPlan plan = plan_training(mc, o);  // what `leantune plan` prints
       TrainModel m(mc, rm.ts, o, ops_cpu());
-      const std::string what = fmt::format("C={} {} {} B={} T={}", mc.dim, r.method, r.ckpt, r.B, r.T);
+      const std::string what = fmt::format("C={} {} {} B={} T={} {}{}", mc.dim, r.method, r.ckpt, r.B, r.T, r.quant,
+                                           r.dq ? "+dq" : "");
       for (size_t c = 0; c < kNumCategories; ++c)
         EXPECT_EQ(m.arenas().allocated_bytes(Category(c)), plan.arena_bytes(Category(c)))
             << what << " " << category_name(Category(c));
@@ -123,7 +129,37 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
       ++configs;
     }
   }
-  EXPECT_GE(configs, 20);
+  EXPECT_GE(configs, 28);
+}
+
+TEST(PlanLedger, QuantizedFrozenWeightBytesPerParameter) {
+  // SmolLM2-135M's shape: the seven linears of 30 layers hold 106,168,320 parameters
+  const ModelConfig m = parse_hf_config(R"({"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+      "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152,
+      "tie_word_embeddings": true})", "SmolLM2-135M/config.json");
+  const size_t C = 576, KVD = 192, F = 1536, L = 30, V = 49152;
+  const size_t linear = L * (2 * C * C + 2 * KVD * C + 3 * F * C), other = V * C + (2 * L + 1) * C;
+  EXPECT_EQ(linear, 106168320u);
+  TrainModelOptions o;
+  o.method = "lora";
+  o.lora.target_modules = {"all-linear"};
+  o.seq_len = 256;
+  auto linear_bytes_per_param = [&](const char* quant, bool dq) {
+    o.quantization = quant;
+    o.double_quant = dq;
+    const MemoryPlan p = plan_training(m, o);
+    return double(p.arena_bytes(Category::FrozenWeights) - 4 * other) / double(linear);
+  };
+  EXPECT_DOUBLE_EQ(linear_bytes_per_param("none", false), 4.0);
+  const double nf4dq = linear_bytes_per_param("nf4", true), nf4 = linear_bytes_per_param("nf4", false);
+  const double i8 = linear_bytes_per_param("int8", false);
+  // 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits) plus 64-byte alignment of each part
+  EXPECT_GT(nf4dq, 0.51587);
+  EXPECT_LT(nf4dq, 0.5161);
+  EXPECT_GE(nf4, 0.5625);  // 0.5 + 4/64
+  EXPECT_LT(nf4, 0.5627);
+  EXPECT_GT(i8, 1.0 + 4.0 / 1536);  // one f32 scale per row: rows have 576 or 1536 columns
+  EXPECT_LT(i8, 1.0 + 4.0 / 576);
 }
 
 TEST(PlanLedger, Llama3_8BLoraPlanMatchesAHandCalculation) {

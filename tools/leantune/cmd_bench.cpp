@@ -17,6 +17,9 @@
 #include "io/model_files.h"
 #include "model/llama_model.h"
 #include "core/ledger.h"
+#include "core/profiler.h"
+#include "plan/flops.h"
+#include "plan/peak.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
 
@@ -24,7 +27,7 @@ namespace lt::cli {
 
 void add_bench_command(CLI::App& app) {
   struct Args {
-    std::string model, method = "lora", ckpt = "none";
+    std::string model, method = "lora", ckpt = "none", profile;
     int threads = 0, prompt = 128, decode = 64, repeats = 3, batch = 4, seq = 256, r = 16, steps = 3;
     bool train = false;
   };
@@ -42,6 +45,7 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--seq", a->seq, "training: sequence length T");
   c->add_option("--checkpointing", a->ckpt, "training: none | every | every:K");
   c->add_option("--steps", a->steps, "training: measured steps (after one warm-up)");
+  c->add_option("--profile", a->profile, "training: Chrome trace of the measured steps to this file, per-op table on stderr");
   c->callback([a] {
     set_num_threads(a->threads);
     if (a->train) {
@@ -54,6 +58,7 @@ void add_bench_command(CLI::App& app) {
       o.micro_batch = a->batch;
       o.seq_len = a->seq;
       parse_checkpointing(a->ckpt, o);
+      if (a->profile.size()) prof::route(true);
       TrainModel m(files.config, files.tensors, o, ops_cpu());
       Ledger ledger(m.arenas(), size_t(4 * files.config.n_layers + 8));
       ledger.mark("loaded");
@@ -82,6 +87,7 @@ void add_bench_command(CLI::App& app) {
         if (s == 0) {
           ledger.mark("optimizer");
           m.set_ledger(nullptr);
+          if (a->profile.size()) prof::start();  // the measured steps, not the warm-up
         }
         if (s) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
@@ -97,6 +103,15 @@ void add_bench_command(CLI::App& app) {
       auto lj = nlohmann::json::parse(ledger.to_json());
       j["measured_resident"] = lj["max_resident"];
       j["peak_phase"] = lj["peak_phase"];
+      const PhaseFlops f = training_flops_per_token(files.config, o);
+      j["model_flops_per_token"] = f.forward + f.backward;
+      j["peak_f32_gflops"] = peak_f32_gflops();
+      j["mfu"] = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / (peak_f32_gflops() * 1e9);
+      if (a->profile.size()) {
+        prof::stop();
+        prof::write_trace(a->profile);
+        fmt::print(stderr, "profile (measured steps):\n{}wrote {}\n", prof::table(), a->profile);
+      }
       fmt::print("{}\n", j.dump());
       return;
     }

@@ -141,14 +141,7 @@ void add_plan_command(CLI::App& app) {
       data_bytes = training_data_bytes(d, cfg);
     }
     cfg = fit_memory_budget(cfg, files.config, baseline + data_bytes);  // throws the list of fits when over budget
-    TrainModelOptions o;
-    o.method = cfg.method;
-    o.lora = cfg.lora;
-    o.micro_batch = cfg.micro_batch_size;
-    o.seq_len = cfg.sequence_len;
-    o.freeze_embeddings = cfg.freeze_embeddings;
-    o.freeze_lm_head = cfg.freeze_lm_head;
-    parse_checkpointing(cfg.gradient_checkpointing, o);
+    TrainModelOptions o = train_model_options(cfg);
     MemoryPlan p = plan_training(files.config, o);
     const size_t predicted = p.total_bytes() + data_bytes + baseline;
     nlohmann::json planned;

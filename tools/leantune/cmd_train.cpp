@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "train/trainer.h"
 
 namespace lt::cli {
@@ -16,10 +17,29 @@ void add_train_command(CLI::App& app) {
       "lora_r lora_alpha lora_dropout lora_target_modules use_rslora lora_bias layers_to_transform micro_batch_size "
       "gradient_accumulation_steps sequence_len sample_packing learning_rate lr_scheduler warmup_steps "
       "weight_decay max_grad_norm num_epochs max_steps gradient_checkpointing unfreeze_schedule eval_steps "
-      "eval_batches save_steps logging_steps output_dir seed threads resume skip_bad_lines min_blank_lines");
+      "eval_batches save_steps logging_steps output_dir seed threads resume skip_bad_lines min_blank_lines. "
+      "--profile FILE writes a Chrome trace of every op and prints a per-op table.");
   c->callback([c] {
-    TrainConfig cfg = parse_train_args(c->remaining());
+    // --profile FILE: every op of the run timed; Chrome trace to FILE and a per-op table at the end
+    std::vector<std::string> args, rest = c->remaining();
+    std::string profile;
+    for (size_t i = 0; i < rest.size(); ++i) {
+      if (rest[i] == "--profile" && i + 1 < rest.size()) profile = rest[++i];
+      else if (rest[i].rfind("--profile=", 0) == 0) profile = rest[i].substr(10);
+      else args.push_back(rest[i]);
+    }
+    TrainConfig cfg = parse_train_args(args);
+    if (!profile.empty()) {
+      prof::route(true);
+      prof::start();
+    }
     run_training(cfg);
+    if (!profile.empty()) {
+      prof::stop();
+      prof::write_trace(profile);
+      fmt::print("profile (every op of the run, self time):\n{}wrote the Chrome trace {} (open in ui.perfetto.dev)\n",
+                 prof::table(), profile);
+    }
   });
 }
 

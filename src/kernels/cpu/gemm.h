@@ -2,6 +2,7 @@
 // library (and its version quirks) stays behind one small API; bf16 / int8 paths will join here.
 // oneDNN runs on the same OpenMP runtime as our kernels: never call these inside a parallel region.
 #pragma once
+#include <cstdint>
 
 namespace lt::cpu {
 
@@ -11,6 +12,11 @@ namespace lt::cpu {
 void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
               const float* B, int ldb, float beta, float* C, int ldc);
 
+// The same with A and B in bf16 (uint16_t bit patterns, dtype.h) and f32 accumulation into the
+// f32 C (gemm_bf16.cpp: oneDNN's matmul primitive, AVX512-BF16 when present).
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+               const uint16_t* B, int ldb, float beta, float* C, int ldc);
+
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);
 
@@ -18,5 +24,9 @@ void linear_f32(float* out, const float* x, const float* w, int T, int IC, int O
 // its three products as GEMMs per chunk (cross_entropy.cpp).
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale);
+// The same with the per-row softmax + loss (+ gradient) done by row_fn (one per ISA).
+using XentRowFn = double (*)(float* logits_row, int V, int label, float gscale, bool want_grad);
+float lm_head_loss_rows(XentRowFn row_fn, float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                        const int* labels, int T, int C, int V, int chunk, float loss_scale);
 
 }  // namespace lt::cpu

@@ -1,5 +1,7 @@
 // The CPU op tables, one per ISA, and the run-time choice between them.
 #include "core/error.h"
+#include "core/profiler.h"
+#include "kernels/profiled_ops.h"
 #include "kernels/cpu/kernels.h"
 
 namespace lt {
@@ -34,6 +36,6 @@ const Ops& ops_cpu_for(Isa isa) {
   return tables[(int)isa];
 }
 
-const Ops& ops_cpu() { return ops_cpu_for(cpu_isa()); }
+const Ops& ops_cpu() { return prof::routed() ? ops_profiled(ops_cpu_for(cpu_isa())) : ops_cpu_for(cpu_isa()); }
 
 }  // namespace lt

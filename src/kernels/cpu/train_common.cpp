@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/profiler.h"
+#include "kernels/profiled_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/train_kernels.h"
@@ -112,6 +114,8 @@ const TrainOps& train_ops_cpu_for(Isa isa) {
   return tables[(int)isa];
 }
 
-const TrainOps& train_ops_cpu() { return train_ops_cpu_for(cpu_isa()); }
+const TrainOps& train_ops_cpu() {
+  return prof::routed() ? train_ops_profiled(train_ops_cpu_for(cpu_isa())) : train_ops_cpu_for(cpu_isa());
+}
 
 }  // namespace lt

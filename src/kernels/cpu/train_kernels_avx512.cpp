@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu::avx512 {

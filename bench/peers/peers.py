@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""leantune against the engines people use, on identical workloads, in one invocation.
+
+Training (PyTorch + PEFT, the peer): random-weight Hugging Face folders with SmolLM2-135M's
+configuration and a wider ~1B shape (shorter run); the same token batches (micro-batch 4 x 512
+random tokens), LoRA r=16 (alpha 32) on all seven linear modules, AdamW lr 1e-4; fp32 and bf16
+(torch.autocast on CPU; leantune's bf16 rows appear once it trains in bf16); with and without
+gradient checkpointing; 1 and 2 threads. Median step time after one warm-up step, tokens/s, peak
+RSS, and leantune / PyTorch ratios.
+
+Inference (llama.cpp through llama-cpp-python, the peer): the same SmolLM2-shaped weights
+converted to GGUF at f32, f16 and q8_0 (leantune runs fp32); prefill of 128 tokens, then 64
+single-token decode steps through the KV cache.
+
+Writes build/peers/results.json and results.md. Usage:
+  .venv/bin/python bench/peers/peers.py [--quick] [--threads 1,2] [--steps 3] [--skip-train] [--skip-infer]
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_inference import SMOLLM2_135M  # noqa: E402
+from bench_train import PEER as TORCH_TRAIN  # noqa: E402
+
+WIDE_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=49152, max_position_embeddings=8192, rms_norm_eps=1e-5,
+               rope_theta=100000.0, tie_word_embeddings=True)
+
+# bf16 peer: the same script with the step under torch.autocast("cpu", dtype=torch.bfloat16)
+TORCH_TRAIN_BF16 = TORCH_TRAIN.replace(
+    "    loss = m(input_ids=ids, labels=ids).loss\n",
+    "    with torch.autocast('cpu', dtype=torch.bfloat16):\n        loss = m(input_ids=ids, labels=ids).loss\n")
+assert TORCH_TRAIN_BF16 != TORCH_TRAIN
+
+
+def make_model(folder, cfg):
+    if (folder / "config.json").exists():
+        return
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**cfg)).save_pretrained(folder, safe_serialization=True)
+
+
+def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision):
+    cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", "lora",
+           "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
+           "--steps", str(steps)]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def torch_train(model, threads, ckpt, batch, seq, steps, precision):
+    script = TORCH_TRAIN if precision == "fp32" else TORCH_TRAIN_BF16
+    p = subprocess.run([sys.executable, "-c", script, "lora", ckpt, str(threads), str(batch), str(seq), "16",
+                        str(steps), str(model)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def permute_qk(w, n_head):
+    # HF stores q/k rows for rotate-half RoPE; llama.cpp's llama arch rotates interleaved pairs
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def to_gguf(folder, out, kind):
+    """The HF folder as a llama-architecture GGUF (f32 / f16 / q8_0) with a placeholder SentencePiece
+    vocabulary (the benchmark feeds token ids, so the vocabulary's strings never matter)."""
+    if out.exists():
+        return
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+    cfg = json.loads((folder / "config.json").read_text())
+    t = load_file(str(folder / "model.safetensors"))
+    w = gguf.GGUFWriter(str(out) + ".tmp", "llama")
+    C, L, NH, NKV = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(C)
+    w.add_block_count(L)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0))
+    w.add_rope_dimension_count(C // NH)
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7}[kind])
+    V = cfg["vocab_size"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tokens += [f"tok{i}" for i in range(V - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (V - 259)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * V)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+
+    def put(name, a):
+        a = np.ascontiguousarray(a.astype(np.float32))
+        if a.ndim == 1 or kind == "f32":
+            w.add_tensor(name, a)
+        elif kind == "f16":
+            w.add_tensor(name, a.astype(np.float16))
+        else:
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    put("token_embd.weight", t["model.embed_tokens.weight"])
+    put("output_norm.weight", t["model.norm.weight"])
+    if "lm_head.weight" in t:
+        put("output.weight", t["lm_head.weight"])
+    for l in range(L):
+        for hf, gg in names.items():
+            a = t[f"model.layers.{l}.{hf}.weight"]
+            if hf == "self_attn.q_proj":
+                a = permute_qk(a, NH)
+            if hf == "self_attn.k_proj":
+                a = permute_qk(a, NKV)
+            put(f"blk.{l}.{gg}.weight", a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    pathlib.Path(str(out) + ".tmp").rename(out)
+
+
+LLAMA_CPP = r"""
+import json, resource, sys, time
+import numpy as np
+from llama_cpp import Llama
+path, threads, prompt, decode, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+llm = Llama(model_path=path, n_ctx=prompt + decode + 8, n_threads=threads, n_threads_batch=threads,
+            n_batch=prompt, n_ubatch=prompt, verbose=False, logits_all=False)
+rng = np.random.default_rng(1234)
+ids = [int(x) for x in rng.integers(3, llm.n_vocab(), prompt + decode)]
+pre, dec = [], []
+for r in range(repeats + 1):
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(ids[:prompt])
+    t1 = time.perf_counter()
+    for i in range(decode):
+        llm.eval([ids[prompt + i]])
+    t2 = time.perf_counter()
+    if r:
+        pre.append(t1 - t0); dec.append(t2 - t1)
+pre.sort(); dec.sort()
+print(json.dumps(dict(prefill_tok_s=prompt / pre[len(pre) // 2], decode_tok_s=decode / dec[len(dec) // 2],
+                      peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)))
+"""
+
+
+def llama_cpp_infer(gguf_path, threads, prompt, decode, repeats):
+    p = subprocess.run([sys.executable, "-c", LLAMA_CPP, str(gguf_path), str(threads), str(prompt), str(decode),
+                        str(repeats)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def leantune_infer(binary, model, threads, prompt, decode, repeats):
+    p = subprocess.run([binary, "bench", "--model", str(model), "--threads", str(threads), "--prompt-tokens",
+                        str(prompt), "--decode-tokens", str(decode), "--repeats", str(repeats)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def ratio(a, b, key):
+    if not a or not b or key not in a or key not in b:
+        return None
+    return a[key] / b[key]
+
+
+def fmt_ratio(r):
+    return f"{r:.2f}x" if r else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=str(ROOT / "build" / "bin" / "leantune"))
+    ap.add_argument("--cache", default=str(ROOT / "build" / "bench-models"))
+    ap.add_argument("--out", default=str(ROOT / "build" / "peers"))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--quick", action="store_true",
+                    help="2 threads only, 2 measured steps, no 1B model: about 10 minutes instead of an hour")
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-infer", action="store_true")
+    a = ap.parse_args()
+    threads = [2] if a.quick else [int(x) for x in a.threads.split(",")]
+    steps = 2 if a.quick else a.steps
+    cache, out = pathlib.Path(a.cache), pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    smol = cache / "smollm2-135m-random"
+    make_model(smol, SMOLLM2_135M)
+    results = dict(train=[], infer=[])
+    md = []
+    if not a.skip_train:
+        grid = [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
+                for ck in ("none", "every")]
+        if not a.quick:
+            wide = cache / "wide-1b-random"
+            make_model(wide, WIDE_1B)
+            grid += [("wide ~1B", wide, max(threads), "fp32", "every", 1)]
+        md += [f"### LoRA r=16 training, micro-batch {a.batch} x {a.seq}, median step after a warm-up", "",
+               "| model | threads | precision | checkpointing | leantune tok/s | PyTorch+PEFT tok/s | ratio | "
+               "leantune peak RSS | PyTorch peak RSS | RSS ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, model, t, prec, ck, st in grid:
+            ours = leantune_train(a.bin, model, t, ck, a.batch, a.seq, st, prec)
+            peer = torch_train(model, t, ck, a.batch, a.seq, st, prec)
+            results["train"].append(dict(model=name, threads=t, precision=prec, checkpointing=ck, leantune=ours,
+                                         pytorch=peer))
+            g = lambda r, k, s=1: f"{r[k] / s:.0f}" if k in r else r.get("error", "-")[:40]
+            md.append(f"| {name} | {t} | {prec} | {ck} | {g(ours, 'tokens_per_s')} | {g(peer, 'tokens_per_s')} | "
+                      f"{fmt_ratio(ratio(ours, peer, 'tokens_per_s'))} | {g(ours, 'peak_rss_bytes', 2**20)} MiB | "
+                      f"{g(peer, 'peak_rss_bytes', 2**20)} MiB | {fmt_ratio(ratio(ours, peer, 'peak_rss_bytes'))} |")
+            print(md[-1], flush=True)
+        md.append("")
+    if not a.skip_infer:
+        md += ["### Inference, SmolLM2-135M shape: prefill 128 tokens, decode 64 (median of 3 after a warm-up)", "",
+               "| threads | llama.cpp weights | leantune prefill tok/s (f32) | llama.cpp prefill tok/s | ratio | "
+               "leantune decode tok/s (f32) | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|"]
+        for t in threads:
+            ours = leantune_infer(a.bin, smol, t, 128, 64, 3)
+            for kind in ("f32", "f16", "q8_0"):
+                g = cache / f"smollm2-135m-random-{kind}.gguf"
+                to_gguf(smol, g, kind)
+                peer = llama_cpp_infer(g, t, 128, 64, 3)
+                results["infer"].append(dict(threads=t, gguf=kind, leantune=ours, llama_cpp=peer))
+                f = lambda r, k: f"{r[k]:.1f}" if k in r else r.get("error", "-")[:40]
+                md.append(f"| {t} | {kind} | {f(ours, 'prefill_tok_s')} | {f(peer, 'prefill_tok_s')} | "
+                          f"{fmt_ratio(ratio(ours, peer, 'prefill_tok_s'))} | {f(ours, 'decode_tok_s')} | "
+                          f"{f(peer, 'decode_tok_s')} | {fmt_ratio(ratio(ours, peer, 'decode_tok_s'))} |")
+                print(md[-1], flush=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"\nwrote {out / 'results.md'} and {out / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+// Profiled op tables: the same functions as an inner Ops / TrainOps table, each call wrapped in a
+// prof::Scope with its FLOPs and the bytes it must move at least (inputs read, outputs written).
+// ops_cpu() / train_ops_cpu() hand these out while prof::routed() is set, so a model built after
+// `--profile` was asked for is measured op by op; recording itself is prof::start()/stop().
+#include "kernels/profiled_ops.h"
+
+#include "core/profiler.h"
+
+namespace lt {
+
+namespace {
+
+const Ops* g_in = nullptr;
+const TrainOps* g_tin = nullptr;
+constexpr double F = 4;  // bytes per f32
+
+void embedding_forward(float* out, const int* tokens, const float* table, int T, int C) {
+  prof::Scope s("embedding_forward", 0, 2.0 * F * T * C);
+  g_in->embedding_forward(out, tokens, table, T, C);
+}
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps) {
+  prof::Scope s("rmsnorm_forward", 4.0 * T * C, F * (2.0 * T * C + C));
+  g_in->rmsnorm_forward(out, rstd, x, w, T, C, eps);
+}
+void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool il) {
+  prof::Scope s("rope_forward", 3.0 * T * NH * HS, 2.0 * F * T * NH * HS);
+  g_in->rope_forward(x, pos, inv_freq, T, NH, HS, il);
+}
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
+                       int NH, int NKV, int HS) {
+  double keys = double(T) * pos0 + double(T) * (T + 1) / 2;
+  prof::Scope s("attention_forward", 4.0 * keys * NH * HS, F * (2.0 * T * NH * HS + 2.0 * (pos0 + T) * NKV * HS));
+  g_in->attention_forward(out, lse, q, k, v, T, pos0, NH, NKV, HS);
+}
+void swiglu_forward(float* out, const float* gate, const float* up, int T, int Fd) {
+  prof::Scope s("swiglu_forward", 6.0 * T * Fd, 3.0 * F * T * Fd);
+  g_in->swiglu_forward(out, gate, up, T, Fd);
+}
+void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
+  // the GEMM inside records itself; this scope adds the bias and the call's own share
+  prof::Scope s("matmul_forward", 0, 0);
+  g_in->matmul_forward(out, x, w, bias, T, IC, OC);
+}
+void add_inplace(float* x, const float* y, size_t n) {
+  prof::Scope s("add_inplace", double(n), 3.0 * F * double(n));
+  g_in->add_inplace(x, y, n);
+}
+
+void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C) {
+  prof::Scope s("embedding_backward", double(T) * C, 3.0 * F * T * C);
+  g_tin->embedding_backward(dtable, dout, tokens, T, C);
+}
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int T, int C) {
+  prof::Scope s("rmsnorm_backward", 8.0 * T * C, F * 4.0 * T * C);
+  g_tin->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, C);
+}
+void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool il) {
+  prof::Scope s("rope_backward", 3.0 * T * NH * HS, 2.0 * F * T * NH * HS);
+  g_tin->rope_backward(dx, pos, inv_freq, T, NH, HS, il);
+}
+void attention_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const int* doc_start, int T, int NH, int NKV, int HS) {
+  prof::Scope s("attention_train_forward", 4.0 * T * (T + 1) / 2 * NH * HS,
+                F * (2.0 * T * NH * HS + 2.0 * T * NKV * HS));
+  g_tin->attention_train_forward(out, lse, q, k, v, doc_start, T, NH, NKV, HS);
+}
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
+                        int NKV, int HS) {
+  prof::Scope s("attention_backward", 10.0 * T * (T + 1) / 2 * NH * HS,
+                F * (4.0 * T * NH * HS + 4.0 * T * NKV * HS));
+  g_tin->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
+}
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int Fd) {
+  prof::Scope s("swiglu_backward", 12.0 * T * Fd, 5.0 * F * T * Fd);
+  g_tin->swiglu_backward(dgate, dup, dout, gate, up, T, Fd);
+}
+void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
+                     int IC, int OC) {
+  prof::Scope s("matmul_backward", 0, 0);
+  g_tin->matmul_backward(dx, dw, db, dout, x, w, T, IC, OC);
+}
+float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
+                   int T, int C, int V, int chunk, float loss_scale) {
+  prof::Scope s("lm_head_loss (softmax)", 5.0 * T * V, 2.0 * F * T * V);  // its GEMMs record themselves
+  return g_tin->lm_head_loss(dx, dw, logits_chunk, x, w, labels, T, C, V, chunk, loss_scale);
+}
+
+}  // namespace
+
+const Ops& ops_profiled(const Ops& inner) {
+  static Ops t{};
+  g_in = &inner;
+  t = inner;
+  t.name = "profiled";
+  t.embedding_forward = embedding_forward;
+  t.rmsnorm_forward = rmsnorm_forward;
+  t.rope_forward = rope_forward;
+  t.attention_forward = attention_forward;
+  t.swiglu_forward = swiglu_forward;
+  t.matmul_forward = matmul_forward;
+  t.add_inplace = add_inplace;
+  return t;
+}
+
+const TrainOps& train_ops_profiled(const TrainOps& inner) {
+  static TrainOps t{};
+  g_tin = &inner;
+  t = inner;
+  t.name = "profiled";
+  t.embedding_backward = embedding_backward;
+  t.rmsnorm_backward = rmsnorm_backward;
+  t.rope_backward = rope_backward;
+  t.attention_train_forward = attention_train_forward;
+  t.attention_backward = attention_backward;
+  t.swiglu_backward = swiglu_backward;
+  t.matmul_backward = matmul_backward;
+  t.lm_head_loss = lm_head_loss;
+  return t;
+}
+
+}  // namespace lt

@@ -1,0 +1,42 @@
+#include "plan/peak.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/threads.h"
+#include "plan/machine_cache.h"
+
+namespace lt {
+
+double peak_f32_gflops() {
+  const Isa isa = cpu_isa();
+  const int n = num_threads();
+  return cached_measurement(fmt::format("peak_f32_gflops_{}_threads_{}", isa_name(isa), n), [&] {
+    std::vector<double> per(size_t(n), 0.0);
+#pragma omp parallel num_threads(n)
+    {
+      int t = omp_get_thread_num();
+      // the best of ten 10 ms trials: a peak, so a moment of contention must not lower it
+      for (int trial = 0; trial < 10 && isa != Isa::Scalar; ++trial)
+        per[size_t(t)] = std::max(per[size_t(t)], isa == Isa::Avx512 ? detail::fma_gflops_avx512(0.01)
+                                                                     : detail::fma_gflops_avx2(0.01));
+    }
+    double total = 0;
+    for (double g : per) total += g;
+    if (isa == Isa::Scalar) {  // no vector FMA: one multiply-add per cycle-ish; measure plainly
+      volatile float x = 1.0f;
+      auto t0 = omp_get_wtime();
+      long k = 0;
+      for (; omp_get_wtime() - t0 < 0.05; k += 1000)
+        for (int i = 0; i < 1000; ++i) x = x * 0.9999999f + 1e-7f;
+      total = 2.0 * double(k) / (omp_get_wtime() - t0) / 1e9 * n;
+    }
+    return total;
+  });
+}
+
+}  // namespace lt

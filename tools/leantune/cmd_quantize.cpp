@@ -1,0 +1,38 @@
+// `leantune quantize --model M --type nf4|fp4|int8 [--double-quant] [--blocksize 64] --out DIR`:
+// writes a quantized model folder (layout: src/io/quant_model.cpp) that `leantune train` with
+// base_model: DIR loads without re-quantizing (LoRA on the quantized base).
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "core/error.h"
+#include "io/quant_model.h"
+#include "quant/quant_tensor.h"
+
+namespace lt::cli {
+
+void add_quantize_command(CLI::App& app) {
+  struct Args { std::string model, type = "nf4", out; int blocksize = 64; bool dq = false; };
+  auto a = std::make_shared<Args>();
+  auto* c = app.add_subcommand("quantize", "Write a model with its linear weights quantized (nf4, fp4 or int8)");
+  c->add_option("--model,-m", a->model, "model: HF folder, .safetensors, or llama2.c .bin")->required();
+  c->add_option("--type", a->type, "nf4, fp4 or int8 (default nf4)");
+  c->add_flag("--double-quant", a->dq, "nf4/fp4: quantize the absmax values to 8 bits (QLoRA's double quantization)");
+  c->add_option("--blocksize", a->blocksize, "nf4/fp4 block size: a power of two from 64 to 4096 (default 64)");
+  c->add_option("--out,-o", a->out, "output folder")->required();
+  c->callback([a] {
+    QuantSpec spec{parse_quant_type(a->type), a->blocksize, a->dq};
+    if (spec.type == QuantType::Int8) {
+      LT_CHECK(a->blocksize == 64, "--blocksize applies to nf4 and fp4; int8 keeps one scale per row");
+      spec.blocksize = 64;
+    }
+    try {
+      check_quant_spec(spec);
+    } catch (const Error& e) {
+      fail("quantize --type {} --blocksize {}{}: {}", a->type, a->blocksize, a->dq ? " --double-quant" : "", e.what());
+    }
+    quantize_model(a->model, spec, a->out);
+  });
+}
+
+}  // namespace lt::cli
