@@ -9,7 +9,8 @@ gradient checkpointing; 1 and 2 threads. Median step time after one warm-up step
 RSS, and leantune / PyTorch ratios.
 
 Inference (llama.cpp through llama-cpp-python, the peer): the same SmolLM2-shaped weights
-converted to GGUF at f32, f16 and q8_0 (leantune runs fp32); prefill of 128 tokens, then 64
+converted to GGUF at f32, f16 and q8_0 (leantune runs f32 against f32 and f16, and its LLM.int8
+weights against q8_0); prefill of 128 tokens, then 64
 single-token decode steps through the KV cache.
 
 Writes build/peers/results.json and results.md. Usage:
@@ -173,10 +174,10 @@ def llama_cpp_infer(gguf_path, threads, prompt, decode, repeats):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def leantune_infer(binary, model, threads, prompt, decode, repeats):
+def leantune_infer(binary, model, threads, prompt, decode, repeats, quantize=None):
     p = subprocess.run([binary, "bench", "--model", str(model), "--threads", str(threads), "--prompt-tokens",
-                        str(prompt), "--decode-tokens", str(decode), "--repeats", str(repeats)],
-                       capture_output=True, text=True)
+                        str(prompt), "--decode-tokens", str(decode), "--repeats", str(repeats)] +
+                       (["--quantize", quantize] if quantize else []), capture_output=True, text=True)
     if p.returncode != 0:
         return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -237,17 +238,21 @@ def main():
         md.append("")
     if not a.skip_infer:
         md += ["### Inference, SmolLM2-135M shape: prefill 128 tokens, decode 64 (median of 3 after a warm-up)", "",
-               "| threads | llama.cpp weights | leantune prefill tok/s (f32) | llama.cpp prefill tok/s | ratio | "
-               "leantune decode tok/s (f32) | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|"]
+               "| threads | llama.cpp weights | leantune weights | leantune prefill tok/s | llama.cpp prefill tok/s | "
+               "ratio | leantune decode tok/s | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|---|"]
         for t in threads:
-            ours = leantune_infer(a.bin, smol, t, 128, 64, 3)
+            mine = {"f32": leantune_infer(a.bin, smol, t, 128, 64, 3),
+                    "int8": leantune_infer(a.bin, smol, t, 128, 64, 3, "int8")}
             for kind in ("f32", "f16", "q8_0"):
+                ours_kind = "int8" if kind == "q8_0" else "f32"  # f16: we have no f16 inference path
+                ours = mine[ours_kind]
                 g = cache / f"smollm2-135m-random-{kind}.gguf"
                 to_gguf(smol, g, kind)
                 peer = llama_cpp_infer(g, t, 128, 64, 3)
-                results["infer"].append(dict(threads=t, gguf=kind, leantune=ours, llama_cpp=peer))
+                results["infer"].append(dict(threads=t, gguf=kind, leantune_weights=ours_kind, leantune=ours,
+                                             llama_cpp=peer))
                 f = lambda r, k: f"{r[k]:.1f}" if k in r else r.get("error", "-")[:40]
-                md.append(f"| {t} | {kind} | {f(ours, 'prefill_tok_s')} | {f(peer, 'prefill_tok_s')} | "
+                md.append(f"| {t} | {kind} | {ours_kind} | {f(ours, 'prefill_tok_s')} | {f(peer, 'prefill_tok_s')} | "
                           f"{fmt_ratio(ratio(ours, peer, 'prefill_tok_s'))} | {f(ours, 'decode_tok_s')} | "
                           f"{f(peer, 'decode_tok_s')} | {fmt_ratio(ratio(ours, peer, 'decode_tok_s'))} |")
                 print(md[-1], flush=True)

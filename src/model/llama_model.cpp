@@ -1,17 +1,21 @@
 // Llama-family inference forward over a KV cache. Per layer (DESIGN.md §2):
 //   xn = rmsnorm(x); q,k,v = linear(xn) (k, v written straight into the cache rows);
+//   (linear: f32 weights, or NF4 / FP4 / int8 ones dequantized a tile at a time, quant_linear.h);
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
 #include "model/llama_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
+#include "io/quant_model.h"
+#include "quant/quant_linear.h"
 #include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
 
@@ -29,6 +33,26 @@ void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   o.prefill_block = std::min(o.prefill_block, o.context);
 }
 
+bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
+  if (!c.quantization.empty()) {
+    *spec = model_quant_spec(c);
+    return true;
+  }
+  if (o.quantization.empty() || o.quantization == "none") return false;
+  spec->type = parse_quant_type(o.quantization);
+  spec->blocksize = o.quant_blocksize;
+  spec->double_quant = o.double_quant && spec->type != QuantType::Int8;
+  check_quant_spec(*spec);
+  return true;
+}
+
+// (in, out) of linear m: q, k, v, o, gate, up, down
+static std::pair<int64_t, int64_t> linear_shape(const ModelConfig& c, int m) {
+  const int64_t C = c.dim, QD = c.q_dim(), KVD = c.kv_dim(), F = c.hidden_dim;
+  const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
+  return {in[m], out[m]};
+}
+
 MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   InferenceOptions o = opts;
   resolve_inference_options(c, o);
@@ -36,22 +60,29 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   const size_t P = o.context, TB = o.prefill_block, f = sizeof(float);
   MemoryPlan p;
   const auto W = Category::FrozenWeights;
+  QuantSpec qs;
+  const bool quant = inference_quant_spec(c, o, &qs);
+  // a linear weight: f32, or its quantized storage (the HF name either way)
+  auto lin = [&](int l, int m, const char* rest) {
+    auto [in, out] = linear_shape(c, m);
+    p.add(layer_name(l, rest), W, quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * f);
+  };
   p.add("model.embed_tokens.weight", W, V * C * f);
   for (int l = 0; l < c.n_layers; ++l) {
     p.add(layer_name(l, "input_layernorm.weight"), W, C * f);
-    p.add(layer_name(l, "self_attn.q_proj.weight"), W, QD * C * f);
-    p.add(layer_name(l, "self_attn.k_proj.weight"), W, KVD * C * f);
-    p.add(layer_name(l, "self_attn.v_proj.weight"), W, KVD * C * f);
+    lin(l, 0, "self_attn.q_proj.weight");
+    lin(l, 1, "self_attn.k_proj.weight");
+    lin(l, 2, "self_attn.v_proj.weight");
     if (c.attention_bias) {
       p.add(layer_name(l, "self_attn.q_proj.bias"), W, QD * f);
       p.add(layer_name(l, "self_attn.k_proj.bias"), W, KVD * f);
       p.add(layer_name(l, "self_attn.v_proj.bias"), W, KVD * f);
     }
-    p.add(layer_name(l, "self_attn.o_proj.weight"), W, C * QD * f);
+    lin(l, 3, "self_attn.o_proj.weight");
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
-    p.add(layer_name(l, "mlp.gate_proj.weight"), W, F * C * f);
-    p.add(layer_name(l, "mlp.up_proj.weight"), W, F * C * f);
-    p.add(layer_name(l, "mlp.down_proj.weight"), W, C * F * f);
+    lin(l, 4, "mlp.gate_proj.weight");
+    lin(l, 5, "mlp.up_proj.weight");
+    lin(l, 6, "mlp.down_proj.weight");
   }
   p.add("model.norm.weight", W, C * f);
   if (!c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
@@ -69,15 +100,22 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   p.add("logits", Category::LossChunk, V * f, Lifetime::Step);
   p.add("rope.inv_freq", Category::Workspace, size_t(c.head_dim / 2) * f);
   p.add("positions", Category::Data, TB * sizeof(int), Lifetime::Step);
+  if (quant) {
+    size_t ws = 0, load = 0;
+    for (int m = 0; m < 7; ++m) {
+      auto [in, out] = linear_shape(c, m);
+      ws = std::max(ws, quant_workspace_bytes(qs, int(TB), int(in), int(out)));
+      load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
+    }
+    p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
+    if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
+  }
   return p;
 }
 
 LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, InferenceOptions opts, const Ops& ops)
     : cfg_(config), opts_(opts), ops_(ops) {
   validate_config(cfg_, tensors.source);
-  LT_CHECK(cfg_.quantization.empty(), "{}: the model is stored quantized ({}); inference on quantized weights is "
-           "not supported yet: run the unquantized model (quantized bases are for LoRA training)", tensors.source,
-           cfg_.quantization);
   resolve_inference_options(cfg_, opts_);
   plan_ = plan_inference(cfg_, opts_);
   arenas_.allocate(plan_);
@@ -102,6 +140,17 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceO
 
 void LlamaModel::load_weights(const TensorSet& ts) {
   const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim, V = cfg_.vocab_size;
+  QuantSpec qs;
+  quant_ = inference_quant_spec(cfg_, opts_, &qs);
+  const bool stored = !cfg_.quantization.empty();
+  float* scratch = nullptr;
+  size_t scratch_floats = 0;
+  for (const auto& b : plan_.buffers) {
+    if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+    if (b.name == "quant.load_scratch") scratch_floats = b.bytes / sizeof(float);
+  }
+  if (quant_) quant_ws_ = arenas_.get("quant.workspace");
+  if (scratch_floats) scratch = arenas_.get_as<float>("quant.load_scratch");
   auto take = [&](const std::string& name, std::vector<int64_t> shape) {
     const TensorInfo& t = ts.get(name, shape);
     float* dst = arenas_.get_as<float>(name);
@@ -109,28 +158,54 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
+  // a linear weight: f32, the stored quantized parts copied, or quantized on load chunk by chunk
+  auto take_linear = [&](LayerWeights& L, int l, int m, const char* rest, std::vector<int64_t> shape) -> float* {
+    const std::string name = layer_name(l, rest);
+    if (!quant_) return take(name, shape);
+    void* dst = arenas_.get(name);
+    const size_t bytes = quant_storage_bytes(qs, shape[0], shape[1]);
+    if (stored) {
+      L.q[m] = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, shape[0], shape[1]));
+      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
+        if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
+    } else {
+      const TensorInfo& t = ts.get(name, shape);
+      LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+               "{}: tensor '{}' is {}; quantization on load needs F32, F16 or BF16 weights", t.file, name,
+               dtype_name(t.dtype));
+      const auto* src = static_cast<const uint8_t*>(t.data);
+      const size_t es = dtype_size(t.dtype);
+      L.q[m] = quantize_weight_chunked(dst, bytes, shape[0], shape[1], qs, scratch, scratch_floats,
+                                       [&](float* out, int64_t first, int64_t count) {
+                                         convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
+                                       });
+      release_mapped_pages(t.data, t.nbytes);
+    }
+    return nullptr;
+  };
   embed_ = take("model.embed_tokens.weight", {V, C});
   layers_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
     L.attn_norm = take(layer_name(l, "input_layernorm.weight"), {C});
-    L.wq = take(layer_name(l, "self_attn.q_proj.weight"), {QD, C});
-    L.wk = take(layer_name(l, "self_attn.k_proj.weight"), {KVD, C});
-    L.wv = take(layer_name(l, "self_attn.v_proj.weight"), {KVD, C});
+    L.wq = take_linear(L, l, 0, "self_attn.q_proj.weight", {QD, C});
+    L.wk = take_linear(L, l, 1, "self_attn.k_proj.weight", {KVD, C});
+    L.wv = take_linear(L, l, 2, "self_attn.v_proj.weight", {KVD, C});
     L.bq = L.bk = L.bv = nullptr;
     if (cfg_.attention_bias) {
       L.bq = take(layer_name(l, "self_attn.q_proj.bias"), {QD});
       L.bk = take(layer_name(l, "self_attn.k_proj.bias"), {KVD});
       L.bv = take(layer_name(l, "self_attn.v_proj.bias"), {KVD});
     }
-    L.wo = take(layer_name(l, "self_attn.o_proj.weight"), {C, QD});
+    L.wo = take_linear(L, l, 3, "self_attn.o_proj.weight", {C, QD});
     L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
-    L.w_gate = take(layer_name(l, "mlp.gate_proj.weight"), {F, C});
-    L.w_up = take(layer_name(l, "mlp.up_proj.weight"), {F, C});
-    L.w_down = take(layer_name(l, "mlp.down_proj.weight"), {C, F});
+    L.w_gate = take_linear(L, l, 4, "mlp.gate_proj.weight", {F, C});
+    L.w_up = take_linear(L, l, 5, "mlp.up_proj.weight", {F, C});
+    L.w_down = take_linear(L, l, 6, "mlp.down_proj.weight", {C, F});
     L.k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
     L.v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
   }
+  if (scratch) std::memset(scratch, 0, scratch_floats * sizeof(float));  // keep the ledger's view honest
   final_norm_ = take("model.norm.weight", {C});
   if (cfg_.tie_embeddings) {
     lm_head_ = embed_;
@@ -140,6 +215,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
 }
 
 void LlamaModel::merge_adapter(const std::string& dir, float sign) {
+  LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
+           "(or train with the quantized base and keep the adapter separate)", dir);
   LoadedAdapter ad = load_peft_adapter(dir);
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;
@@ -191,6 +268,19 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   ops_.matmul_forward(logits_, xn_, lm_head_, nullptr, 1, C, cfg_.vocab_size);
 }
 
+void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC,
+                        int OC) {
+  if (!quant_) {
+    const float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
+    ops_.matmul_forward(out, x, W[m], bias, T, IC, OC);
+    return;
+  }
+  quant_linear_forward(out, x, L.q[m], T, quant_ws_, quant_ws_bytes_, opts_.int8_threshold);
+  if (bias)
+    for (int t = 0; t < T; ++t)
+      for (int o = 0; o < OC; ++o) out[size_t(t) * OC + o] += bias[o];
+}
+
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
   const int C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
   const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_dim;
@@ -201,19 +291,19 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     float* k = L.k_cache + size_t(pos0) * KVD;  // (T, KVD) rows of the cache
     float* v = L.v_cache + size_t(pos0) * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
-    ops_.matmul_forward(q_, xn_, L.wq, L.bq, T, C, QD);
-    ops_.matmul_forward(k, xn_, L.wk, L.bk, T, C, KVD);
-    ops_.matmul_forward(v, xn_, L.wv, L.bv, T, C, KVD);
+    linear(q_, xn_, L, 0, L.bq, T, C, QD);
+    linear(k, xn_, L, 1, L.bk, T, C, KVD);
+    linear(v, xn_, L, 2, L.bv, T, C, KVD);
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
     ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS);
-    ops_.matmul_forward(xn_, att_, L.wo, nullptr, T, QD, C);
+    linear(xn_, att_, L, 3, nullptr, T, QD, C);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
-    ops_.matmul_forward(gate_, xn_, L.w_gate, nullptr, T, C, F);
-    ops_.matmul_forward(up_, xn_, L.w_up, nullptr, T, C, F);
+    linear(gate_, xn_, L, 4, nullptr, T, C, F);
+    linear(up_, xn_, L, 5, nullptr, T, C, F);
     ops_.swiglu_forward(gate_, gate_, up_, T, F);
-    ops_.matmul_forward(xn_, gate_, L.w_down, nullptr, T, F, C);
+    linear(xn_, gate_, L, 6, nullptr, T, F, C);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
   }
 }

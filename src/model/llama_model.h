@@ -12,13 +12,24 @@
 #include "io/tensor_set.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "quant/quant_tensor.h"
 
 namespace lt {
 
 struct InferenceOptions {
   int context = 0;        // KV cache positions P; 0 = min(model max_seq_len, 4096)
   int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256)
+  // Quantize the seven linear weights of every layer on load: "" (no), nf4, fp4, int8 (LLM.int8:
+  // per-row int8 weights, per-token int8 activations, outlier columns above int8_threshold in
+  // f32). A folder written by `leantune quantize` is used as stored whatever this says.
+  std::string quantization;
+  bool double_quant = false;
+  int quant_blocksize = 64;
+  float int8_threshold = 6.0f;
 };
+
+// The spec the linear weights use (stored folder first, then the options); false when f32.
+bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec);
 
 // The resolved P and TB for a config and options.
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o);
@@ -32,6 +43,7 @@ struct LayerWeights {
   float *bq, *bk, *bv;              // (QD) (KVD) (KVD), null without attention_bias
   float* ffn_norm;                  // (C)
   float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
+  QuantTensor q[7];                 // quantized q, k, v, o, gate, up, down (when the model is quantized)
   float *k_cache, *v_cache;         // (P, KVD) each
 };
 
@@ -64,6 +76,8 @@ class LlamaModel {
  private:
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
+  // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights)
+  void linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC, int OC);
 
   ModelConfig cfg_;
   InferenceOptions opts_;
@@ -78,6 +92,9 @@ class LlamaModel {
   // activations, one prefill block at a time
   float *x_, *xn_, *q_, *att_, *gate_, *up_;  // (TB,C) (TB,C) (TB,QD) (TB,QD) (TB,F) (TB,F)
   int* pos_ = nullptr;                        // (TB)
+  bool quant_ = false;
+  void* quant_ws_ = nullptr;                  // tile / activation workspace of the quantized linears
+  size_t quant_ws_bytes_ = 0;
   float* logits_ = nullptr;                   // (V)
 };
 

@@ -120,6 +120,12 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "double_quant") c.double_quant = B();
   else if (key == "quant_blocksize") c.quant_blocksize = I();
   else if (key == "int8_threshold") c.int8_threshold = D();
+  else if (key == "precision") c.precision = S();
+  else if (key == "initial_loss_scale") c.initial_loss_scale = D();
+  else if (key == "loss_scale_window") c.loss_scale_window = I();
+  else if (key == "zero_stage" || key == "zero") c.zero_stage = I();
+  else if (key == "offload_optimizer") c.offload_optimizer = S();
+  else if (key == "offload_dir") c.offload_dir = S();
   else fail("{}: unknown key '{}'", where, key);
 }
 
@@ -206,6 +212,18 @@ void validate_train_config(const TrainConfig& c) {
            "per row", c.source);
   LT_CHECK(std::isfinite(c.int8_threshold) && c.int8_threshold >= 0,
            "{}: int8_threshold must be >= 0 (got {}; 0 disables the outlier columns)", c.source, c.int8_threshold);
+  LT_CHECK(c.precision == "fp32" || c.precision == "bf16" || c.precision == "fp16",
+           "{}: precision '{}' is not one of fp32, bf16, fp16", c.source, c.precision);
+  LT_CHECK(std::isfinite(c.initial_loss_scale) && c.initial_loss_scale > 0 && c.initial_loss_scale <= 3e38,
+           "{}: initial_loss_scale must be a finite number > 0 (got {}; 65536 is the default)", c.source,
+           c.initial_loss_scale);
+  LT_CHECK(c.loss_scale_window >= 1, "{}: loss_scale_window must be >= 1 (got {})", c.source, c.loss_scale_window);
+  LT_CHECK(c.zero_stage >= -1 && c.zero_stage <= 3, "{}: zero_stage must be 0, 1, 2 or 3 (got {})", c.source,
+           c.zero_stage);
+  LT_CHECK(c.offload_optimizer == "none" || c.offload_optimizer == "disk",
+           "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
+  LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
+           "a folder for the optimizer state file", c.source);
 }
 
 TrainModelOptions train_model_options(const TrainConfig& c) {
@@ -222,6 +240,7 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.quant_blocksize = c.quant_blocksize;
   o.double_quant = c.double_quant;
   o.int8_threshold = float(c.int8_threshold);
+  o.precision = c.precision;
   return o;
 }
 

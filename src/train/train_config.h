@@ -55,6 +55,13 @@ struct TrainConfig {
   bool double_quant = false;              // nf4 / fp4: the absmax values quantized to 8 bits
   int quant_blocksize = 64;               // nf4 / fp4 block size: a power of two in [64, 4096]
   double int8_threshold = 6.0;            // LLM.int8 outlier threshold (0: no outlier columns)
+  std::string precision = "fp32";         // fp32 | bf16 | fp16: mixed precision (TrainModelOptions::precision)
+  double initial_loss_scale = 65536;      // fp16: the dynamic loss scale's start (2^16; train/loss_scaler.h)
+  int loss_scale_window = 2000;           // fp16: clean steps before the loss scale doubles
+  int zero_stage = -1;                    // ZeRO data parallelism 0-3 (dist/zero.h, --zero S); -1: one process,
+                                          // or stage 0 when mpirun started several ranks
+  std::string offload_optimizer = "none"; // none | disk: AdamW moments in a file under offload_dir (ZeRO runs)
+  std::string offload_dir;                // the folder for offload_optimizer: disk
 
   std::string source;                     // where it was read from, for messages
 };

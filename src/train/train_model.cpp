@@ -9,6 +9,11 @@
 // QLoRA: with a quantized base (TrainModelOptions::quantization, or a folder stored quantized) each
 // frozen W lives in its planned quantized storage; x·Wᵀ and dY·W run tile by tile through
 // quant_linear_forward / quant_linear_backward_input in one shared workspace (no dW: frozen).
+// Mixed precision (precision: bf16 | fp16): the linears' weights live in 16 bits (frozen, or a
+// working copy of the f32 master refreshed by zero_grads()) and so do the saved GEMM inputs xn1,
+// att, xn2, h: each is computed in f32 into one shared (N, max_io) buffer, rounded there and
+// stored in 16 bits; the backward widens it back into that buffer when it needs it. The other
+// saved activations (residuals, q, k, v, lse, rstd, x_mid, gate, up, x·Aᵀ) stay f32.
 #include "train/train_model.h"
 
 #include <algorithm>
@@ -21,13 +26,22 @@
 #include "core/ledger.h"
 #include "core/mapped_file.h"
 #include "io/quant_model.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
 #include "quant/quant_linear.h"
+#include "train/half_linear.h"
 
 namespace lt {
 
 using cpu::gemm_f32;
+
+DType precision_dtype(const std::string& precision) {
+  if (precision == "fp32") return DType::F32;
+  if (precision == "bf16") return DType::BF16;
+  if (precision == "fp16") return DType::F16;
+  fail("precision: '{}' is not one of fp32, bf16, fp16", precision);
+}
 
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
   if (s == "none" || s == "false" || s.empty()) {
@@ -110,6 +124,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
+  precision_dtype(o.precision);
   LT_CHECK(c.sliding_window <= 0 || o.seq_len <= c.sliding_window,
            "sequence_len {} is longer than the model's sliding attention window ({}), which is not supported",
            o.seq_len, c.sliding_window);
@@ -176,12 +191,15 @@ struct Linear {
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
   QuantTensor qt;
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
+  uint16_t* w16 = nullptr;         // 16-bit weight (mixed precision): the frozen storage, or w's working copy
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
 };
 
 struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
   float* xa[7];  // (N, R) per adapted module, else null
+  // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
+  uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
 };
 
 // The activation buffers of one layer: name, elements, and the part of the block that produces
@@ -190,14 +208,16 @@ struct ActBuffer {
   std::string name;
   size_t n;
   int part;
+  bool gemm_input = false;  // xn1, att, xn2, h: 16-bit with mixed precision
+  size_t bytes(bool half) const { return n * (half && gemm_input ? 2 : sizeof(float)); }
 };
 
 static std::vector<ActBuffer> act_buffers(const Dims& d, const std::vector<bool>& adapted) {
   const size_t N = d.N;
   std::vector<ActBuffer> v = {
-      {"rstd1", N, 1}, {"xn1", N * d.C, 1}, {"q", N * d.QD, 1}, {"k", N * d.KVD, 1}, {"v", N * d.KVD, 1},
-      {"att", N * d.QD, 1}, {"lse", size_t(d.NH) * N, 1}, {"x_mid", N * d.C, 3}, {"rstd2", N, 2},
-      {"xn2", N * d.C, 2}, {"gate", N * d.F, 2}, {"up", N * d.F, 2}, {"h", N * d.F, 2}};
+      {"rstd1", N, 1}, {"xn1", N * d.C, 1, true}, {"q", N * d.QD, 1}, {"k", N * d.KVD, 1}, {"v", N * d.KVD, 1},
+      {"att", N * d.QD, 1, true}, {"lse", size_t(d.NH) * N, 1}, {"x_mid", N * d.C, 3}, {"rstd2", N, 2},
+      {"xn2", N * d.C, 2, true}, {"gate", N * d.F, 2}, {"up", N * d.F, 2}, {"h", N * d.F, 2, true}};
   for (int m = 0; m < 7; ++m)
     if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2});
   return v;
@@ -245,6 +265,8 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   const bool quant = quantized_base(c, o, &qs);
   const size_t f = sizeof(float), N = d.N;
   const bool full = o.method == "full";
+  const DType ht = precision_dtype(o.precision);
+  const bool half = ht != DType::F32;
   MemoryPlan p;
   // a trainable tensor: the tensor, its gradient and two AdamW moments
   auto trainable = [&](const std::string& name, size_t n) {
@@ -264,9 +286,12 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
     weight(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
-      if (quant) p.add(quant_buffer_name(hf_linear_name(l, m, "weight"), qs), Category::FrozenWeights,
-                       quant_storage_bytes(qs, out, in));
-      else weight(hf_linear_name(l, m, "weight"), size_t(in) * out, full);
+      const std::string wn = hf_linear_name(l, m, "weight");
+      if (quant) p.add(quant_buffer_name(wn, qs), Category::FrozenWeights, quant_storage_bytes(qs, out, in));
+      else if (half && !full) p.add(wn + "." + o.precision, Category::FrozenWeights, size_t(in) * out * 2);
+      else weight(wn, size_t(in) * out, full);
+      // full fine-tuning in 16 bits: the working copy the GEMMs read, refreshed after each step
+      if (half && full) p.add(wn + "." + o.precision, Category::Workspace, size_t(in) * out * 2);
       const auto& mod = llama_linear_modules()[m];
       bool adapted = !full && targets_module(o.lora, mod) && targets_layer(o.lora, l);
       if (module_has_bias(c, m)) {
@@ -294,6 +319,18 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
     p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
     if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
   }
+  if (half) {
+    p.add("half.x", Category::Workspace, N * d.max_io * f, Lifetime::Layer);
+    if (!quant) p.add("half.dy", Category::Workspace, half_dy_bytes(ht, N, d.max_io), Lifetime::Layer);
+    if (!quant && ht == DType::F16) {
+      size_t tile = 0;
+      for (int m = 0; m < 7; ++m) {
+        auto [in, out] = module_shape(d, m);
+        tile = std::max(tile, size_t(std::min(kHalfTileRows, out)) * in);
+      }
+      p.add("half.w_tile", Category::Workspace, tile * f, Lifetime::Layer);
+    }
+  }
 
   // activations: L+1 residual streams, per-layer sets (or one shared recompute set)
   for (int l = 0; l <= d.L; ++l) p.add(fmt::format("act.res.{}", l), Category::Activations, N * d.C * f, Lifetime::Step);
@@ -302,10 +339,10 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   for (int l = 0; l < d.L; ++l) {
     for (const auto& b : act_buffers(d, adapted_modules(c, o, l))) {
       if (!shared_buffer(b, rec[l])) {
-        p.add(fmt::format("act.{}.{}", l, b.name), Category::Activations, b.n * f, Lifetime::Step);
+        p.add(fmt::format("act.{}.{}", l, b.name), Category::Activations, b.bytes(half), Lifetime::Step);
       } else if (std::find(shared_added.begin(), shared_added.end(), b.name) == shared_added.end()) {
         shared_added.push_back(b.name);  // sized for the largest user: every layer has the same shapes
-        p.add("recompute." + b.name, Category::Recompute, b.n * f, Lifetime::Layer);
+        p.add("recompute." + b.name, Category::Recompute, b.bytes(half), Lifetime::Layer);
       }
     }
   }
@@ -409,6 +446,26 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     lin.q = &lin.qt;
   };
   if (load_scratch) std::memset(load_scratch, 0, load_scratch_floats * sizeof(float));
+  half_ = precision_dtype(opts_.precision);
+  const std::string half_suffix = "." + opts_.precision;
+  // a frozen linear weight into its 16-bit storage, converted a chunk at a time
+  auto load_half = [&](const std::string& name, int64_t out, int64_t in) -> uint16_t* {
+    const TensorInfo& t = ts.get(name, {out, in});
+    auto* dst = arenas_.get_as<uint16_t>(name + half_suffix);
+    const size_t n = size_t(t.numel()), es = dtype_size(t.dtype);
+    if (t.dtype == half_) {
+      std::memcpy(dst, t.data, n * 2);
+    } else {
+      float chunk[4096];
+      for (size_t i = 0; i < n; i += 4096) {
+        const size_t k = std::min<size_t>(4096, n - i);
+        convert_to_f32(chunk, static_cast<const uint8_t*>(t.data) + i * es, t.dtype, k);
+        cpu::f32_to_half(half_, dst + i, nullptr, chunk, k);
+      }
+    }
+    release_mapped_pages(t.data, t.nbytes);
+    return dst;
+  };
   embed_ = load("model.embed_tokens.weight", {V, C}, -1, true);
   d_embed_ = grad_of("model.embed_tokens.weight", {V, C}, -1, true);
   std::mt19937_64 rng(opts_.seed);
@@ -426,9 +483,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       auto wn = hf_linear_name(l, m, "weight");
       if (quant) {
         load_quant(*lin, wn);
+      } else if (half_ != DType::F32 && !full) {
+        lin->w16 = load_half(wn, out, in);
       } else {
         lin->w = load(wn, {out, in}, l, true);
         lin->dw = grad_of(wn, {out, in}, l, true);
+        if (half_ != DType::F32) lin->w16 = arenas_.get_as<uint16_t>(wn + half_suffix);  // filled by zero_grads()
       }
       if (module_has_bias(cfg_, m)) {
         auto bn = hf_linear_name(l, m, "bias");
@@ -469,13 +529,26 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
 
   for (int l = 0; l <= d.L; ++l) res_.push_back(arenas_.get_as<float>(fmt::format("act.res.{}", l)));
   recompute_ = recompute_layers(cfg_, opts_);
+  if (half_ != DType::F32) {
+    half_x_ = arenas_.get_as<float>("half.x");
+    if (!quant) half_dy16_ = arenas_.get_as<uint16_t>("half.dy");
+    if (!quant) half_dy32_ = arenas_.get_as<float>("half.dy");
+    if (!quant && half_ == DType::F16) half_wtile_ = arenas_.get_as<float>("half.w_tile");
+  }
   for (int l = 0; l < d.L; ++l) {
     auto a = std::make_unique<LayerActs>();
     std::fill(std::begin(a->xa), std::end(a->xa), nullptr);
     for (const auto& b : act_buffers(d, adapted_modules(cfg_, opts_, l))) {
-      float* ptr = arenas_.get_as<float>(shared_buffer(b, recompute_[l]) ? "recompute." + b.name
-                                                                         : fmt::format("act.{}.{}", l, b.name));
+      void* buf = arenas_.get(shared_buffer(b, recompute_[l]) ? "recompute." + b.name
+                                                              : fmt::format("act.{}.{}", l, b.name));
+      float* ptr = static_cast<float*>(buf);
       const std::string& n = b.name;
+      if (half_ != DType::F32 && b.gemm_input) {
+        auto* h = static_cast<uint16_t*>(buf);
+        if (n == "xn1") a->xn1_h = h; else if (n == "att") a->att_h = h; else if (n == "xn2") a->xn2_h = h;
+        else a->h_h = h;
+        ptr = half_x_;
+      }
       if (n == "rstd1") a->rstd1 = ptr; else if (n == "xn1") a->xn1 = ptr; else if (n == "q") a->q = ptr;
       else if (n == "k") a->k = ptr; else if (n == "v") a->v = ptr; else if (n == "att") a->att = ptr;
       else if (n == "lse") a->lse = ptr; else if (n == "x_mid") a->x_mid = ptr; else if (n == "rstd2") a->rstd2 = ptr;
@@ -504,6 +577,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   lora_g_ = d.R > 0 ? arenas_.get_as<float>("lora.g") : nullptr;
   lora_tmp_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.tmp") : nullptr;
   lora_xd_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.xd") : nullptr;
+  refresh_half_weights();
 }
 
 size_t TrainModel::trainable_count() const {
@@ -544,6 +618,12 @@ void TrainModel::load_lora(const TensorSet& adapter) {
 
 void TrainModel::zero_grads() {
   for (auto& p : params_) std::memset(p.g, 0, p.n * sizeof(float));
+  refresh_half_weights();
+}
+
+void TrainModel::refresh_half_weights() {
+  for (auto& lin : linears_)
+    if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, size_t(lin->out) * lin->in);
 }
 
 // dropout keep-scale for element i of module (layer, m) at a step: 0 or 1/(1-p)
@@ -564,6 +644,7 @@ struct LinearRunner {
   void* qws;            // quantized linears' tile workspace
   size_t qws_bytes;
   float int8_threshold;
+  HalfGemm hg;          // 16-bit weights (Linear::w16); hg.t == F32: none
 
   uint64_t key(const Linear& L, uint64_t step) const {
     return splitmix64(seed ^ splitmix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
@@ -575,9 +656,15 @@ struct LinearRunner {
     for (size_t i = 0; i < n; ++i) xd[i] = x[i] * dropout_scale(k, i, p);
     return xd;
   }
-  // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved
-  void forward(float* out, const float* x, const Linear& L, float* xa, uint64_t step) const {
-    if (L.q) {
+  // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved. With a 16-bit weight x16 holds
+  // x in 16 bits and x the same values in f32.
+  void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* xa, uint64_t step) const {
+    if (L.w16 && !L.q) {
+      hg.forward(out, x16, x, L.w16, L.in, L.out);
+      if (L.b)
+        for (int n = 0; n < N; ++n)
+          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
+    } else if (L.q) {
       quant_linear_forward(out, x, *L.q, N, qws, qws_bytes, int8_threshold);
       if (L.b)
         for (int n = 0; n < N; ++n)
@@ -591,11 +678,15 @@ struct LinearRunner {
     gemm_f32(false, true, N, L.out, R, s, xa, R, L.B, R, 1.0f, out, L.out);
   }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
-  void backward(float* dx, const float* dout, const float* x, const Linear& L, const float* xa,
+  void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, const float* xa,
                 uint64_t step) const {
-    if (dx && L.q) quant_linear_backward_input(dx, dout, *L.q, N, qws, qws_bytes, 1.0f);  // frozen: no dW
-    else if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
-    if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
+    if (L.w16 && !L.q) {
+      hg.backward(dx, L.dw, dout, x16, x, L.w16, L.in, L.out);
+    } else {
+      if (dx && L.q) quant_linear_backward_input(dx, dout, *L.q, N, qws, qws_bytes, 1.0f);  // frozen: no dW
+      else if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
+      if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
+    }
     if (L.db)
       for (int n = 0; n < N; ++n)
         for (int o = 0; o < L.out; ++o) L.db[o] += dout[size_t(n) * L.out + o];
@@ -623,27 +714,35 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold};
+                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
+  // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
+  auto store = [&](uint16_t* x16, float* x32, int cols) {
+    if (x16) cpu::f32_to_half(half_, x16, x32, x32, size_t(N) * cols);
+  };
   const float* x = res_[l];
   if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
-  lr.forward(a.q, a.xn1, lin(0), a.xa[0], step);
-  lr.forward(a.k, a.xn1, lin(1), a.xa[1], step);
-  lr.forward(a.v, a.xn1, lin(2), a.xa[2], step);
+  store(a.xn1_h, a.xn1, d.C);
+  lr.forward(a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
+  lr.forward(a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
   ops_.rope_forward(a.q, positions_, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, positions_, inv_freq_, N, d.NKV, d.HS, il);
   t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, doc_start_, N, d.NH, d.NKV, d.HS);
-  lr.forward(a.x_mid, a.att, lin(3), a.xa[3], step);
+  store(a.att_h, a.att, d.QD);
+  lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
   }
   if (!(parts & 2)) return;
   ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
-  lr.forward(a.gate, a.xn2, lin(4), a.xa[4], step);
-  lr.forward(a.up, a.xn2, lin(5), a.xa[5], step);
+  store(a.xn2_h, a.xn2, d.C);
+  lr.forward(a.gate, a.xn2, a.xn2_h, lin(4), a.xa[4], step);
+  lr.forward(a.up, a.xn2, a.xn2_h, lin(5), a.xa[5], step);
   ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
+  store(a.h_h, a.h, d.F);
   float* y = res_[l + 1];
-  lr.forward(y, a.h, lin(6), a.xa[6], step);
+  lr.forward(y, a.h, a.h_h, lin(6), a.xa[6], step);
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
 }
 
@@ -653,20 +752,27 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold};
+                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const size_t NC = size_t(N) * d.C;
+  // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer
+  auto load = [&](const uint16_t* x16, float* x32, int cols) {
+    if (x16) cpu::half_to_f32(half_, x32, x16, size_t(N) * cols);
+  };
   // MLP: d_res is the gradient of res[l+1]
   std::memset(d_h_, 0, size_t(N) * d.F * sizeof(float));
-  lr.backward(d_h_, d_res_, a.h, lin(6), a.xa[6], step);
+  load(a.h_h, a.h, d.F);
+  lr.backward(d_h_, d_res_, a.h, a.h_h, lin(6), a.xa[6], step);
   t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
-  lr.backward(d_xn_, d_gate_, a.xn2, lin(4), a.xa[4], step);
-  lr.backward(d_xn_, d_up_, a.xn2, lin(5), a.xa[5], step);
+  load(a.xn2_h, a.xn2, d.C);
+  lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(4), a.xa[4], step);
+  lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(5), a.xa[5], step);
   t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, ffn_norm_[l], a.rstd2, N, d.C);  // now d x_mid
   // attention
   std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
-  lr.backward(d_att_, d_res_, a.att, lin(3), a.xa[3], step);
+  load(a.att_h, a.att, d.QD);
+  lr.backward(d_att_, d_res_, a.att, a.att_h, lin(3), a.xa[3], step);
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
@@ -674,9 +780,10 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   t.rope_backward(d_q_, positions_, inv_freq_, N, d.NH, d.HS, il);
   t.rope_backward(d_k_, positions_, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
-  lr.backward(d_xn_, d_q_, a.xn1, lin(0), a.xa[0], step);
-  lr.backward(d_xn_, d_k_, a.xn1, lin(1), a.xa[1], step);
-  lr.backward(d_xn_, d_v_, a.xn1, lin(2), a.xa[2], step);
+  load(a.xn1_h, a.xn1, d.C);
+  lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
+  lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }
 

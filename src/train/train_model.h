@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/memory_plan.h"
 #include "io/tensor_set.h"
 #include "kernels/backward.h"
@@ -46,7 +47,16 @@ struct TrainModelOptions {
   // false: the AdamW moments live outside the model (ZeRO shards, disk offload; dist/zero.h): the
   // plan lists none and TrainParam::m / v are null.
   bool optimizer_state = true;
+  // Mixed precision: "fp32" | "bf16" | "fp16". bf16 / fp16 store the frozen linear weights (LoRA;
+  // a quantized base stays quantized), a working copy of each trainable linear weight (full) and
+  // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
+  // accumulation (half_linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
+  std::string precision = "fp32";
 };
+
+// The 16-bit storage type of a precision: BF16 for "bf16", F16 for "fp16", F32 for "fp32";
+// lt::Error naming the choices otherwise.
+DType precision_dtype(const std::string& precision);
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
@@ -84,6 +94,8 @@ class TrainModel {
                          float loss_scale, uint64_t dropout_step);
   // Forward only: the mean loss (evaluation).
   float forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start);
+  // Zeroes the gradients and refreshes the 16-bit working copies of the trainable weights from
+  // their f32 masters (bf16 / fp16 full fine-tuning): call it after every optimizer step.
   void zero_grads();
   // Sets the LoRA A/B (and trainable biases) from a PEFT adapter's tensors (PEFT key names);
   // lt::Error naming the tensor when one is missing or mis-shaped.
@@ -106,6 +118,7 @@ class TrainModel {
   struct LayerActs;
   void layer_forward(int l, LayerActs& a, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
+  void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
   float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
             bool backward, uint64_t dropout_step);
 
@@ -130,6 +143,10 @@ class TrainModel {
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
   void* quant_ws_ = nullptr;                      // quantized linears' shared tile workspace
   size_t quant_ws_bytes_ = 0;
+  DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
+  float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
+  uint16_t* half_dy16_ = nullptr;                 // 16-bit GEMM workspaces (half_linear.h)
+  float *half_dy32_ = nullptr, *half_wtile_ = nullptr;
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_, *lora_g_, *lora_tmp_, *lora_xd_;
   const int *tokens_ = nullptr, *positions_ = nullptr, *doc_start_ = nullptr;
 };

@@ -1,10 +1,12 @@
 // The training loop. A step = gradient_accumulation_steps micro-batches (gradients accumulate,
 // each micro-batch's loss scaled by 1/accum), then clipping, a finiteness check, AdamW at the
-// scheduled lr, zeroed gradients. Checkpoints hold the trainable tensors, both AdamW moments, the
-// step and the data position (dropout masks are keyed by step, so there is no RNG state): a
-// resumed run repeats an uninterrupted one bit for bit at the same thread count. Each checkpoint
-// is written to a new folder and then published by atomically replacing output_dir/LATEST, so a
-// crash mid-write leaves the previous checkpoint loadable.
+// scheduled lr, zeroed gradients. fp16 runs scale the loss dynamically (train/loss_scaler.h): the
+// gradients are unscaled before clipping and a step whose gradients overflowed is skipped.
+// Checkpoints hold the trainable tensors, both AdamW moments, the step, the data position and the
+// loss scaler's state (dropout masks are keyed by step, so there is no RNG state): a resumed run
+// repeats an uninterrupted one bit for bit at the same thread count. Each checkpoint is written to
+// a new folder and then published by atomically replacing output_dir/LATEST, so a crash mid-write
+// leaves the previous checkpoint loadable.
 #include "train/trainer.h"
 
 #include <unistd.h>
@@ -23,6 +25,8 @@
 #include "core/ledger.h"
 #include "core/memory_plan.h"
 #include "core/threads.h"
+#include "dist/comm.h"
+#include "dist/zero_trainer.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
@@ -35,6 +39,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
 #include "train/data_loader.h"
+#include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/report.h"
 #include "train/schedule.h"
@@ -79,7 +84,7 @@ std::vector<AdapterTensor> adapter_tensors(TrainModel& m) {
 }
 
 void save_checkpoint(const std::string& out_dir, TrainModel& m, int step, int epoch, size_t position,
-                     const std::vector<float>& losses) {
+                     const std::vector<float>& losses, const nlohmann::json& extra = {}) {
   std::string name = fmt::format("checkpoint-{}", step);
   fs::path dir = fs::path(out_dir) / name;
   fs::create_directories(dir);
@@ -101,6 +106,7 @@ void save_checkpoint(const std::string& out_dir, TrainModel& m, int step, int ep
   j["epoch"] = epoch;
   j["position"] = position;
   j["losses"] = losses;
+  if (extra.is_object()) j.update(extra);  // fp16: the loss scaler's state
   write_text_file_atomic((dir / "trainer_state.json").string(), j.dump(1));
   // Test hook: die here, after the new files are written but before they are published.
   if (const char* crash = std::getenv("LEANTUNE_TEST_CRASH_AT_CHECKPOINT"); crash && std::atoi(crash) == step) std::abort();
@@ -114,6 +120,8 @@ struct ResumeState {
   int step = 0, epoch = 0;
   size_t position = 0;
   std::vector<float> losses;
+  float loss_scale = 0;  // fp16 runs: the loss scaler's state (0: none saved)
+  int clean_steps = 0, skipped_steps = 0;
 };
 
 ResumeState load_checkpoint(const std::string& path, const std::string& out_dir, TrainModel& m) {
@@ -141,6 +149,9 @@ ResumeState load_checkpoint(const std::string& path, const std::string& out_dir,
     r.epoch = j.at("epoch").get<int>();
     r.position = j.at("position").get<size_t>();
     r.losses = j.at("losses").get<std::vector<float>>();
+    r.loss_scale = j.value("loss_scale", 0.0f);
+    r.clean_steps = j.value("loss_scale_clean_steps", 0);
+    r.skipped_steps = j.value("skipped_steps", 0);
     return r;
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed checkpoint state: {}", state_path, e.what());
@@ -231,7 +242,12 @@ size_t training_data_bytes(const TrainingData& d, const TrainConfig& c) {
   return d.tokenizer_bytes + d.example_bytes + batch_bytes(c.micro_batch_size, c.sequence_len) * (1 + eval);
 }
 
-TrainResult run_training(const TrainConfig& requested) {
+TrainResult run_training(const TrainConfig& c) {
+  if (c.zero_stage >= 0 || world().size() > 1) return run_training_zero(c, zero_options(c), world());
+  return run_training_single(c);
+}
+
+TrainResult run_training_single(const TrainConfig& requested) {
   validate_train_config(requested);
   set_num_threads(requested.threads);
   const size_t baseline = process_baseline_bytes();
@@ -335,6 +351,16 @@ TrainResult run_training(const TrainConfig& requested) {
   double compute_seconds = 0;  // forward, backward and optimizer only (no evaluation, no checkpoints)
   int step = rs.step;
   const int first_step = step;
+  // fp16: dynamic loss scaling (train/loss_scaler.h); checkpoints carry its state
+  const bool fp16 = c.precision == "fp16";
+  LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
+  if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
+  int skipped_steps = rs.skipped_steps;
+  auto scaler_state = [&]() -> nlohmann::json {
+    if (!fp16) return nullptr;
+    return {{"loss_scale", scaler.scale()}, {"loss_scale_clean_steps", scaler.clean_steps()},
+            {"skipped_steps", skipped_steps}};
+  };
   model.set_ledger(&ledger);  // the first step's timeline, layer by layer
   for (; step < total_steps;) {
     // staged unfreezing: which layers train this step, at what lr factor
@@ -346,6 +372,7 @@ TrainResult run_training(const TrainConfig& requested) {
         groups[i].lr_factor = unfreeze.lr_factor(l, step);
       }
     const auto step_t0 = Clock::now();
+    const float loss_scale = fp16 ? scaler.scale() : 1.0f;
     double loss_sum = 0;
     int tokens_step = 0;
     for (int a = 0; a < accum; ++a) {
@@ -354,17 +381,20 @@ TrainResult run_training(const TrainConfig& requested) {
         LT_CHECK(loader.next(batch), "the training set yields no batch");
       }
       float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
-                                       batch.doc_start.data(), 1.0f / float(accum), uint64_t(step) * accum + a);
+                                       batch.doc_start.data(), loss_scale / float(accum), uint64_t(step) * accum + a);
       LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} "
                "is intact; try a lower learning_rate", l, step + 1, a, c.output_dir);
       loss_sum += l;
       tokens_step += batch.B * batch.T;
     }
-    float gnorm = c.max_grad_norm > 0 ? clip_grad_norm(groups, float(c.max_grad_norm)) : 0.0f;
-    LT_CHECK(grads_finite(groups), "non-finite gradient at step {}; stopping. The last good checkpoint in {} is "
-             "intact; try a lower learning_rate", step + 1, c.output_dir);
+    // fp16: unscale; a step with an Inf/NaN gradient is skipped and the scale backs off
+    const bool apply = !fp16 || scaler.update(scaler.unscale(groups));
+    skipped_steps += !apply;
+    float gnorm = apply && c.max_grad_norm > 0 ? clip_grad_norm(groups, float(c.max_grad_norm)) : 0.0f;
+    LT_CHECK(!apply || grads_finite(groups), "non-finite gradient at step {}; stopping. The last good checkpoint in {} "
+             "is intact; try a lower learning_rate", step + 1, c.output_dir);
     float lr = lr_at(so, step, total_steps);
-    adamw_step(groups, ao, lr, step + 1);
+    if (apply) adamw_step(groups, ao, lr, step + 1 - skipped_steps);  // AdamW counts the updates it made
     model.zero_grads();
     compute_seconds += std::chrono::duration<double>(Clock::now() - step_t0).count();
     if (step == first_step) {
@@ -381,8 +411,14 @@ TrainResult run_training(const TrainConfig& requested) {
     double tps = tokens_seen / std::max(elapsed, 1e-9);
     double eta = elapsed / (step - rs.step) * (total_steps - step);
     size_t rss = process_rss_bytes();
-    log_metric({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"tokens_per_s", tps},
-                {"rss_bytes", rss}, {"epoch", epoch}});
+    nlohmann::json mj = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"tokens_per_s", tps},
+                         {"rss_bytes", rss}, {"epoch", epoch}};
+    if (fp16) mj["loss_scale"] = loss_scale;
+    if (!apply) mj["skipped"] = true;
+    log_metric(mj);
+    if (!apply)
+      fmt::print("{}step {:>5}: an fp16 gradient overflowed at loss scale {}; step skipped, scale now {}\n",
+                 tty ? "\n" : "", step, loss_scale, scaler.scale());
     if (tty) {
       int w = 24, filled = int(double(step) / total_steps * w);
       fmt::print("\r[{}{}] {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s mem {} ETA {}   ", std::string(size_t(filled), '#'),
@@ -403,7 +439,7 @@ TrainResult run_training(const TrainConfig& requested) {
       }
     }
     if (c.save_steps > 0 && step % c.save_steps == 0)
-      save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses);
+      save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses, scaler_state());
   }
   if (tty) fmt::print("\n");
   if (tokens_seen > 0 && compute_seconds > 0) {
@@ -424,7 +460,7 @@ TrainResult run_training(const TrainConfig& requested) {
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
   std::fclose(metrics);
-  save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses);
+  save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses, scaler_state());
   if (c.method == "lora") {
     std::string adir = (fs::path(c.output_dir) / "adapter").string();
     fs::create_directories(adir);

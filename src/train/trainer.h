@@ -21,7 +21,11 @@ struct TrainResult {
   std::string output_dir;
 };
 
+// One process, or ZeRO data parallelism over world() (dist/zero_trainer.h) when config.zero_stage
+// is set or mpirun started several ranks.
 TrainResult run_training(const TrainConfig& config);
+// The single-process trainer, whatever the launcher.
+TrainResult run_training_single(const TrainConfig& config);
 
 // The tokenizer and the tokenized train / eval examples of a run, with the bytes they hold (the
 // ledger's data category): the examples' token vectors counted exactly, the tokenizer's tables as

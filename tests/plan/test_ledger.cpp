@@ -1,6 +1,6 @@
 // The ledger against the plan: for many configurations (full / LoRA, every checkpointing mode,
-// micro-batches, sequence lengths, two model sizes, QLoRA on NF4 / FP4 / int8 bases) the arenas
-// hold exactly the planned bytes
+// micro-batches, sequence lengths, two model sizes, QLoRA on NF4 / FP4 / int8 bases, bf16 and fp16
+// mixed precision) the arenas hold exactly the planned bytes
 // and, after one training step, every planned byte has been used (resident); the Llama-3-8B plan
 // against a hand calculation; bad budgets and GPU names.
 #include <gtest/gtest.h>
@@ -70,14 +70,20 @@ ModelConfig small_config(int C, int L, int NH, int NKV, int F, int V, bool tied)
 TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
   // two sizes: ~10 KB of weights (tied) and ~4.6 MB (GQA 4:1, untied)
   const ModelConfig sizes[] = {small_config(16, 2, 4, 2, 24, 37, true), small_config(128, 4, 8, 2, 352, 1000, false)};
-  struct Run { const char* method; const char* ckpt; int B, T; float dropout; const char* quant = "none"; bool dq = false; };
+  struct Run {
+    const char* method; const char* ckpt; int B, T; float dropout; const char* quant = "none"; bool dq = false;
+    const char* precision = "fp32";
+  };
   const Run runs[] = {
       {"lora", "none", 1, 16, 0}, {"lora", "every", 2, 8, 0}, {"lora", "every:2", 2, 16, 0.1f},
       {"lora", "attention", 1, 32, 0}, {"lora", "mlp", 3, 8, 0.1f}, {"full", "none", 1, 16, 0},
       {"full", "every", 2, 16, 0}, {"full", "every:2", 1, 32, 0}, {"full", "attention", 2, 8, 0},
       {"full", "mlp", 1, 24, 0}, {"lora-qv", "none", 2, 12, 0}, {"lora-qv", "every", 1, 16, 0},
       {"lora", "none", 1, 16, 0, "nf4", true}, {"lora", "every", 2, 8, 0.1f, "int8"},
-      {"lora-qv", "mlp", 1, 16, 0, "fp4"}, {"lora", "attention", 2, 8, 0, "nf4"}};
+      {"lora-qv", "mlp", 1, 16, 0, "fp4"}, {"lora", "attention", 2, 8, 0, "nf4"},
+      {"lora", "none", 1, 16, 0, "none", false, "bf16"}, {"lora", "every:2", 2, 16, 0.1f, "none", false, "fp16"},
+      {"full", "none", 1, 16, 0, "none", false, "bf16"}, {"full", "attention", 2, 8, 0, "none", false, "fp16"},
+      {"lora", "mlp", 1, 16, 0, "nf4", true, "bf16"}, {"lora-qv", "every", 1, 16, 0, "none", false, "fp16"}};
   int configs = 0;
   for (const auto& mc : sizes) {
     RandomModel rm(mc);
@@ -93,11 +99,12 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
       o.seq_len = r.T;
       o.quantization = r.quant;
       o.double_quant = r.dq;
+      o.precision = r.precision;
       parse_checkpointing(r.ckpt, o);
       const MemoryPlan plan = plan_training(mc, o);  // what `leantune plan` prints
       TrainModel m(mc, rm.ts, o, ops_cpu());
-      const std::string what = fmt::format("C={} {} {} B={} T={} {}{}", mc.dim, r.method, r.ckpt, r.B, r.T, r.quant,
-                                           r.dq ? "+dq" : "");
+      const std::string what = fmt::format("C={} {} {} B={} T={} {}{} {}", mc.dim, r.method, r.ckpt, r.B, r.T,
+                                           r.quant, r.dq ? "+dq" : "", r.precision);
       for (size_t c = 0; c < kNumCategories; ++c)
         EXPECT_EQ(m.arenas().allocated_bytes(Category(c)), plan.arena_bytes(Category(c)))
             << what << " " << category_name(Category(c));
@@ -129,7 +136,7 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
       ++configs;
     }
   }
-  EXPECT_GE(configs, 28);
+  EXPECT_GE(configs, 44);
 }
 
 TEST(PlanLedger, QuantizedFrozenWeightBytesPerParameter) {
@@ -144,13 +151,17 @@ TEST(PlanLedger, QuantizedFrozenWeightBytesPerParameter) {
   o.method = "lora";
   o.lora.target_modules = {"all-linear"};
   o.seq_len = 256;
-  auto linear_bytes_per_param = [&](const char* quant, bool dq) {
+  auto linear_bytes_per_param = [&](const char* quant, bool dq, const char* precision = "fp32") {
     o.quantization = quant;
     o.double_quant = dq;
+    o.precision = precision;
     const MemoryPlan p = plan_training(m, o);
     return double(p.arena_bytes(Category::FrozenWeights) - 4 * other) / double(linear);
   };
   EXPECT_DOUBLE_EQ(linear_bytes_per_param("none", false), 4.0);
+  EXPECT_DOUBLE_EQ(linear_bytes_per_param("none", false, "bf16"), 2.0);  // mixed precision: 16-bit frozen linears
+  EXPECT_DOUBLE_EQ(linear_bytes_per_param("none", false, "fp16"), 2.0);
+  EXPECT_EQ(linear_bytes_per_param("nf4", true, "bf16"), linear_bytes_per_param("nf4", true));  // stays NF4
   const double nf4dq = linear_bytes_per_param("nf4", true), nf4 = linear_bytes_per_param("nf4", false);
   const double i8 = linear_bytes_per_param("int8", false);
   // 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits) plus 64-byte alignment of each part

@@ -27,9 +27,9 @@ namespace lt::cli {
 
 void add_bench_command(CLI::App& app) {
   struct Args {
-    std::string model, method = "lora", ckpt = "none", profile;
+    std::string model, method = "lora", ckpt = "none", profile, precision = "fp32", quantize;
     int threads = 0, prompt = 128, decode = 64, repeats = 3, batch = 4, seq = 256, r = 16, steps = 3;
-    bool train = false;
+    bool train = false, double_quant = false;
   };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
@@ -44,7 +44,10 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--micro-batch", a->batch, "training: micro-batch B");
   c->add_option("--seq", a->seq, "training: sequence length T");
   c->add_option("--checkpointing", a->ckpt, "training: none | every | every:K");
+  c->add_option("--precision", a->precision, "training: fp32 | bf16 | fp16 (weights, saved GEMM inputs and GEMMs)");
   c->add_option("--steps", a->steps, "training: measured steps (after one warm-up)");
+  c->add_option("--quantize", a->quantize, "inference: quantize the linear weights on load (nf4 | fp4 | int8)");
+  c->add_flag("--double-quant", a->double_quant, "inference: nf4 / fp4 double quantization");
   c->add_option("--profile", a->profile, "training: Chrome trace of the measured steps to this file, per-op table on stderr");
   c->callback([a] {
     set_num_threads(a->threads);
@@ -57,6 +60,7 @@ void add_bench_command(CLI::App& app) {
       o.lora.target_modules = {"all-linear"};
       o.micro_batch = a->batch;
       o.seq_len = a->seq;
+      o.precision = a->precision;
       parse_checkpointing(a->ckpt, o);
       if (a->profile.size()) prof::route(true);
       TrainModel m(files.config, files.tensors, o, ops_cpu());
@@ -95,6 +99,7 @@ void add_bench_command(CLI::App& app) {
       nlohmann::json j;
       j["model"] = a->model; j["threads"] = num_threads(); j["method"] = a->method; j["lora_r"] = a->r;
       j["micro_batch"] = a->batch; j["seq"] = a->seq; j["checkpointing"] = a->ckpt;
+      j["precision"] = a->precision;
       j["step_s"] = times[times.size() / 2];
       j["tokens_per_s"] = N / times[times.size() / 2];
       j["planned_bytes"] = m.plan().total_bytes();
@@ -117,6 +122,8 @@ void add_bench_command(CLI::App& app) {
     }
     InferenceOptions io;
     io.context = a->prompt + a->decode + 1;
+    io.quantization = a->quantize;
+    io.double_quant = a->double_quant;
     auto model = LlamaModel::load(a->model, io, ops_cpu());
     const int V = model->config().vocab_size;
     std::mt19937 rng(1234);
@@ -144,6 +151,7 @@ void add_bench_command(CLI::App& app) {
     j["prefill_tok_s"] = a->prompt / median(pre);
     j["decode_tok_s"] = a->decode / median(dec);
     j["weights_bytes"] = model->arenas().allocated_bytes(Category::FrozenWeights);
+    j["quantization"] = a->quantize.empty() ? "none" : a->quantize;
     j["peak_rss_bytes"] = process_peak_rss_bytes();
     fmt::print("{}\n", j.dump());
   });

@@ -19,6 +19,8 @@ struct GenerateArgs {
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
+  std::string quantize;
+  bool double_quant = false;
   SamplerOptions s;
 };
 
@@ -37,6 +39,8 @@ void run_generate(const GenerateArgs& a) {
   auto tok = Tokenizer::load(tok_path);
   InferenceOptions io;
   io.context = a.context;
+  io.quantization = a.quantize;
+  io.double_quant = a.double_quant;
   auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
   if (!a.adapter.empty()) model->merge_adapter(a.adapter);
   GenerateOptions g;
@@ -84,6 +88,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--seed", a->s.seed, "sampling seed");
   c->add_option("--stop", a->stop, "stop string (repeatable)");
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
+  c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
+  c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
   c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");

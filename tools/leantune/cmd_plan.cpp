@@ -10,6 +10,7 @@
 #include "core/memory_plan.h"
 #include "io/model_files.h"
 #include "core/threads.h"
+#include "dist/zero_trainer.h"
 #include "plan/baseline.h"
 #include "plan/budget.h"
 #include "plan/flops.h"
@@ -33,6 +34,10 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
     if (a == "--generate") continue;
+    if (a == "--double-quant") {
+      io.double_quant = true;
+      continue;
+    }
     LT_CHECK(i + 1 < args.size(), "plan --generate: {} needs a value", a);
     const std::string& v = args[++i];
     auto num = [&] {
@@ -46,7 +51,8 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
     else if (a == "--context") io.context = num();
     else if (a == "--prefill-block") io.prefill_block = num();
     else if (a == "--threads") threads = num();
-    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads)", a);
+    else if (a == "--quantize") io.quantization = v;
+    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --double-quant)", a);
   }
   LT_CHECK(!model.empty(), "plan --generate: --model is required");
   set_num_threads(threads);
@@ -96,6 +102,7 @@ void add_plan_command(CLI::App& app) {
   c->callback([c] {
     std::vector<std::string> args;
     bool json = false, buffers = false, actuary = false, ranks = false;
+    int zero_ranks = 0;  // --ranks N: each rank's bytes under ZeRO (with --zero S)
     std::string html;
     std::vector<GpuProfile> gpus;
     double gpu_price = -1;
@@ -107,6 +114,10 @@ void add_plan_command(CLI::App& app) {
       else if (a == "--buffers") buffers = true;
       else if (a == "--actuary") actuary = true;
       else if (a == "--rank-report") ranks = true;
+      else if (a == "--ranks" && i + 1 < rest.size()) {
+        zero_ranks = std::atoi(rest[++i].c_str());
+        LT_CHECK(zero_ranks >= 1, "--ranks: '{}' is not a number of ranks >= 1", rest[i]);
+      }
       else if (a == "--html" && i + 1 < rest.size()) html = rest[++i];
       else if (a == "--gpu" && i + 1 < rest.size()) gpus.push_back(find_gpu_profile(rest[++i]));
       else if (a == "--gpu-price" && i + 1 < rest.size()) {
@@ -195,6 +206,9 @@ void add_plan_command(CLI::App& app) {
                "process baseline of {} (runtime libraries, threads, measured once and cached): {}\n",
                format_bytes(baseline), format_bytes(predicted));
     if (!html.empty()) fmt::print("wrote {}\n", html);
+    if (zero_ranks > 0 || cfg.zero_stage >= 0) {
+      fmt::print("\n{}", format_zero_plan(p, std::max(1, zero_ranks), zero_options(cfg)));
+    }
   });
 }
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""ZeRO data parallelism: 1 process vs N ranks (mpirun), per stage.
+
+For each ZeRO stage, trains the same global batch (N x micro_batch x accumulation) once on one
+process (accumulation N*a) and once on N ranks (accumulation a), and prints tokens/s of both, their
+ratio, the bytes each rank sent per step (counted by the communicator as a ring moves them) and the
+theoretical volume of the stage for Psi trainable floats on N ranks (fp32):
+  stage 0: all-reduce 2*Psi*(N-1)/N;  stage 1: all-reduce + all-gather 3*Psi*(N-1)/N;
+  stages 2, 3: reduce-scatter + all-gather 2*Psi*(N-1)/N  (x 4 bytes)
+(this engine's stage 3 gathers once per step; layer-by-layer ZeRO-3 would move 3*Psi*(N-1)/N).
+Usage: bench/bench_dist.py [--bin build/bin/leantune] [--ranks 2] [--method full] [--steps 20]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+
+
+def run(cmd, env):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}")
+
+
+def last_metrics(out):
+    rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl")) if '"loss"' in l]
+    return rows[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "leantune"))
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--method", default="full")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--micro-batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--accum", type=int, default=1, help="accumulation per rank")
+    ap.add_argument("--threads", type=int, default=1, help="OpenMP threads per process")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="lt_bench_dist_")
+    cfg = os.path.join(tmp, "cfg.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""base_model: {SHARED}/models/stories260K/stories260K.bin
+tokenizer: {SHARED}/models/stories260K/tok512.bin
+datasets: [{{path: {SHARED}/data/aesop_fables/aesop_fables.txt}}]
+method: {a.method}
+lora_target_modules: [all-linear]
+micro_batch_size: {a.micro_batch}
+sequence_len: {a.seq}
+max_steps: {a.steps}
+lr_scheduler: constant
+threads: {a.threads}
+eval_batches: 1
+""")
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    R = a.ranks
+    print(f"bench_dist: stories260K {a.method}, micro-batch {a.micro_batch} x {a.seq} tokens, global batch "
+          f"{R} x {a.micro_batch} x {a.accum}, {a.steps} steps, {a.threads} thread(s) per process, "
+          f"{os.cpu_count()} cores, binary {a.bin}")
+    print(f"{'stage':>5} {'1 proc tok/s':>13} {f'{R} ranks tok/s':>14} {'ratio':>6} {'bytes/step/rank':>16} "
+          f"{'theory':>12} {'measured/theory':>16}")
+    for stage in range(4):
+        one = os.path.join(tmp, f"one{stage}")
+        many = os.path.join(tmp, f"many{stage}")
+        run([a.bin, "train", cfg, "--zero", str(stage), "--gradient_accumulation_steps", str(R * a.accum),
+             "--output_dir", one], env)
+        run([a.mpirun, "-np", str(R), "--oversubscribe", a.bin, "train", cfg, "--zero", str(stage),
+             "--gradient_accumulation_steps", str(a.accum), "--output_dir", many], env)
+        m1, mR = last_metrics(one), last_metrics(many)
+        psi = json.load(open(os.path.join(many, "ledger-rank0.json")))["trainable_floats"]
+        factor = 3 if stage == 1 else 2
+        theory = factor * psi * (R - 1) / R * 4
+        sent = mR["comm_bytes_per_step"]
+        print(f"{stage:>5} {m1['tokens_per_s']:>13.0f} {mR['tokens_per_s']:>14.0f} "
+              f"{mR['tokens_per_s'] / m1['tokens_per_s']:>6.2f} {sent:>16.0f} {theory:>12.0f} {sent / theory:>16.4f}")
+    shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+// Sharded checkpoints: save, re-sharding load, consolidation (dist/shard_checkpoint.h).
+#include "dist/shard_checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace lt {
+
+namespace {
+
+std::string shard_name(int r, int R) { return fmt::format("shard-{}-of-{}", r, R); }
+
+TensorInfo f32_tensor(std::string name, std::vector<int64_t> shape, const float* data, size_t n) {
+  TensorInfo t;
+  t.name = std::move(name);
+  t.dtype = DType::F32;
+  t.shape = std::move(shape);
+  t.data = data;
+  t.nbytes = n * sizeof(float);
+  return t;
+}
+
+nlohmann::json position_json(const TrainingPosition& p) {
+  return {{"step", p.step}, {"epoch", p.epoch}, {"position", p.position}, {"losses", p.losses}};
+}
+
+TrainingPosition read_position(const nlohmann::json& j, const std::string& path) {
+  try {
+    TrainingPosition p;
+    p.step = j.at("step").get<int>();
+    p.epoch = j.at("epoch").get<int>();
+    p.position = j.at("position").get<size_t>();
+    p.losses = j.at("losses").get<std::vector<float>>();
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed checkpoint state: {}", path, e.what());
+  }
+}
+
+nlohmann::json read_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+}
+
+// One shard file of a manifest, mapped: its flat range and its three tensors.
+struct Shard {
+  size_t begin = 0, end = 0;
+  TensorSet ts;
+  const float* get(const char* what) const {
+    const TensorInfo& t = ts.get(what, {int64_t(end - begin)});
+    LT_CHECK(t.dtype == DType::F32, "{}: tensor '{}' is {}, expected F32", t.file, what, dtype_name(t.dtype));
+    return static_cast<const float*>(t.data);
+  }
+};
+
+std::vector<Shard> open_shards(const std::string& dir, const nlohmann::json& man, size_t total) {
+  std::vector<Shard> shards;
+  size_t expect = 0;
+  try {
+    for (const auto& s : man.at("shards")) {
+      Shard sh;
+      sh.begin = s.at("begin").get<size_t>();
+      sh.end = s.at("end").get<size_t>();
+      LT_CHECK(sh.begin == expect && sh.end >= sh.begin && sh.end <= total, "{}/manifest.json: shard {} covers "
+               "[{}, {}), expected it to start at {} and end by {}", dir, shards.size(), sh.begin, sh.end, expect, total);
+      expect = sh.end;
+      sh.ts.source = dir;
+      load_safetensors((fs::path(dir) / s.at("file").get<std::string>()).string(), sh.ts);
+      shards.push_back(std::move(sh));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/manifest.json: malformed: {}", dir, e.what());
+  }
+  LT_CHECK(expect == total, "{}/manifest.json: the shards cover {} of {} elements", dir, expect, total);
+  return shards;
+}
+
+// Copies flat [lo, hi) of `what` from the shards into out.
+void copy_flat(const std::vector<Shard>& shards, const char* what, float* out, size_t lo, size_t hi) {
+  for (const auto& s : shards) {
+    const size_t a = std::max(lo, s.begin), b = std::min(hi, s.end);
+    if (a < b) std::memcpy(out + (a - lo), s.get(what) + (a - s.begin), (b - a) * sizeof(float));
+  }
+}
+
+std::string resolve(const std::string& path, const std::string& out_dir) {
+  if (path != "auto") return path;
+  fs::path latest = fs::path(out_dir) / "LATEST";
+  if (!fs::exists(latest)) return "";
+  return (fs::path(out_dir) / read_text_file(latest.string())).string();
+}
+
+}  // namespace
+
+std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
+                                    const std::vector<TrainParam>& params, const TrainingPosition& pos) {
+  Communicator& comm = z.comm();
+  const FlatLayout& L = z.layout();
+  const int r = comm.rank(), R = comm.size();
+  const std::string name = fmt::format("checkpoint-{}", pos.step);
+  const fs::path dir = fs::path(out_dir) / name;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  LT_CHECK(fs::is_directory(dir), "rank {}: cannot create the checkpoint folder {}: {}", r, dir.string(), ec.message());
+  const size_t lo = L.begin(r), hi = L.end(r), n = hi - lo;
+  std::vector<float> p(n);
+  z.read_params(p.data(), lo, hi);
+  // the moments of [lo, hi): stage 0 holds all of them, stages 1-3 exactly this range
+  const float* m = z.moment1() + (lo - z.own_begin());
+  const float* v = z.moment2() + (lo - z.own_begin());
+  const std::string base = shard_name(r, R);
+  save_safetensors((dir / (base + ".safetensors")).string(),
+                   {f32_tensor("param", {int64_t(n)}, p.data(), n), f32_tensor("adam_m", {int64_t(n)}, m, n),
+                    f32_tensor("adam_v", {int64_t(n)}, v, n)},
+                   {{"begin", std::to_string(lo)}, {"end", std::to_string(hi)}, {"total", std::to_string(L.total)}});
+  nlohmann::json sj = {{"rank", r}, {"ranks", R}, {"begin", lo}, {"end", hi}, {"total", L.total}, {"step", pos.step}};
+  write_text_file_atomic((dir / (base + ".json")).string(), sj.dump(1));
+  comm.barrier();  // every shard is on disk before the manifest names them
+  if (r == 0) {
+    nlohmann::json man = position_json(pos);
+    man["format"] = "leantune-zero-checkpoint-1";
+    man["ranks"] = R;
+    man["zero_stage"] = z.options().stage;
+    man["total"] = L.total;
+    for (size_t i = 0; i < params.size(); ++i)
+      man["tensors"].push_back({{"name", params[i].name}, {"shape", params[i].shape}, {"offset", L.offset[i]}});
+    for (int q = 0; q < R; ++q)
+      man["shards"].push_back({{"file", shard_name(q, R) + ".safetensors"}, {"begin", L.begin(q)}, {"end", L.end(q)}});
+    write_text_file_atomic((dir / "manifest.json").string(), man.dump(1));
+    std::string previous;
+    const fs::path latest = fs::path(out_dir) / "LATEST";
+    if (fs::exists(latest)) previous = read_text_file(latest.string());
+    write_text_file_atomic(latest.string(), name);  // publish
+    if (!previous.empty() && previous != name) fs::remove_all(fs::path(out_dir) / previous, ec);
+  }
+  comm.barrier();
+  return dir.string();
+}
+
+TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
+                                         std::vector<TrainParam>& params) {
+  const std::string dir = resolve(path, out_dir);
+  if (dir.empty()) return {};
+  const FlatLayout& L = z.layout();
+  const size_t lo = z.own_begin(), hi = z.own_end();
+  TrainingPosition pos;
+  if (fs::exists(fs::path(dir) / "manifest.json")) {
+    const std::string mp = (fs::path(dir) / "manifest.json").string();
+    nlohmann::json man = read_json(mp);
+    pos = read_position(man, mp);
+    try {
+      LT_CHECK(man.at("total").get<size_t>() == L.total && man.at("tensors").size() == params.size(),
+               "{}: written for {} trainable parameters in {} tensors; this run has {} in {}. Resume with the same "
+               "model, method and LoRA settings", mp, man.at("total").get<size_t>(), man.at("tensors").size(), L.total,
+               params.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& t = man["tensors"][i];
+        LT_CHECK(t.at("name").get<std::string>() == params[i].name && t.at("offset").get<size_t>() == L.offset[i] &&
+                 t.at("shape").get<std::vector<int64_t>>() == params[i].shape,
+                 "{}: tensor {} is '{}', this run's is '{}' with another shape or offset", mp, i,
+                 t.at("name").get<std::string>(), params[i].name);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: malformed: {}", mp, e.what());
+    }
+    std::vector<Shard> shards = open_shards(dir, man, L.total);
+    for (const auto& s : shards) z.write_params(s.get("param"), s.begin, s.end);
+    copy_flat(shards, "adam_m", z.moment1(), lo, hi);
+    copy_flat(shards, "adam_v", z.moment2(), lo, hi);
+  } else {
+    // a single-process checkpoint: whole tensors by name
+    TensorSet ts;
+    ts.source = dir;
+    load_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& p = params[i];
+      auto get = [&](const char* prefix) {
+        const TensorInfo& t = ts.get(prefix + p.name, p.shape);
+        LT_CHECK(t.dtype == DType::F32, "{}: tensor '{}{}' is {}, expected F32", t.file, prefix, p.name,
+                 dtype_name(t.dtype));
+        return static_cast<const float*>(t.data);
+      };
+      std::memcpy(p.p, get("param."), p.n * sizeof(float));
+      const size_t a = std::max(lo, L.offset[i]), b = std::min(hi, L.offset[i] + p.n);
+      if (a >= b) continue;
+      std::memcpy(z.moment1() + (a - lo), get("adam_m.") + (a - L.offset[i]), (b - a) * sizeof(float));
+      std::memcpy(z.moment2() + (a - lo), get("adam_v.") + (a - L.offset[i]), (b - a) * sizeof(float));
+    }
+    const std::string sp = (fs::path(dir) / "trainer_state.json").string();
+    pos = read_position(read_json(sp), sp);
+  }
+  z.load_master_from_params();
+  return pos;
+}
+
+void consolidate_checkpoint(const std::string& sharded_dir, const std::string& out_dir) {
+  const std::string mp = (fs::path(sharded_dir) / "manifest.json").string();
+  LT_CHECK(fs::exists(mp), "{}: no manifest.json; not a sharded checkpoint (or one whose writing did not finish)",
+           sharded_dir);
+  nlohmann::json man = read_json(mp);
+  const TrainingPosition pos = read_position(man, mp);
+  size_t total = 0;
+  try {
+    total = man.at("total").get<size_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed: {}", mp, e.what());
+  }
+  std::vector<Shard> shards = open_shards(sharded_dir, man, total);
+  std::vector<float> flat[3];
+  const char* kinds[3] = {"param", "adam_m", "adam_v"};
+  for (int k = 0; k < 3; ++k) {
+    flat[k].resize(total);
+    copy_flat(shards, kinds[k], flat[k].data(), 0, total);
+  }
+  std::vector<TensorInfo> ts;
+  try {
+    for (const auto& t : man.at("tensors")) {
+      auto shape = t.at("shape").get<std::vector<int64_t>>();
+      size_t n = 1;
+      for (auto d : shape) n *= size_t(d);
+      const size_t off = t.at("offset").get<size_t>();
+      LT_CHECK(off + n <= total, "{}: tensor '{}' ends past the flat vector", mp, t.at("name").get<std::string>());
+      for (int k = 0; k < 3; ++k)
+        ts.push_back(f32_tensor(std::string(kinds[k]) + "." + t.at("name").get<std::string>(), shape,
+                                flat[k].data() + off, n));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed: {}", mp, e.what());
+  }
+  fs::create_directories(out_dir);
+  save_safetensors((fs::path(out_dir) / "state.safetensors").string(), ts);
+  write_text_file_atomic((fs::path(out_dir) / "trainer_state.json").string(), position_json(pos).dump(1));
+}
+
+}  // namespace lt

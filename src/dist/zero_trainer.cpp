@@ -1,0 +1,275 @@
+// The ZeRO data-parallel training loop (dist/zero_trainer.h).
+#include "dist/zero_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "dist/shard_checkpoint.h"
+#include "io/atomic_file.h"
+#include "io/model_files.h"
+#include "io/peft_adapter.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "train/data_loader.h"
+#include "train/schedule.h"
+#include "train/train_model.h"
+
+namespace fs = std::filesystem;
+
+namespace lt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ledger-rank<r>.json: this rank's planned bytes per category against what the model's and the
+// engine's arenas allocated, and the bytes offloaded to disk.
+void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, const TrainModel& model,
+                       ZeroOptimizer& z, int rank) {
+  nlohmann::json j;
+  for (size_t k = 0; k < kNumCategories; ++k) {
+    const Category c = Category(k);
+    const size_t planned = rank_plan.arena_bytes(c);
+    const size_t allocated = model.arenas().allocated_bytes(c) + z.arenas().allocated_bytes(c);
+    if (planned || allocated) j["categories"][std::string(category_name(c))] = {{"planned", planned},
+                                                                               {"allocated", allocated}};
+  }
+  j["rank"] = rank;
+  j["ranks"] = z.layout().ranks;
+  j["zero_stage"] = z.options().stage;
+  j["trainable_floats"] = z.layout().total;
+  j["shard_floats"] = z.layout().shard;
+  j["offloaded_bytes"] = z.offloaded_bytes();
+  j["comm_bytes"] = z.comm().stats().total();
+  write_text_file_atomic((fs::path(out_dir) / fmt::format("ledger-rank{}.json", rank)).string(), j.dump(1));
+}
+
+// The usual outputs of a finished run, from the model's (complete) parameters: the PEFT adapter,
+// or for full fine-tuning the model's tensors (trained and frozen) as one safetensors file.
+void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet& base) {
+  if (c.method == "lora") {
+    std::vector<AdapterTensor> ts;
+    for (const auto& p : model.params())
+      ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape, p.p});
+    const std::string adir = (fs::path(c.output_dir) / "adapter").string();
+    fs::create_directories(adir);
+    save_peft_adapter(adir, c.lora, c.base_model, ts);
+    fmt::print("saved the PEFT adapter to {}\n", adir);
+    return;
+  }
+  const fs::path mdir = fs::path(c.output_dir) / "model";
+  fs::create_directories(mdir);
+  std::vector<TensorInfo> ts;
+  for (const auto& b : model.plan().buffers) {
+    if (b.cat != Category::FrozenWeights && b.cat != Category::TrainableParams) continue;
+    const TensorInfo* src = base.find(b.name);
+    if (!src) continue;
+    TensorInfo t;
+    t.name = b.name; t.dtype = DType::F32; t.shape = src->shape; t.data = model.weight(b.name); t.nbytes = b.bytes;
+    ts.push_back(t);
+  }
+  save_safetensors((mdir / "model.safetensors").string(), ts);
+  fmt::print("saved the fine-tuned model's tensors to {}\n", mdir.string());
+}
+
+TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm) {
+  validate_train_config(c);
+  LT_CHECK(c.memory_budget.empty() && !c.auto_fit, "memory_budget / auto are not supported with zero_stage yet; "
+           "use `leantune plan --ranks N --zero S` to see each rank's bytes");
+  LT_CHECK(c.precision != "fp16", "precision: fp16 (dynamic loss scaling) is not supported with zero_stage yet; use "
+           "bf16 or fp32");
+  set_num_threads(c.threads);
+  const int R = comm.size(), rank = comm.rank();
+  const bool lead = rank == 0;
+  auto files = load_model_files(c.base_model);
+  const ModelConfig& mc = files.config;
+  validate_config(mc, c.base_model);
+  LT_CHECK(c.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} positions)",
+           c.sequence_len, mc.max_seq_len);
+  TrainingData data = load_training_data(c);
+  const int pad = data.tokenizer->eos_id() >= 0 ? data.tokenizer->eos_id() : 0;
+  DataLoader loader(std::move(data.train), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
+  std::vector<Batch> eval_batches;
+  if (lead && !data.eval.empty())
+    eval_batches = make_eval_batches(data.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, pad);
+  if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
+
+  TrainModelOptions o = train_model_options(c);
+  o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
+  UnfreezeSchedule unfreeze;
+  if (!c.unfreeze_schedule.empty()) {
+    LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
+    unfreeze = UnfreezeSchedule::parse(c.unfreeze_schedule);
+    unfreeze.check_layers(mc.n_layers);
+  }
+  TrainModelOptions single = o;
+  single.optimizer_state = true;
+  const MemoryPlan rank_plan = plan_zero_rank(plan_training(mc, single), R, zo);
+  if (lead)
+    fmt::print("memory plan per rank (ZeRO stage {}, {} rank{}{}):\n{}", zo.stage, R, R > 1 ? "s" : "",
+               zo.offload == OptimizerOffload::Disk ? ", optimizer state offloaded to disk" : "",
+               rank_plan.format_table(false));
+  TrainModel model(mc, files.tensors, o, ops_cpu());
+  ZeroOptimizer zero(model.params(), comm, zo);
+  if (lead)
+    fmt::print("trainable parameters: {} ({} tensors), {} per rank's shard; {} training batches per epoch\n",
+               model.trainable_count(), model.params().size(), zero.layout().shard, loader.batches_per_epoch());
+
+  if (lead) fs::create_directories(c.output_dir);
+  comm.barrier();
+  const int accum = c.gradient_accumulation_steps, global_accum = R * accum;
+  const int steps_per_epoch = std::max<int>(1, int(loader.batches_per_epoch()) / global_accum);
+  const int total_steps = c.max_steps > 0 ? c.max_steps : steps_per_epoch * c.num_epochs;
+  ScheduleOptions so;
+  so.kind = parse_schedule_kind(c.lr_scheduler);
+  so.lr = c.learning_rate;
+  so.warmup_steps = c.warmup_steps;
+  AdamWOptions ao;
+  ao.weight_decay = c.weight_decay;
+
+  TrainResult res;
+  res.output_dir = c.output_dir;
+  TrainingPosition rs;
+  if (!c.resume.empty()) {
+    rs = load_sharded_checkpoint(c.resume, c.output_dir, zero, model.params());
+    if (lead && rs.step > 0) fmt::print("resumed from step {} (epoch {}, batch {})\n", rs.step, rs.epoch, rs.position);
+  }
+  res.losses = rs.losses;
+  int epoch = rs.epoch;
+  loader.start_epoch(epoch);
+  if (rs.position) loader.seek(epoch, rs.position);
+
+  auto evaluate = [&]() -> float {
+    double sum = 0;
+    long n = 0;
+    for (const auto& b : eval_batches) {
+      if (!b.n_label_tokens) continue;
+      sum += double(model.forward_loss(b.tokens.data(), b.labels.data(), b.positions.data(), b.doc_start.data())) *
+             b.n_label_tokens;
+      n += b.n_label_tokens;
+    }
+    return n ? float(sum / double(n)) : NAN;
+  };
+  std::FILE* metrics = nullptr;
+  if (lead) {
+    metrics = std::fopen((fs::path(c.output_dir) / "metrics.jsonl").c_str(), rs.step ? "a" : "w");
+    LT_CHECK(metrics, "{}/metrics.jsonl: cannot open for writing", c.output_dir);
+  }
+  auto log_metric = [&](const nlohmann::json& j) {
+    if (!metrics) return;
+    std::fputs((j.dump() + "\n").c_str(), metrics);
+    std::fflush(metrics);
+  };
+  if (float ev = lead ? evaluate() : NAN; std::isfinite(ev)) {
+    res.eval_losses.push_back(ev);
+    res.first_eval_loss = ev;
+    fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", rs.step, ev, std::exp(ev));
+    log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});
+  }
+
+  Batch batch;
+  model.zero_grads();
+  const auto t_start = Clock::now();
+  long tokens_seen = 0;
+  int step = rs.step;
+  comm.reset_stats();
+  for (; step < total_steps;) {
+    if (!unfreeze.empty())
+      for (size_t i = 0; i < model.params().size(); ++i) {
+        const int layer = model.params()[i].layer, l = layer < 0 ? mc.n_layers - 1 : layer;
+        zero.set_frozen(i, !unfreeze.layer_trainable(l, step), unfreeze.lr_factor(l, step));
+      }
+    double sums[2] = {0, 0};  // loss over this rank's micro-batches, tokens
+    for (int j = 0; j < global_accum; ++j) {
+      if (!loader.next(batch)) {
+        loader.start_epoch(++epoch);
+        LT_CHECK(loader.next(batch), "the training set yields no batch");
+      }
+      if (j / accum != rank) continue;
+      const float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
+                                             batch.doc_start.data(), 1.0f / float(global_accum),
+                                             uint64_t(step) * uint64_t(global_accum) + uint64_t(j));
+      LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} is "
+               "intact; try a lower learning_rate", l, step + 1, j, c.output_dir);
+      sums[0] += l;
+      sums[1] += double(batch.B) * batch.T;
+    }
+    comm.allreduce_sum(sums, 2);
+    const float lr = lr_at(so, step, total_steps);
+    const float gnorm = zero.step(ao, lr, step + 1, float(c.max_grad_norm));
+    model.zero_grads();
+    ++step;
+    const float loss = float(sums[0] / global_accum);
+    if (const char* ms = std::getenv("LEANTUNE_TEST_STEP_SLEEP_MS"))  // test hook: slow steps down to kill one
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    res.losses.push_back(loss);
+    tokens_seen += long(sums[1]);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    log_metric({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm},
+                {"tokens_per_s", tokens_seen / std::max(elapsed, 1e-9)}, {"epoch", epoch},
+                {"comm_bytes_per_step", double(comm.stats().total()) / (step - rs.step)}});
+    if (lead && (step % c.logging_steps == 0 || step == total_steps)) {
+      fmt::print("step {:>5}/{}  loss {:.4f}  lr {:.3e}  grad_norm {:.3f}  {:.0f} tok/s\n", step, total_steps, loss, lr,
+                 gnorm, tokens_seen / std::max(elapsed, 1e-9));
+      std::fflush(stdout);
+    }
+    if (lead && c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps)
+      if (float e = evaluate(); std::isfinite(e)) {
+        res.eval_losses.push_back(e);
+        fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, e, std::exp(e));
+        log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
+      }
+    if (c.save_steps > 0 && step % c.save_steps == 0)
+      save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses});
+  }
+  if (lead && tokens_seen > 0) {
+    const double s = std::chrono::duration<double>(Clock::now() - t_start).count();
+    fmt::print("throughput: {:.0f} tokens/s over {} rank{} ({:.1f} s); {:.0f} bytes communicated per step per rank\n",
+               tokens_seen / s, R, R > 1 ? "s" : "", s, double(comm.stats().total()) / std::max(1, step - rs.step));
+  }
+  if (float fe = lead ? evaluate() : NAN; std::isfinite(fe)) {
+    res.eval_losses.push_back(fe);
+    res.last_eval_loss = fe;
+    fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, fe, std::exp(fe));
+    log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
+  }
+  if (metrics) std::fclose(metrics);
+  save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses});
+  if (lead) write_final_model(c, model, files.tensors);
+  write_rank_ledger(c.output_dir, rank_plan, model, zero, rank);
+  comm.barrier();
+  res.steps = step;
+  return res;
+}
+
+}  // namespace
+
+ZeroOptions zero_options(const TrainConfig& c) {
+  ZeroOptions z;
+  z.stage = std::max(0, c.zero_stage);
+  z.offload = parse_optimizer_offload(c.offload_optimizer);
+  z.offload_dir = c.offload_dir;
+  return z;
+}
+
+TrainResult run_training_zero(const TrainConfig& config, const ZeroOptions& zero, Communicator& comm) {
+  if (comm.size() == 1) return run(config, zero, comm);
+  try {
+    return run(config, zero, comm);
+  } catch (const std::exception& e) {
+    // one rank's error would leave the others waiting in a collective: end the whole job
+    std::fprintf(stderr, "error on rank %d of %d: %s\n", comm.rank(), comm.size(), e.what());
+    comm.abort(1);
+  }
+  return {};  // not reached: abort() does not return
+}
+
+}  // namespace lt

@@ -1,0 +1,62 @@
+// f32 <-> bf16 / f16 array conversions (convert.h): dispatch, the scalar loops (dtype.h) and the
+// split of large arrays over the OpenMP team.
+#include "kernels/cpu/convert.h"
+
+#include <algorithm>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+
+namespace lt::cpu {
+
+namespace {
+
+constexpr size_t kParallelMin = size_t(1) << 16;  // below this one thread converts
+constexpr size_t kBlock = size_t(1) << 14;        // elements per scheduled block
+
+void scalar_to_half(bool bf16, uint16_t* d16, float* d32, const float* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = bf16 ? f32_to_bf16(s[i]) : f32_to_f16(s[i]);
+    if (d16) d16[i] = h;
+    if (d32) d32[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+  }
+}
+
+void scalar_to_f32(bool bf16, float* d, const uint16_t* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = bf16 ? bf16_to_f32(s[i]) : f16_to_f32(s[i]);
+}
+
+bool is_bf16(DType t) {
+  LT_CHECK(t == DType::BF16 || t == DType::F16, "16-bit conversion: {} is not bf16 or f16", dtype_name(t));
+  return t == DType::BF16;
+}
+
+// Runs fn(lo, hi) over [0, n) in blocks, in parallel when n is large.
+template <class Fn>
+void blocks(size_t n, Fn fn) {
+  const ptrdiff_t nb = ptrdiff_t((n + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (ptrdiff_t b = 0; b < nb; ++b) fn(size_t(b) * kBlock, std::min(n, size_t(b + 1) * kBlock));
+}
+
+}  // namespace
+
+void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n) {
+  const bool bf16 = is_bf16(t), simd = cpu_isa() == Isa::Avx512;
+  blocks(n, [&](size_t lo, size_t hi) {
+    uint16_t* d16 = dst16 ? dst16 + lo : nullptr;
+    float* d32 = dst32 ? dst32 + lo : nullptr;
+    if (simd) avx512::f32_to_half(bf16, d16, d32, src + lo, hi - lo);
+    else scalar_to_half(bf16, d16, d32, src + lo, hi - lo);
+  });
+}
+
+void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n) {
+  const bool bf16 = is_bf16(t), simd = cpu_isa() == Isa::Avx512;
+  blocks(n, [&](size_t lo, size_t hi) {
+    if (simd) avx512::half_to_f32(bf16, dst + lo, src + lo, hi - lo);
+    else scalar_to_f32(bf16, dst + lo, src + lo, hi - lo);
+  });
+}
+
+}  // namespace lt::cpu

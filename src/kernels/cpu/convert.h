@@ -1,0 +1,27 @@
+// Array conversions between f32 and the 16-bit float types (bf16, f16) for mixed-precision
+// training: activations saved for the backward, gradients fed to 16-bit GEMMs, working copies of
+// trainable weights. Round to nearest, ties to even, bit-identical to dtype.h's scalar
+// conversions (NaN stays a quiet NaN, overflow becomes Inf). AVX-512 loops where available
+// (convert_avx512.cpp), the scalar ones otherwise; large arrays are split over the OpenMP team.
+// Usage: cpu::f32_to_half(DType::BF16, x16, nullptr, x, n); cpu::half_to_f32(DType::BF16, x, x16, n);
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lt::cpu {
+
+// dst16[i] = t(src[i]) for i < n, t = BF16 or F16; dst32[i] = float(dst16[i]) (the value rounded to
+// t, exact in f32). Either output may be null; dst32 may equal src (rounds in place).
+void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
+
+// dst[i] = float(src[i]) for i < n, src of type t = BF16 or F16 (exact).
+void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n);
+
+namespace avx512 {  // one thread's range; called only when cpu_isa() == Avx512
+void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
+void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n);
+}  // namespace avx512
+
+}  // namespace lt::cpu

@@ -1,0 +1,48 @@
+// AVX-512 loops of convert.h, 16 elements per vector with masked tails. bf16 rounding is done in
+// integer arithmetic (u + 0x7fff + lsb, NaN kept quiet) rather than with vcvtneps2bf16, which
+// treats denormal inputs as zero and so would not match dtype.h bit for bit; the loop is memory
+// bound either way. f16 uses vcvtps2ph / vcvtph2ps (round to nearest even, IEEE subnormals).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "kernels/cpu/convert.h"
+
+namespace lt::cpu::avx512 {
+
+namespace {
+
+inline __m256i bf16_round(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  // NaN: the top half with the quiet bit set
+  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+inline __m512 bf16_widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+}  // namespace
+
+void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(k, src + i);
+    const __m256i h = bf16 ? bf16_round(v) : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (dst16) _mm256_mask_storeu_epi16(dst16 + i, k, h);
+    if (dst32) _mm512_mask_storeu_ps(dst32 + i, k, bf16 ? bf16_widen(h) : _mm512_cvtph_ps(h));
+  }
+}
+
+void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, src + i);
+    _mm512_mask_storeu_ps(dst + i, k, bf16 ? bf16_widen(h) : _mm512_cvtph_ps(h));
+  }
+}
+
+}  // namespace lt::cpu::avx512
