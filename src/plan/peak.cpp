@@ -39,4 +39,21 @@ double peak_f32_gflops() {
   });
 }
 
+double peak_bf16_gflops() {
+  if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) return 0;
+  const int n = num_threads();
+  return cached_measurement(fmt::format("peak_bf16_gflops_threads_{}", n), [&] {
+    std::vector<double> per(size_t(n), 0.0);
+#pragma omp parallel num_threads(n)
+    {
+      const int t = omp_get_thread_num();
+      for (int trial = 0; trial < 10; ++trial)
+        per[size_t(t)] = std::max(per[size_t(t)], detail::bf16_gflops_avx512(0.01));
+    }
+    double total = 0;
+    for (double g : per) total += g;
+    return total;
+  });
+}
+
 }  // namespace lt

@@ -35,4 +35,32 @@ double fma_gflops_avx512(double seconds) {
   return 2.0 * 16 * 12 * double(iters) / s / 1e9;
 }
 
+double bf16_gflops_avx512(double seconds) {
+  // vdpbf16ps: 16 lanes x 2 bf16 products accumulated in f32 = 64 FLOPs per instruction
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0,
+         c10 = c0, c11 = c0;
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, ~6e-8
+  long iters = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double s = 0;
+  do {
+    for (int r = 0; r < 4096; ++r) {
+      c0 = _mm512_dpbf16_ps(c0, a, b); c1 = _mm512_dpbf16_ps(c1, a, b); c2 = _mm512_dpbf16_ps(c2, a, b);
+      c3 = _mm512_dpbf16_ps(c3, a, b); c4 = _mm512_dpbf16_ps(c4, a, b); c5 = _mm512_dpbf16_ps(c5, a, b);
+      c6 = _mm512_dpbf16_ps(c6, a, b); c7 = _mm512_dpbf16_ps(c7, a, b); c8 = _mm512_dpbf16_ps(c8, a, b);
+      c9 = _mm512_dpbf16_ps(c9, a, b); c10 = _mm512_dpbf16_ps(c10, a, b); c11 = _mm512_dpbf16_ps(c11, a, b);
+    }
+    iters += 4096;
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (s < seconds);
+  __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
+  sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+  alignas(64) float tmp[16];
+  _mm512_store_ps(tmp, sum);
+  volatile float sink = tmp[0];
+  (void)sink;
+  return 64.0 * 12 * double(iters) / s / 1e9;
+}
+
 }  // namespace lt::detail

@@ -46,8 +46,8 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--checkpointing", a->ckpt, "training: none | every | every:K");
   c->add_option("--precision", a->precision, "training: fp32 | bf16 | fp16 (weights, saved GEMM inputs and GEMMs)");
   c->add_option("--steps", a->steps, "training: measured steps (after one warm-up)");
-  c->add_option("--quantize", a->quantize, "inference: quantize the linear weights on load (nf4 | fp4 | int8)");
-  c->add_flag("--double-quant", a->double_quant, "inference: nf4 / fp4 double quantization");
+  c->add_option("--quantize", a->quantize, "quantize the frozen linear weights on load (nf4 | fp4 | int8): inference, or the QLoRA base with --train");
+  c->add_flag("--double-quant", a->double_quant, "nf4 / fp4 double quantization");
   c->add_option("--profile", a->profile, "training: Chrome trace of the measured steps to this file, per-op table on stderr");
   c->callback([a] {
     set_num_threads(a->threads);
@@ -61,6 +61,10 @@ void add_bench_command(CLI::App& app) {
       o.micro_batch = a->batch;
       o.seq_len = a->seq;
       o.precision = a->precision;
+      if (!a->quantize.empty()) {
+        o.quantization = a->quantize;
+        o.double_quant = a->double_quant;
+      }
       parse_checkpointing(a->ckpt, o);
       if (a->profile.size()) prof::route(true);
       TrainModel m(files.config, files.tensors, o, ops_cpu());
@@ -100,6 +104,7 @@ void add_bench_command(CLI::App& app) {
       j["model"] = a->model; j["threads"] = num_threads(); j["method"] = a->method; j["lora_r"] = a->r;
       j["micro_batch"] = a->batch; j["seq"] = a->seq; j["checkpointing"] = a->ckpt;
       j["precision"] = a->precision;
+      j["quantization"] = a->quantize.empty() ? "none" : a->quantize;
       j["step_s"] = times[times.size() / 2];
       j["tokens_per_s"] = N / times[times.size() / 2];
       j["planned_bytes"] = m.plan().total_bytes();
@@ -110,8 +115,11 @@ void add_bench_command(CLI::App& app) {
       j["peak_phase"] = lj["peak_phase"];
       const PhaseFlops f = training_flops_per_token(files.config, o);
       j["model_flops_per_token"] = f.forward + f.backward;
+      // MFU against the peak of the precision the GEMMs run in (bf16: vdpbf16ps when present)
+      const double peak = a->precision == "bf16" && peak_bf16_gflops() > 0 ? peak_bf16_gflops() : peak_f32_gflops();
       j["peak_f32_gflops"] = peak_f32_gflops();
-      j["mfu"] = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / (peak_f32_gflops() * 1e9);
+      j["peak_gflops_used_for_mfu"] = peak;
+      j["mfu"] = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / (peak * 1e9);
       if (a->profile.size()) {
         prof::stop();
         prof::write_trace(a->profile);
