@@ -2,6 +2,8 @@
 // folders that every rank of a job agrees on. The tests run on one process in the main suite and
 // under `mpirun -np 2` in the dist_two_ranks ctest entry (gtest filter Dist*).
 #pragma once
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -37,10 +39,23 @@ inline TrainConfig dist_config(const std::string& method, int global_accum) {
   return c;
 }
 
-// A folder under the temporary directory, the same on every rank; `per_rank` appends the rank.
+// Rank 0's process id, agreed by every rank: CTest runs test processes in parallel, so folders
+// must not be shared between two jobs.
+inline int job_id() {
+  static const int id = [] {
+    int pid = int(getpid());
+    world().broadcast(&pid, sizeof(pid), 0);
+    return pid;
+  }();
+  return id;
+}
+
+// A folder under the temporary directory, the same on every rank of this job and different from
+// other jobs'; `per_rank` appends the rank.
 inline std::string dist_dir(const std::string& name, bool per_rank = false) {
   auto d = std::filesystem::temp_directory_path() /
-           ("lt_dist_" + std::to_string(world().size()) + "_" + name + (per_rank ? "_r" + std::to_string(world().rank()) : ""));
+           ("lt_dist_" + std::to_string(job_id()) + "_" + std::to_string(world().size()) + "_" + name +
+            (per_rank ? "_r" + std::to_string(world().rank()) : ""));
   return d.string();
 }
 
