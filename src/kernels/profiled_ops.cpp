@@ -14,6 +14,13 @@ const Ops* g_in = nullptr;
 const TrainOps* g_tin = nullptr;
 constexpr double F = 4;  // bytes per f32
 
+// Query-key pairs the document-masked causal attention computes: query t sees doc_start[t]..t.
+double attended_pairs(const int* doc_start, int T) {
+  double n = 0;
+  for (int t = 0; t < T; ++t) n += double(t - doc_start[t] + 1);
+  return n;
+}
+
 void embedding_forward(float* out, const int* tokens, const float* table, int T, int C) {
   prof::Scope s("embedding_forward", 0, 2.0 * F * T * C);
   g_in->embedding_forward(out, tokens, table, T, C);
@@ -61,14 +68,14 @@ void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int 
 }
 void attention_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                              const int* doc_start, int T, int NH, int NKV, int HS) {
-  prof::Scope s("attention_train_forward", 4.0 * T * (T + 1) / 2 * NH * HS,
+  prof::Scope s("attention_train_forward", prof::enabled() ? 4.0 * attended_pairs(doc_start, T) * NH * HS : 0,
                 F * (2.0 * T * NH * HS + 2.0 * T * NKV * HS));
   g_tin->attention_train_forward(out, lse, q, k, v, doc_start, T, NH, NKV, HS);
 }
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
                         int NKV, int HS) {
-  prof::Scope s("attention_backward", 10.0 * T * (T + 1) / 2 * NH * HS,
+  prof::Scope s("attention_backward", prof::enabled() ? 10.0 * attended_pairs(doc_start, T) * NH * HS : 0,
                 F * (4.0 * T * NH * HS + 4.0 * T * NKV * HS));
   g_tin->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
 }
