@@ -4,10 +4,13 @@
 For each ZeRO stage, trains the same global batch (N x micro_batch x accumulation) once on one
 process (accumulation N*a) and once on N ranks (accumulation a), and prints tokens/s of both, their
 ratio, the bytes each rank sent per step (counted by the communicator as a ring moves them) and the
-theoretical volume of the stage for Psi trainable floats on N ranks (fp32):
-  stage 0: all-reduce 2*Psi*(N-1)/N;  stage 1: all-reduce + all-gather 3*Psi*(N-1)/N;
-  stages 2, 3: reduce-scatter + all-gather 2*Psi*(N-1)/N  (x 4 bytes)
-(this engine's stage 3 gathers once per step; layer-by-layer ZeRO-3 would move 3*Psi*(N-1)/N).
+theoretical volume of the stage for Psi trainable floats on N ranks with accumulation a per rank (fp32):
+  stage 0: all-reduce 2*Psi*(N-1)/N per step;  stage 1: all-reduce + all-gather 3*Psi*(N-1)/N;
+  stage 2: a reduce-scatter per micro-batch (the gradients leave each unit as soon as its backward
+           ends) + one all-gather: (a+1)*Psi*(N-1)/N;
+  stage 3: per micro-batch each unit gathered for the forward and again for the backward, and its
+           gradients reduce-scattered: 3*a*Psi*(N-1)/N (the final norm is gathered once, so a hair
+           under)  (x 4 bytes)
 Usage: bench/bench_dist.py [--bin build/bin/leantune] [--ranks 2] [--method full] [--steps 20]
 """
 import argparse
@@ -76,7 +79,7 @@ eval_batches: 1
              "--gradient_accumulation_steps", str(a.accum), "--output_dir", many], env)
         m1, mR = last_metrics(one), last_metrics(many)
         psi = json.load(open(os.path.join(many, "ledger-rank0.json")))["trainable_floats"]
-        factor = 3 if stage == 1 else 2
+        factor = {0: 2, 1: 3, 2: a.accum + 1, 3: 3 * a.accum}[stage]
         theory = factor * psi * (R - 1) / R * 4
         sent = mR["comm_bytes_per_step"]
         print(f"{stage:>5} {m1['tokens_per_s']:>13.0f} {mR['tokens_per_s']:>14.0f} "

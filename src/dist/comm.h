@@ -37,6 +37,9 @@ class Communicator {
   virtual void reduce_scatter_sum(float* recv, const float* send, size_t n) = 0;
   // send (n) from every rank; recv (size()·n) holds rank r's at r·n. send may alias recv + rank()·n.
   virtual void allgather(float* recv, const float* send, size_t n) = 0;
+  // In place: on rank root, data (n) becomes the element-wise sum over ranks; elsewhere it is only
+  // sent (counted as reduce-scatter bytes: the pieces of a reduce-scatter to owners of unequal size).
+  virtual void reduce_sum(float* data, size_t n, int root) = 0;
   // bytes from rank root to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Ends every rank of the job with this status (MPI_Abort); a single process just exits.
@@ -58,6 +61,7 @@ class SelfCommunicator final : public Communicator {
   void allreduce_sum(double*, size_t) override {}
   void reduce_scatter_sum(float* recv, const float* send, size_t n) override;
   void allgather(float* recv, const float* send, size_t n) override;
+  void reduce_sum(float*, size_t, int) override {}
   void broadcast(void*, size_t, int) override {}
   [[noreturn]] void abort(int status) override;
 };

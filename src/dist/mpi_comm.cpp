@@ -92,6 +92,19 @@ class MpiCommunicator final : public Communicator {
     stats_.calls++;
   }
 
+  void reduce_sum(float* data, size_t n, int root) override {
+    Op op(this, "reduce");
+    for (size_t o = 0; o < n; o += bucket_) {
+      const int k = int(std::min(bucket_, n - o));
+      if (rank_ == root)
+        check(MPI_Reduce(MPI_IN_PLACE, data + o, k, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD), "MPI_Reduce");
+      else
+        check(MPI_Reduce(data + o, nullptr, k, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD), "MPI_Reduce");
+    }
+    if (rank_ != root) stats_.reduce_scatter_bytes += uint64_t(n) * sizeof(float);
+    stats_.calls++;
+  }
+
   void broadcast(void* data, size_t bytes, int root) override {
     Op op(this, "broadcast");
     auto* p = static_cast<char*>(data);

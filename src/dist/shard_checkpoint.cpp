@@ -192,7 +192,7 @@ TrainingPosition load_sharded_checkpoint(const std::string& path, const std::str
                  dtype_name(t.dtype));
         return static_cast<const float*>(t.data);
       };
-      std::memcpy(p.p, get("param."), p.n * sizeof(float));
+      z.write_params(get("param."), L.offset[i], L.offset[i] + p.n);
       const size_t a = std::max(lo, L.offset[i]), b = std::min(hi, L.offset[i] + p.n);
       if (a >= b) continue;
       std::memcpy(z.moment1() + (a - lo), get("adam_m.") + (a - L.offset[i]), (b - a) * sizeof(float));
@@ -201,7 +201,6 @@ TrainingPosition load_sharded_checkpoint(const std::string& path, const std::str
     const std::string sp = (fs::path(dir) / "trainer_state.json").string();
     pos = read_position(read_json(sp), sp);
   }
-  z.load_master_from_params();
   return pos;
 }
 

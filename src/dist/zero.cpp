@@ -39,19 +39,47 @@ static size_t moment_floats(size_t total, int ranks, int stage) {
   return stage == 0 ? total : (total + size_t(ranks) - 1) / size_t(ranks);
 }
 
-MemoryPlan plan_zero_state(size_t total, int ranks, const ZeroOptions& o) {
+ZeroTensors zero_tensors(const MemoryPlan& single, int n_layers) {
+  ZeroTensors t;
+  std::vector<size_t> unit(size_t(n_layers) + 2, 0);
+  bool lm_head = false;
+  for (const auto& b : single.buffers) {
+    if (b.name == "lm_head.weight") lm_head = true;
+    if (b.cat != Category::TrainableParams) continue;
+    const size_t n = b.bytes / sizeof(float);
+    const int u = trainable_unit(b.name, n_layers);
+    LT_CHECK(t.units.empty() || u >= t.units.back(), "ZeRO: trainable tensor '{}' is out of unit order", b.name);
+    t.counts.push_back(n);
+    t.units.push_back(u);
+    t.total += n;
+    unit[size_t(u)] += n;
+  }
+  t.unit_max = *std::max_element(unit.begin(), unit.end());
+  t.slots = unit[0] > 0 && !lm_head ? 2 : 1;  // a trained embedding that is also the lm_head
+  return t;
+}
+
+MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o) {
   LT_CHECK(o.stage >= 0 && o.stage <= 3, "zero_stage must be 0, 1, 2 or 3 (got {})", o.stage);
-  const FlatLayout l = flat_layout(std::span<const size_t>(&total, 1), ranks);
-  const size_t f = sizeof(float), mom = moment_floats(total, ranks, o.stage);
+  const FlatLayout l = flat_layout(std::span<const size_t>(&t.total, 1), ranks);
+  const size_t f = sizeof(float), mom = moment_floats(t.total, ranks, o.stage);
   const bool disk = o.offload == OptimizerOffload::Disk;
   MemoryPlan p;
   if (!disk) {
     p.add("zero.adam_m", Category::OptimizerState, mom * f);
     p.add("zero.adam_v", Category::OptimizerState, mom * f);
   }
-  if (o.stage >= 2) p.add("zero.grad_shard", Category::Grads, l.shard * f);
-  if (o.stage == 3 && !disk) p.add("zero.master_shard", Category::TrainableParams, l.shard * f);
-  p.add("zero.bucket", Category::Workspace, size_t(ranks) * zero_bucket_elems(l) * f);
+  if (o.stage >= 2) {
+    p.add("zero.grad_shard", Category::Grads, l.shard * f);
+    for (int k = 0; k < t.slots; ++k)
+      p.add(fmt::format("zero.grad_slot.{}", k), Category::Grads, t.unit_max * f, Lifetime::Layer);
+  }
+  if (o.stage == 3) {
+    if (!disk) p.add("zero.master_shard", Category::TrainableParams, l.shard * f);
+    for (int k = 0; k < t.slots; ++k)
+      p.add(fmt::format("zero.param_slot.{}", k), Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
+  }
+  if (o.stage < 3) p.add("zero.bucket", Category::Workspace, size_t(ranks) * zero_bucket_elems(l) * f);
   return p;
 }
 
@@ -69,20 +97,26 @@ size_t trainable_floats(const MemoryPlan& plan) {
   return n;
 }
 
-MemoryPlan plan_zero_rank(const MemoryPlan& single, int ranks, const ZeroOptions& o) {
+MemoryPlan plan_zero_rank(const MemoryPlan& single, int n_layers, int ranks, const ZeroOptions& o) {
   MemoryPlan p;
-  for (const auto& b : single.buffers)
-    if (b.cat != Category::OptimizerState) p.buffers.push_back(b);
-  for (auto& b : plan_zero_state(trainable_floats(single), ranks, o).buffers) p.buffers.push_back(std::move(b));
+  for (const auto& b : single.buffers) {
+    if (b.cat == Category::OptimizerState) continue;
+    if (o.stage >= 2 && b.cat == Category::Grads) continue;
+    if (o.stage == 3 && b.cat == Category::TrainableParams) continue;
+    p.buffers.push_back(b);
+  }
+  for (auto& b : plan_zero_state(zero_tensors(single, n_layers), ranks, o).buffers) p.buffers.push_back(std::move(b));
   return p;
 }
 
-std::string format_zero_plan(const MemoryPlan& single, int ranks, const ZeroOptions& o) {
-  const MemoryPlan r = plan_zero_rank(single, ranks, o);
-  const size_t psi = trainable_floats(single), S = (psi + size_t(ranks) - 1) / size_t(ranks);
-  std::string s = fmt::format("per rank, ZeRO stage {} on {} rank{}{} (trainable floats {}, shard {}):\n", o.stage,
-                              ranks, ranks > 1 ? "s" : "", o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "",
-                              psi, S);
+std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, const ZeroOptions& o) {
+  const MemoryPlan r = plan_zero_rank(single, n_layers, ranks, o);
+  const ZeroTensors t = zero_tensors(single, n_layers);
+  const size_t psi = t.total, S = (psi + size_t(ranks) - 1) / size_t(ranks);
+  std::string s = fmt::format("per rank, ZeRO stage {} on {} rank{}{} (trainable floats Ψ {}, shard S {}, largest unit "
+                              "M {}, slots k {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
+                              o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max,
+                              t.slots);
   s += fmt::format("{:<20} {:>14} {:>14}\n", "category", "one process", "per rank");
   for (size_t k = 0; k < kNumCategories; ++k) {
     const size_t a = single.arena_bytes(Category(k)), b = r.arena_bytes(Category(k));
@@ -90,32 +124,53 @@ std::string format_zero_plan(const MemoryPlan& single, int ranks, const ZeroOpti
   }
   s += fmt::format("{:<20} {:>14} {:>14}  {}\n", "total (anonymous)", single.total_bytes(), r.total_bytes(),
                    format_bytes(r.total_bytes()));
-  for (const auto& b : plan_zero_state(psi, ranks, o).buffers)
+  for (const auto& b : plan_zero_state(t, ranks, o).buffers)
     s += fmt::format("  {:<18} {:>12} bytes\n", b.name, b.bytes);
   if (size_t d = zero_offloaded_bytes(psi, ranks, o)) s += fmt::format("offloaded to disk: {} ({})\n", d, format_bytes(d));
-  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; a gradient shard of S from stage 2; a master shard of S at "
-       "stage 3. The model's full parameters and gradients stay allocated (the all-gather and reduce-scatter buffers).\n";
+  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + k·M from stage 2; "
+       "parameters: Ψ at stages 0-2, S + k·M at stage 3 (M: the largest unit, an embedding or a decoder layer).\n";
   return s;
 }
 
-ZeroOptimizer::ZeroOptimizer(std::vector<TrainParam>& params, Communicator& comm, const ZeroOptions& o)
-    : params_(params), comm_(comm), opts_(o) {
-  std::vector<size_t> counts;
-  for (const auto& p : params) counts.push_back(p.n);
-  layout_ = flat_layout(counts, comm.size());
+ZeroOptimizer::ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const ZeroOptions& o)
+    : comm_(comm), opts_(o), tensors_(t) {
+  layout_ = flat_layout(t.counts, comm.size());
   LT_CHECK(layout_.total > 0, "ZeRO: the model has no trainable parameters");
   // every rank must hold the same model: a different trainable count would desynchronise the collectives
-  double t = double(layout_.total);
-  comm_.allreduce_sum(&t, 1);
-  LT_CHECK(t == double(layout_.total) * comm.size(), "ZeRO: rank {} has {} trainable parameters but the ranks' "
+  double tot = double(layout_.total);
+  comm_.allreduce_sum(&tot, 1);
+  LT_CHECK(tot == double(layout_.total) * comm.size(), "ZeRO: rank {} has {} trainable parameters but the ranks' "
            "average is {}; every rank must run the same model and configuration", comm.rank(), layout_.total,
-           t / comm.size());
-  arenas_.allocate(plan_zero_state(layout_.total, layout_.ranks, o));
-  frozen_.assign(params.size(), false);
-  lr_factor_.assign(params.size(), 1.0f);
-  bucket_elems_ = zero_bucket_elems(layout_);
-  bucket_ = arenas_.get_as<float>("zero.bucket");
-  if (o.stage >= 2) grad_shard_ = arenas_.get_as<float>("zero.grad_shard");
+           tot / comm.size());
+  const int n_units = t.units.empty() ? 0 : t.units.back() + 1;
+  unit_begin_.assign(size_t(n_units), 0);
+  unit_end_.assign(size_t(n_units), 0);
+  for (int u = 0; u < n_units; ++u) {  // empty units: [x, x)
+    size_t i = 0;
+    while (i < t.units.size() && t.units[i] < u) ++i;
+    unit_begin_[size_t(u)] = i < t.units.size() ? layout_.offset[i] : layout_.total;
+    size_t e = unit_begin_[size_t(u)];
+    for (; i < t.units.size() && t.units[i] == u; ++i) e += t.counts[i];
+    unit_end_[size_t(u)] = e;
+  }
+  arenas_.allocate(plan_zero_state(t, layout_.ranks, o));
+  frozen_.assign(t.counts.size(), false);
+  lr_factor_.assign(t.counts.size(), 1.0f);
+  decay_.assign(t.counts.size(), true);
+  if (o.stage < 3) {
+    bucket_elems_ = zero_bucket_elems(layout_);
+    bucket_ = arenas_.get_as<float>("zero.bucket");
+  }
+  if (o.stage >= 2) {
+    grad_shard_ = arenas_.get_as<float>("zero.grad_shard");
+    for (int k = 0; k < t.slots; ++k) grad_slot_.push_back(arenas_.get_as<float>(fmt::format("zero.grad_slot.{}", k)));
+    grad_owner_.assign(grad_slot_.size(), -1);
+  }
+  if (o.stage == 3) {
+    for (int k = 0; k < t.slots; ++k)
+      param_slot_.push_back(arenas_.get_as<float>(fmt::format("zero.param_slot.{}", k)));
+    param_owner_.assign(param_slot_.size(), -1);
+  }
   const size_t mom = moment_floats(layout_.total, layout_.ranks, o.stage);
   if (o.offload == OptimizerOffload::Disk) {
     offload_ = std::make_unique<OffloadFile>(o.offload_dir, comm.rank(),
@@ -128,7 +183,93 @@ ZeroOptimizer::ZeroOptimizer(std::vector<TrainParam>& params, Communicator& comm
     v_ = arenas_.get_as<float>("zero.adam_v");
     if (o.stage == 3) master_ = arenas_.get_as<float>("zero.master_shard");
   }
-  if (master_) load_master_from_params();
+}
+
+void ZeroOptimizer::attach(std::vector<TrainParam>& params) {
+  LT_CHECK(params.size() == tensors_.counts.size(), "ZeRO: the model has {} trainable tensors, the plan {}",
+           params.size(), tensors_.counts.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    LT_CHECK(params[i].n == tensors_.counts[i] && params[i].unit == tensors_.units[i],
+             "ZeRO: trainable tensor {} ('{}') has {} floats in unit {}; the plan has {} in unit {}", i, params[i].name,
+             params[i].n, params[i].unit, tensors_.counts[i], tensors_.units[i]);
+    decay_[i] = params[i].decay;
+  }
+  params_ = &params;
+}
+
+int ZeroOptimizer::take_slot(std::vector<int>& owner, int u, const char* what) {
+  for (size_t k = 0; k < owner.size(); ++k)
+    LT_CHECK(owner[k] != u, "ZeRO: unit {}'s {} acquired twice", u, what);
+  for (size_t k = 0; k < owner.size(); ++k)
+    if (owner[k] < 0) {
+      owner[k] = u;
+      return int(k);
+    }
+  fail("ZeRO: no free {} slot for unit {} ({} slots)", what, u, owner.size());
+}
+
+void ZeroOptimizer::free_slot(std::vector<int>& owner, int u, const char* what) {
+  for (auto& o : owner)
+    if (o == u) {
+      o = -1;
+      return;
+    }
+  fail("ZeRO: unit {}'s {} released but not acquired", u, what);
+}
+
+float* ZeroOptimizer::load_buffer(size_t i, size_t n) {
+  LT_CHECK(opts_.stage == 3 && i < tensors_.counts.size() && n == tensors_.counts[i],
+           "ZeRO: load_buffer({}, {}) does not match the planned tensors", i, n);
+  return param_slot_[0];
+}
+
+void ZeroOptimizer::loaded(size_t i) {
+  const size_t lo = std::max(own_begin(), layout_.offset[i]), hi = std::min(own_end(), layout_.offset[i] + layout_.count[i]);
+  if (lo < hi) std::memcpy(master_ + (lo - own_begin()), param_slot_[0] + (lo - layout_.offset[i]), (hi - lo) * sizeof(float));
+}
+
+float* ZeroOptimizer::acquire_params(int u) {
+  float* slot = param_slot_[size_t(take_slot(param_owner_, u, "parameters"))];
+  const size_t ub = unit_begin_[size_t(u)], ue = unit_end_[size_t(u)], S = layout_.shard;
+  const int me = comm_.rank();
+  // every owner broadcasts its piece of the unit (an all-gather of pieces of unequal size)
+  for (int r = 0; r < layout_.ranks; ++r) {
+    const size_t a = std::max(ub, size_t(r) * S), b = std::min(ue, size_t(r + 1) * S);
+    if (a >= b) continue;
+    if (r == me) std::memcpy(slot + (a - ub), master_ + (a - size_t(r) * S), (b - a) * sizeof(float));
+    if (layout_.ranks > 1) comm_.broadcast(slot + (a - ub), (b - a) * sizeof(float), r);
+  }
+  return slot;
+}
+
+void ZeroOptimizer::release_params(int u) { free_slot(param_owner_, u, "parameters"); }
+
+float* ZeroOptimizer::acquire_grads(int u) {
+  float* slot = grad_slot_[size_t(take_slot(grad_owner_, u, "gradients"))];
+  std::memset(slot, 0, (unit_end_[size_t(u)] - unit_begin_[size_t(u)]) * sizeof(float));
+  return slot;
+}
+
+void ZeroOptimizer::release_grads(int u) {
+  size_t k = 0;
+  while (k < grad_owner_.size() && grad_owner_[k] != u) ++k;
+  LT_CHECK(k < grad_owner_.size(), "ZeRO: unit {}'s gradients released but not acquired", u);
+  float* slot = grad_slot_[k];
+  const size_t ub = unit_begin_[size_t(u)], ue = unit_end_[size_t(u)], S = layout_.shard;
+  const int me = comm_.rank();
+  // each owner receives the sum of its piece of the unit and accumulates it into its shard
+  for (int r = 0; r < layout_.ranks; ++r) {
+    const size_t a = std::max(ub, size_t(r) * S), b = std::min(ue, size_t(r + 1) * S);
+    if (a >= b) continue;
+    float* piece = slot + (a - ub);
+    if (layout_.ranks > 1) comm_.reduce_sum(piece, b - a, r);
+    if (r != me) continue;
+    float* dst = grad_shard_ + (a - size_t(r) * S);
+    const ptrdiff_t n = ptrdiff_t(b - a);
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+    for (ptrdiff_t e = 0; e < n; ++e) dst[e] += piece[e];
+  }
+  grad_owner_[k] = -1;
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
@@ -149,66 +290,57 @@ void ZeroOptimizer::for_pieces(size_t lo, size_t hi, F&& fn) const {
 }
 
 float* ZeroOptimizer::grad_at(size_t i, size_t off) {
-  return grad_shard_ ? grad_shard_ + (layout_.offset[i] + off - own_begin()) : params_[i].g + off;
+  return grad_shard_ ? grad_shard_ + (layout_.offset[i] + off - own_begin()) : (*params_)[i].g + off;
 }
 
 float* ZeroOptimizer::param_at(size_t i, size_t off) {
-  return master_ ? master_ + (layout_.offset[i] + off - own_begin()) : params_[i].p + off;
+  return master_ ? master_ + (layout_.offset[i] + off - own_begin()) : (*params_)[i].p + off;
 }
 
 void ZeroOptimizer::read_params(float* out, size_t lo, size_t hi) const {
+  if (master_) {
+    LT_CHECK(lo >= own_begin() && hi <= own_end(), "ZeRO stage 3: rank {} holds parameters [{}, {}), not [{}, {})",
+             comm_.rank(), own_begin(), own_end(), lo, hi);
+    std::memcpy(out, master_ + (lo - own_begin()), (hi - lo) * sizeof(float));
+    return;
+  }
   for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t o) {
-    std::memcpy(out + (a - lo), params_[i].p + o, (b - a) * sizeof(float));
+    std::memcpy(out + (a - lo), (*params_)[i].p + o, (b - a) * sizeof(float));
   });
 }
 
 void ZeroOptimizer::write_params(const float* in, size_t lo, size_t hi) {
+  if (master_) {
+    const size_t a = std::max(lo, own_begin()), b = std::min(hi, own_end());
+    if (a < b) std::memcpy(master_ + (a - own_begin()), in + (a - lo), (b - a) * sizeof(float));
+    return;
+  }
   for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t o) {
-    std::memcpy(params_[i].p + o, in + (a - lo), (b - a) * sizeof(float));
+    std::memcpy((*params_)[i].p + o, in + (a - lo), (b - a) * sizeof(float));
   });
-}
-
-void ZeroOptimizer::load_master_from_params() {
-  if (master_) read_params(master_, own_begin(), own_end());
 }
 
 void ZeroOptimizer::reduce_gradients() {
   const size_t R = size_t(layout_.ranks), K = bucket_elems_, total = layout_.total;
-  if (R == 1 && opts_.stage < 2) return;
-  if (opts_.stage < 2) {
+  if (R == 1 || opts_.stage >= 2) return;  // stages 2-3: reduced unit by unit in release_grads
+  {
     // all-reduce the flat gradient, R·K elements at a time through the bucket
     for (size_t o = 0; o < total; o += R * K) {
       const size_t hi = std::min(total, o + R * K);
       for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
-        std::memcpy(bucket_ + (a - o), params_[i].g + off, (b - a) * sizeof(float));
+        std::memcpy(bucket_ + (a - o), (*params_)[i].g + off, (b - a) * sizeof(float));
       });
       comm_.allreduce_sum(bucket_, hi - o);
       for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
-        std::memcpy(params_[i].g + off, bucket_ + (a - o), (b - a) * sizeof(float));
+        std::memcpy((*params_)[i].g + off, bucket_ + (a - o), (b - a) * sizeof(float));
       });
     }
     return;
   }
-  // reduce-scatter: round j sends elements [r·S + j, r·S + j + k) of every owner r
-  const size_t S = layout_.shard, me = size_t(comm_.rank());
-  for (size_t j = 0; j < S; j += K) {
-    const size_t k = std::min(K, S - j);
-    for (size_t r = 0; r < R; ++r) {
-      float* blk = bucket_ + r * k;
-      const size_t lo = r * S + j, hi = std::min(total, lo + k);
-      if (hi <= lo) { std::memset(blk, 0, k * sizeof(float)); continue; }
-      if (hi - lo < k) std::memset(blk + (hi - lo), 0, (k - (hi - lo)) * sizeof(float));
-      for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t off) {
-        std::memcpy(blk + (a - lo), params_[i].g + off, (b - a) * sizeof(float));
-      });
-    }
-    comm_.reduce_scatter_sum(bucket_ + me * k, bucket_, k);
-    std::memcpy(grad_shard_ + j, bucket_ + me * k, k * sizeof(float));
-  }
 }
 
 void ZeroOptimizer::gather_parameters() {
-  if (opts_.stage == 0) return;
+  if (opts_.stage == 0 || opts_.stage == 3) return;  // stage 3: gathered unit by unit when used
   const size_t R = size_t(layout_.ranks), S = layout_.shard, K = bucket_elems_, total = layout_.total;
   const size_t me = size_t(comm_.rank());
   for (size_t j = 0; j < S; j += K) {
@@ -217,12 +349,11 @@ void ZeroOptimizer::gather_parameters() {
     const size_t lo = me * S + j, hi = std::min(total, lo + k);
     std::memset(mine, 0, k * sizeof(float));
     if (hi > lo) {
-      if (master_) std::memcpy(mine, master_ + j, (hi - lo) * sizeof(float));
-      else read_params(mine, lo, hi);
+      read_params(mine, lo, hi);
     }
     comm_.allgather(bucket_, mine, k);
     for (size_t r = 0; r < R; ++r) {
-      if (r == me && !master_) continue;  // the model already holds this rank's update
+      if (r == me) continue;  // the model already holds this rank's update
       const size_t a = r * S + j, b = std::min(total, a + k);
       if (b > a) write_params(bucket_ + r * k, a, b);
     }
@@ -263,7 +394,7 @@ float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_
     g.m = m_ + (a - lo);
     g.v = v_ + (a - lo);
     g.n = b - a;
-    g.weight_decay = params_[i].decay;
+    g.weight_decay = decay_[i];
     g.frozen = frozen_[i];
     g.lr_factor = lr_factor_[i];
     adamw_step(std::span<ParamGroup>(&g, 1), ao, lr, step);
@@ -273,6 +404,7 @@ float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_
     }
   });
   gather_parameters();
+  if (grad_shard_) std::memset(grad_shard_, 0, layout_.shard * sizeof(float));
   if (offload_) offload_->release_all();
   return float(norm);
 }

@@ -1,22 +1,31 @@
 // ZeRO data parallelism (Rajbhandari et al., 2020) over a Communicator. The trainable tensors, in
 // TrainModel::params() order, are one logical flat vector of Ψ floats, cut into R contiguous
 // shards of S = ceil(Ψ/R) floats (the last padded with virtual zeros); rank r owns [r·S, r·S+S).
+// The tensors also form units in execution order (train/trainable_store.h: the embedding, each
+// decoder layer, the final norm and lm_head), each a contiguous flat range; M = the largest unit.
 // Each rank scales its micro-batch gradients by 1/(R·accumulation), so a SUM over ranks is the
-// global mean gradient. One optimizer step, by stage:
-//   0: all-reduce the gradients; every rank runs AdamW on everything (moments: Ψ each).
-//   1: all-reduce the gradients; each rank runs AdamW on its shard only (moments: S each), then the
-//      parameters are all-gathered.
-//   2: the gradients are reduce-scattered to their owners (a gradient shard of S floats), update,
-//      all-gather.
-//   3: as 2, and the fp32 master parameters live in a shard of S floats too; the model's full
-//      parameters are a gather buffer refilled by the all-gather before the next forward.
+// global mean gradient. By stage:
+//   0: the model holds parameters and gradients; the step all-reduces the gradients and every
+//      rank runs AdamW on everything (moments: Ψ each).
+//   1: as 0, but each rank runs AdamW on its shard only (moments: S each); the parameters are then
+//      all-gathered.
+//   2: the model holds no gradient buffers: each unit's gradients go to a slot of M floats during
+//      its backward and are reduced to their owners as soon as the unit is done (every
+//      micro-batch), accumulating into a gradient shard of S floats; update, all-gather.
+//   3: as 2, and the model holds no trainable parameters either: the fp32 master parameters live
+//      in a shard of S floats, and each unit is gathered into a slot of M floats from its owners
+//      just before it runs (forward, and again in backward) and released right after.
+//   Slots: k = 2 when the embedding is trained and tied to lm_head (its gradient stays live from the
+//   loss to the end of the backward, and the loss needs both the head and the embedding gathered),
+//   else k = 1. So per rank, in floats: gradients S + k·M (stages 2-3), parameters S + k·M (stage 3).
 // Clipping uses the global norm (sum of squares of each shard, all-reduced in double). AdamW is
 // adamw_step (train/optimizer.h) on the pieces of the shard, so a step equals one rank's step.
-// What this engine does not do (yet): the model's full gradient and parameter buffers stay
-// allocated (the reduce-scatter source and the all-gather destination); layer-by-layer
-// gather/release and overlap with the backward need per-layer hooks inside TrainModel.
-// The engine's own buffers (moments, gradient shard, master shard, communication bucket) come from
-// plan_zero_state() and live in its Arenas, or, with offload to disk, in a file (dist/offload.h).
+// Not done: prefetching the next unit while one runs, and overlapping the reductions with the
+// backward (the collectives are blocking, and on a 2-core machine there is no spare core to
+// progress them); the frozen weights of a LoRA or QLoRA model are not sharded.
+// The engine's own buffers (moments, gradient shard, master shard, slots, communication bucket)
+// come from plan_zero_state() and live in its Arenas, or, with offload to disk, in a file
+// (dist/offload.h).
 #pragma once
 #include <memory>
 #include <span>
@@ -27,6 +36,7 @@
 #include "dist/comm.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
+#include "train/trainable_store.h"
 
 namespace lt {
 
@@ -57,48 +67,76 @@ FlatLayout flat_layout(std::span<const size_t> counts, int ranks);
 // Elements a collective moves at once: the bucket holds R of them (min(S, comm_bucket_elems()/R)).
 size_t zero_bucket_elems(const FlatLayout& l);
 
-// The engine's own buffers on one rank (moments, gradient shard, master shard, bucket), for Ψ
-// trainable floats. With offload to disk the file-backed ones are not listed: see
-// zero_offloaded_bytes.
-MemoryPlan plan_zero_state(size_t total, int ranks, const ZeroOptions& o);
+// The trainable tensors of a (single-process) training plan, in params() order, with their units.
+struct ZeroTensors {
+  std::vector<size_t> counts;  // floats per tensor
+  std::vector<int> units;      // trainable_unit() per tensor
+  size_t total = 0;            // Ψ
+  size_t unit_max = 0;         // M: the largest unit, in floats
+  int slots = 1;               // k: 2 with a trained embedding tied to lm_head
+};
+ZeroTensors zero_tensors(const MemoryPlan& single_process, int n_layers);
+
+// The engine's own buffers on one rank (moments, gradient shard and slots, master shard and slots,
+// bucket). With offload to disk the file-backed ones are not listed: see zero_offloaded_bytes.
+MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o);
 size_t zero_offloaded_bytes(size_t total, int ranks, const ZeroOptions& o);
 
-// One rank's whole plan: the single-process training plan without its AdamW moments (the model
-// does not allocate them under ZeRO) plus plan_zero_state. Per category, against one process:
+// One rank's whole plan: the single-process training plan without its AdamW moments, without its
+// gradients (stages 2-3) and trainable parameters (stage 3), plus plan_zero_state. Per category,
+// against one process (Ψ, S, M, k as above; each buffer rounded up to 64 bytes, as in every arena):
 //   OptimizerState  stage 0: 2·Ψ·4     stages 1-3: 2·S·4            (disk offload: 0)
-//   Grads           model's Ψ·4        + stages 2-3: S·4 (the shard the optimizer reads)
-//   TrainableParams model's Ψ·4        + stage 3: S·4 (master shard; disk offload: in the file)
-//   Workspace       + the bucket R·K·4
-// (each buffer rounded up to 64 bytes, as in every arena).
-MemoryPlan plan_zero_rank(const MemoryPlan& single_process, int ranks, const ZeroOptions& o);
+//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + k·M)·4
+//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + k·M)·4         (disk offload: k·M·4)
+//   Workspace       + the bucket R·K·4 (stages 0-2)
+MemoryPlan plan_zero_rank(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
 // Trainable floats Ψ of a training plan (its TrainableParams buffers).
 size_t trainable_floats(const MemoryPlan& plan);
 
 // `leantune plan --ranks N --zero S`: one process's bytes per category against one rank's
 // (plan_zero_rank), the sharded buffers with their formulas, and the bytes offloaded to disk.
-std::string format_zero_plan(const MemoryPlan& single_process, int ranks, const ZeroOptions& o);
+std::string format_zero_plan(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
-class ZeroOptimizer {
+class ZeroOptimizer final : public TrainableStore {
  public:
-  // params: the model's trainable tensors (p and g used; m and v ignored). Allocates the engine's
-  // buffers; with stage 3 copies this rank's part of the parameters into its master shard.
-  ZeroOptimizer(std::vector<TrainParam>& params, Communicator& comm, const ZeroOptions& o);
-  ~ZeroOptimizer();
+  // t: the trainable tensors (zero_tensors of the single-process plan). Allocates the engine's
+  // buffers. Build the model next with this as its TrainableStore (stage 3 fills the master shard
+  // through load_buffer / loaded), then attach() its params.
+  ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const ZeroOptions& o);
+  ~ZeroOptimizer() override;
+  // The model's trainable tensors (names, decay; p and g where the model holds them). lt::Error
+  // when they differ from the tensors the engine was built for, or between ranks.
+  void attach(std::vector<TrainParam>& params);
 
-  // One optimizer step over the accumulated gradients: reduce, global norm, clip (max_grad_norm >
-  // 0), AdamW at lr on this rank's part, gather. frozen / lr_factor per tensor (staged unfreezing)
-  // as in ParamGroup. Returns the global gradient norm before clipping; lt::Error (on every rank)
-  // when it is not finite. The model's gradients are left as they are (call zero_grads()).
+  // One optimizer step over the accumulated gradients: reduce (stages 0-1), global norm, clip
+  // (max_grad_norm > 0), AdamW at lr on this rank's part, gather (stages 1-2). frozen / lr_factor
+  // per tensor (staged unfreezing) as in ParamGroup. Returns the global gradient norm before
+  // clipping; lt::Error (on every rank) when it is not finite. Stages 0-1 leave the model's
+  // gradients as they are (call zero_grads()); stages 2-3 zero the gradient shard.
   float step(const AdamWOptions& ao, float lr, int step, float max_grad_norm);
   // Per tensor, as ParamGroup::frozen / lr_factor.
   void set_frozen(size_t i, bool frozen, float lr_factor) { frozen_[i] = frozen; lr_factor_[i] = lr_factor; }
 
+  // TrainableStore (stage 2: gradients; stage 3: parameters and gradients)
+  bool holds_params() const override { return opts_.stage == 3; }
+  bool holds_grads() const override { return opts_.stage >= 2; }
+  float* load_buffer(size_t i, size_t n) override;
+  void loaded(size_t i) override;
+  float* acquire_params(int u) override;
+  void release_params(int u) override;
+  float* acquire_grads(int u) override;
+  void release_grads(int u) override;
+
   const FlatLayout& layout() const { return layout_; }
+  const ZeroTensors& tensors() const { return tensors_; }
   const ZeroOptions& options() const { return opts_; }
   Communicator& comm() { return comm_; }
   const Arenas& arenas() const { return arenas_; }
   size_t offloaded_bytes() const;
+  size_t unit_begin(int u) const { return unit_begin_[size_t(u)]; }
+  size_t unit_end(int u) const { return unit_end_[size_t(u)]; }
+  int units() const { return int(unit_begin_.size()); }
   // This rank's part of the flat vector [begin, end) (stage 0: everything) and its moments /
   // master parameters there (m, v: (end-begin) floats; master: null before stage 3).
   size_t own_begin() const;
@@ -106,11 +144,10 @@ class ZeroOptimizer {
   float* moment1() { return m_; }
   float* moment2() { return v_; }
   float* master() { return master_; }
-  // Copies flat elements [lo, hi) of the model's parameters into out / from in.
+  // Copies flat elements [lo, hi) of the parameters into out / from in: the model's (stages 0-2);
+  // at stage 3 the master shard's, so read only this rank's part and write what of it in holds.
   void read_params(float* out, size_t lo, size_t hi) const;
   void write_params(const float* in, size_t lo, size_t hi);
-  // Stage 3: refreshes the master shard from the model's parameters (after loading them).
-  void load_master_from_params();
 
  private:
   // fn(tensor index, flat lo, flat hi, pointer offset into the tensor) over the tensors meeting [lo, hi).
@@ -119,16 +156,23 @@ class ZeroOptimizer {
   void gather_parameters();
   float* grad_at(size_t i, size_t off);     // the gradient AdamW reads for element off of tensor i
   float* param_at(size_t i, size_t off);    // the parameter AdamW updates
+  int take_slot(std::vector<int>& owner, int u, const char* what);
+  void free_slot(std::vector<int>& owner, int u, const char* what);
 
-  std::vector<TrainParam>& params_;
+  std::vector<TrainParam>* params_ = nullptr;
   Communicator& comm_;
   ZeroOptions opts_;
+  ZeroTensors tensors_;
   FlatLayout layout_;
+  std::vector<size_t> unit_begin_, unit_end_;  // per unit: its flat range
   Arenas arenas_;
   std::unique_ptr<OffloadFile> offload_;
   std::vector<bool> frozen_;
   std::vector<float> lr_factor_;
+  std::vector<bool> decay_;
   float *m_ = nullptr, *v_ = nullptr, *grad_shard_ = nullptr, *master_ = nullptr, *bucket_ = nullptr;
+  std::vector<float*> param_slot_, grad_slot_;  // k slots of M floats each (stage 3 / stages 2-3)
+  std::vector<int> param_owner_, grad_owner_;   // the unit in each slot, -1 free
   size_t bucket_elems_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,34 +32,45 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // ledger-rank<r>.json: this rank's planned bytes per category against what the model's and the
-// engine's arenas allocated, and the bytes offloaded to disk.
+// engine's arenas allocated and what of that is resident at the end (mincore), and the bytes
+// offloaded to disk.
 void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, const TrainModel& model,
                        ZeroOptimizer& z, int rank) {
   nlohmann::json j;
+  std::vector<unsigned char> scratch;
   for (size_t k = 0; k < kNumCategories; ++k) {
     const Category c = Category(k);
     const size_t planned = rank_plan.arena_bytes(c);
     const size_t allocated = model.arenas().allocated_bytes(c) + z.arenas().allocated_bytes(c);
-    if (planned || allocated) j["categories"][std::string(category_name(c))] = {{"planned", planned},
-                                                                               {"allocated", allocated}};
+    const size_t resident = model.arenas().resident_bytes(c, scratch) + z.arenas().resident_bytes(c, scratch);
+    if (planned || allocated)
+      j["categories"][std::string(category_name(c))] = {{"planned", planned}, {"allocated", allocated},
+                                                        {"resident", resident}};
   }
   j["rank"] = rank;
   j["ranks"] = z.layout().ranks;
   j["zero_stage"] = z.options().stage;
   j["trainable_floats"] = z.layout().total;
   j["shard_floats"] = z.layout().shard;
+  j["unit_floats"] = z.tensors().unit_max;
+  j["slots"] = z.tensors().slots;
   j["offloaded_bytes"] = z.offloaded_bytes();
   j["comm_bytes"] = z.comm().stats().total();
   write_text_file_atomic((fs::path(out_dir) / fmt::format("ledger-rank{}.json", rank)).string(), j.dump(1));
 }
 
-// The usual outputs of a finished run, from the model's (complete) parameters: the PEFT adapter,
-// or for full fine-tuning the model's tensors (trained and frozen) as one safetensors file.
-void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet& base) {
+// The usual outputs of a finished run: the PEFT adapter, or for full fine-tuning the model's
+// tensors (trained and frozen) as one safetensors file. trained(i): trainable tensor i's data.
+void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet& base,
+                       const std::function<const float*(size_t)>& trained) {
+  const auto& params = model.params();
   if (c.method == "lora") {
     std::vector<AdapterTensor> ts;
-    for (const auto& p : model.params())
-      ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape, p.p});
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& p = params[i];
+      ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape,
+                    trained(i)});
+    }
     const std::string adir = (fs::path(c.output_dir) / "adapter").string();
     fs::create_directories(adir);
     save_peft_adapter(adir, c.lora, c.base_model, ts);
@@ -69,11 +81,17 @@ void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet&
   fs::create_directories(mdir);
   std::vector<TensorInfo> ts;
   for (const auto& b : model.plan().buffers) {
-    if (b.cat != Category::FrozenWeights && b.cat != Category::TrainableParams) continue;
+    if (b.cat != Category::FrozenWeights) continue;
     const TensorInfo* src = base.find(b.name);
     if (!src) continue;
     TensorInfo t;
     t.name = b.name; t.dtype = DType::F32; t.shape = src->shape; t.data = model.weight(b.name); t.nbytes = b.bytes;
+    ts.push_back(t);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    TensorInfo t;
+    t.name = params[i].name; t.dtype = DType::F32; t.shape = params[i].shape; t.data = trained(i);
+    t.nbytes = params[i].n * sizeof(float);
     ts.push_back(t);
   }
   save_safetensors((mdir / "model.safetensors").string(), ts);
@@ -97,13 +115,17 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   TrainingData data = load_training_data(c);
   const int pad = data.tokenizer->eos_id() >= 0 ? data.tokenizer->eos_id() : 0;
   DataLoader loader(std::move(data.train), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
+  // stage 3: a forward gathers parameters from every rank, so every rank evaluates (rank 0 reports)
+  const bool evaluates = lead || zo.stage == 3;
   std::vector<Batch> eval_batches;
-  if (lead && !data.eval.empty())
+  if (evaluates && !data.eval.empty())
     eval_batches = make_eval_batches(data.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, pad);
   if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
 
   TrainModelOptions o = train_model_options(c);
   o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
+  o.store_grads = zo.stage >= 2;  // and the gradients / parameters from stage 2 / 3
+  o.store_params = zo.stage == 3;
   UnfreezeSchedule unfreeze;
   if (!c.unfreeze_schedule.empty()) {
     LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
@@ -112,13 +134,16 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   }
   TrainModelOptions single = o;
   single.optimizer_state = true;
-  const MemoryPlan rank_plan = plan_zero_rank(plan_training(mc, single), R, zo);
+  single.store_grads = single.store_params = false;
+  const MemoryPlan single_plan = plan_training(mc, single);
+  const MemoryPlan rank_plan = plan_zero_rank(single_plan, mc.n_layers, R, zo);
   if (lead)
     fmt::print("memory plan per rank (ZeRO stage {}, {} rank{}{}):\n{}", zo.stage, R, R > 1 ? "s" : "",
                zo.offload == OptimizerOffload::Disk ? ", optimizer state offloaded to disk" : "",
                rank_plan.format_table(false));
-  TrainModel model(mc, files.tensors, o, ops_cpu());
-  ZeroOptimizer zero(model.params(), comm, zo);
+  ZeroOptimizer zero(zero_tensors(single_plan, mc.n_layers), comm, zo);
+  TrainModel model(mc, files.tensors, o, ops_cpu(), &zero);
+  zero.attach(model.params());
   if (lead)
     fmt::print("trainable parameters: {} ({} tensors), {} per rank's shard; {} training batches per epoch\n",
                model.trainable_count(), model.params().size(), zero.layout().shard, loader.batches_per_epoch());
@@ -168,7 +193,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     std::fputs((j.dump() + "\n").c_str(), metrics);
     std::fflush(metrics);
   };
-  if (float ev = lead ? evaluate() : NAN; std::isfinite(ev)) {
+  if (float ev = evaluates ? evaluate() : NAN; lead && std::isfinite(ev)) {
     res.eval_losses.push_back(ev);
     res.first_eval_loss = ev;
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", rs.step, ev, std::exp(ev));
@@ -221,8 +246,8 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
                  gnorm, tokens_seen / std::max(elapsed, 1e-9));
       std::fflush(stdout);
     }
-    if (lead && c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps)
-      if (float e = evaluate(); std::isfinite(e)) {
+    if (evaluates && c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps)
+      if (float e = evaluate(); lead && std::isfinite(e)) {
         res.eval_losses.push_back(e);
         fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, e, std::exp(e));
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
@@ -235,7 +260,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     fmt::print("throughput: {:.0f} tokens/s over {} rank{} ({:.1f} s); {:.0f} bytes communicated per step per rank\n",
                tokens_seen / s, R, R > 1 ? "s" : "", s, double(comm.stats().total()) / std::max(1, step - rs.step));
   }
-  if (float fe = lead ? evaluate() : NAN; std::isfinite(fe)) {
+  if (float fe = evaluates ? evaluate() : NAN; lead && std::isfinite(fe)) {
     res.eval_losses.push_back(fe);
     res.last_eval_loss = fe;
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, fe, std::exp(fe));
@@ -243,7 +268,21 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   }
   if (metrics) std::fclose(metrics);
   save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses});
-  if (lead) write_final_model(c, model, files.tensors);
+  // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
+  std::vector<float> gathered;
+  if (zo.stage == 3) {
+    if (lead) gathered.resize(zero.layout().total);
+    for (int u = 0; u < zero.units(); ++u) {
+      if (zero.unit_begin(u) == zero.unit_end(u)) continue;
+      const float* slot = zero.acquire_params(u);
+      if (lead) std::copy(slot, slot + (zero.unit_end(u) - zero.unit_begin(u)), gathered.begin() + ptrdiff_t(zero.unit_begin(u)));
+      zero.release_params(u);
+    }
+  }
+  if (lead)
+    write_final_model(c, model, files.tensors, [&](size_t i) -> const float* {
+      return zo.stage == 3 ? gathered.data() + zero.layout().offset[i] : model.params()[i].p;
+    });
   write_rank_ledger(c.output_dir, rank_plan, model, zero, rank);
   comm.barrier();
   res.steps = step;

@@ -270,8 +270,8 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   MemoryPlan p;
   // a trainable tensor: the tensor, its gradient and two AdamW moments
   auto trainable = [&](const std::string& name, size_t n) {
-    p.add(name, Category::TrainableParams, n * f);
-    p.add("grad." + name, Category::Grads, n * f);
+    if (!o.store_params) p.add(name, Category::TrainableParams, n * f);
+    if (!o.store_grads) p.add("grad." + name, Category::Grads, n * f);
     if (!o.optimizer_state) return;
     p.add("adam_m." + name, Category::OptimizerState, n * f);
     p.add("adam_v." + name, Category::OptimizerState, n * f);
@@ -373,37 +373,75 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
 
 TrainModel::~TrainModel() = default;
 
-TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops)
-    : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()) {
+TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
+                       TrainableStore* store)
+    : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
+      store_(store) {
   validate_config(cfg_, ts.source);
   LT_CHECK(!cfg_.mlp_bias, "{}: MLP biases are not supported", ts.source);
+  LT_CHECK(!(opts_.store_params || opts_.store_grads) ||
+               (store_ && store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads),
+           "TrainModel: store_params / store_grads need a TrainableStore holding exactly those");
+  LT_CHECK(!(opts_.store_params && opts_.method == "full" && opts_.precision != "fp32"),
+           "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
+           "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
+           opts_.precision);
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
   const Dims d = dims_of(cfg_, opts_);
   N_ = d.N;
   const bool full = opts_.method == "full";
-  auto has = [&](const std::string& n) {
-    for (const auto& b : plan_.buffers)
-      if (b.name == n) return true;
-    return false;
+  // the trainable tensors' names, whether or not the model holds them
+  std::vector<std::string> trainable_names;
+  {
+    TrainModelOptions all = opts_;
+    all.store_params = all.store_grads = false;
+    all.optimizer_state = false;
+    for (const auto& b : plan_training(cfg_, all).buffers)
+      if (b.cat == Category::TrainableParams) trainable_names.push_back(b.name);
+  }
+  auto is_trainable = [&](const std::string& n) {
+    return std::find(trainable_names.begin(), trainable_names.end(), n) != trainable_names.end();
   };
-  // copy a checkpoint tensor into its planned buffer; register it when trainable
-  auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay) -> float* {
-    const TensorInfo& t = ts.get(name, shape);
-    float* dst = arenas_.get_as<float>(name);
-    convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
-    release_mapped_pages(t.data, t.nbytes);
-    return dst;
-  };
-  auto grad_of = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay) -> float* {
-    if (!has("grad." + name)) return nullptr;
+  const bool sp = opts_.store_params, sg = opts_.store_grads;
+  // a trainable tensor: its buffer (planned, or the store's load buffer) to fill, registered with
+  // the pointers aimed at it; finish_trainable() once filled
+  auto begin_trainable = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
+                             float** gref) -> float* {
     size_t n = 1;
     for (auto s : shape) n *= size_t(s);
-    TrainParam tp{name, shape, arenas_.get_as<float>(name), arenas_.get_as<float>("grad." + name),
+    float* dst = sp ? store_->load_buffer(params_.size(), n) : arenas_.get_as<float>(name);
+    float* g = sg ? nullptr : arenas_.get_as<float>("grad." + name);
+    TrainParam tp{name, shape, sp ? nullptr : dst, g,
                   opts_.optimizer_state ? arenas_.get_as<float>("adam_m." + name) : nullptr,
-                  opts_.optimizer_state ? arenas_.get_as<float>("adam_v." + name) : nullptr, n, layer, decay};
+                  opts_.optimizer_state ? arenas_.get_as<float>("adam_v." + name) : nullptr, n, layer, decay,
+                  trainable_unit(name, d.L)};
     params_.push_back(tp);
-    return tp.g;
+    pref_.push_back({pref});
+    gref_.push_back({gref});
+    *pref = dst;
+    *gref = g;
+    return dst;
+  };
+  auto finish_trainable = [&]() {
+    if (!sp) return;
+    store_->loaded(params_.size() - 1);
+    *pref_.back()[0] = nullptr;
+  };
+  // copy a checkpoint tensor into its buffer; trainable ones registered (grad: where the gradient
+  // pointer goes, null for a tensor always frozen)
+  auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
+                  float** gref = nullptr) {
+    const TensorInfo& t = ts.get(name, shape);
+    float* dst;
+    float* unused = nullptr;
+    const bool train = is_trainable(name);
+    if (train) dst = begin_trainable(name, shape, layer, decay, pref, gref ? gref : &unused);
+    else dst = *pref = arenas_.get_as<float>(name);
+    if (gref && !train) *gref = nullptr;
+    convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
+    release_mapped_pages(t.data, t.nbytes);
+    if (train) finish_trainable();
   };
   const int64_t C = d.C, V = d.V;
   QuantSpec qs;
@@ -466,16 +504,18 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
-  embed_ = load("model.embed_tokens.weight", {V, C}, -1, true);
-  d_embed_ = grad_of("model.embed_tokens.weight", {V, C}, -1, true);
+  load("model.embed_tokens.weight", {V, C}, -1, true, &embed_, &d_embed_);
   std::mt19937_64 rng(opts_.seed);
+  // the vectors' elements are registered pointers: no reallocation after this
+  attn_norm_.assign(size_t(d.L), nullptr);
+  d_attn_norm_.assign(size_t(d.L), nullptr);
+  ffn_norm_.assign(size_t(d.L), nullptr);
+  d_ffn_norm_.assign(size_t(d.L), nullptr);
   for (int l = 0; l < d.L; ++l) {
     auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
     auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
-    attn_norm_.push_back(load(n1, {C}, l, false));
-    d_attn_norm_.push_back(grad_of(n1, {C}, l, false));
-    ffn_norm_.push_back(load(n2, {C}, l, false));
-    d_ffn_norm_.push_back(grad_of(n2, {C}, l, false));
+    load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
+    load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
       auto lin = std::make_unique<Linear>();
@@ -486,43 +526,50 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       } else if (half_ != DType::F32 && !full) {
         lin->w16 = load_half(wn, out, in);
       } else {
-        lin->w = load(wn, {out, in}, l, true);
-        lin->dw = grad_of(wn, {out, in}, l, true);
+        load(wn, {out, in}, l, true, &lin->w, &lin->dw);
         if (half_ != DType::F32) lin->w16 = arenas_.get_as<uint16_t>(wn + half_suffix);  // filled by zero_grads()
       }
-      if (module_has_bias(cfg_, m)) {
-        auto bn = hf_linear_name(l, m, "bias");
-        lin->b = load(bn, {out}, l, false);
-        lin->db = grad_of(bn, {out}, l, false);
-      }
+      if (module_has_bias(cfg_, m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
       auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
-      if (!full && has(an)) {
-        lin->A = arenas_.get_as<float>(an);
-        lin->B = arenas_.get_as<float>(bn);
-        lin->dA = grad_of(an, {d.R, in}, l, true);
-        lin->dB = grad_of(bn, {out, d.R}, l, true);
+      if (!full && is_trainable(an)) {
         // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0
+        float* A = begin_trainable(an, {d.R, in}, l, true, &lin->A, &lin->dA);
         if (opts_.lora.init == "gaussian") {
           std::normal_distribution<float> nd(0.0f, 1.0f / float(d.R));
-          for (size_t i = 0; i < size_t(d.R) * in; ++i) lin->A[i] = nd(rng);
+          for (size_t i = 0; i < size_t(d.R) * in; ++i) A[i] = nd(rng);
         } else {
           float bound = 1.0f / std::sqrt(float(in));
           std::uniform_real_distribution<float> ud(-bound, bound);
-          for (size_t i = 0; i < size_t(d.R) * in; ++i) lin->A[i] = ud(rng);
+          for (size_t i = 0; i < size_t(d.R) * in; ++i) A[i] = ud(rng);
         }
+        finish_trainable();
+        float* B = begin_trainable(bn, {out, d.R}, l, true, &lin->B, &lin->dB);
+        std::memset(B, 0, size_t(out) * d.R * sizeof(float));
+        finish_trainable();
       }
       linears_.push_back(std::move(lin));
     }
   }
-  final_norm_ = load("model.norm.weight", {C}, -1, false);
-  d_final_norm_ = grad_of("model.norm.weight", {C}, -1, false);
+  load("model.norm.weight", {C}, -1, false, &final_norm_, &d_final_norm_);
   if (cfg_.tie_embeddings) {
     lm_head_ = embed_;
     d_lm_head_ = d_embed_;
+    if (!params_.empty() && params_[0].name == "model.embed_tokens.weight") {  // one tensor, two names
+      pref_[0].push_back(&lm_head_);
+      gref_[0].push_back(&d_lm_head_);
+    }
   } else {
-    lm_head_ = load("lm_head.weight", {V, C}, -1, true);
-    d_lm_head_ = grad_of("lm_head.weight", {V, C}, -1, true);
+    load("lm_head.weight", {V, C}, -1, true, &lm_head_, &d_lm_head_);
   }
+  // units: each one's tensors are contiguous in params_ (registered in execution order)
+  unit_first_.assign(size_t(d.L) + 2, 0);
+  unit_end_.assign(size_t(d.L) + 2, 0);
+  for (size_t u = 0, i = 0; u < unit_first_.size(); ++u) {
+    unit_first_[u] = i;
+    while (i < params_.size() && params_[i].unit == int(u)) ++i;
+    unit_end_[u] = i;
+  }
+  LT_CHECK(unit_end_.back() == params_.size(), "TrainModel: trainable tensors out of unit order");
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
@@ -596,6 +643,8 @@ void TrainModel::lora_tensors(int layer, const std::string& module, float** A, f
 }
 
 void TrainModel::load_lora(const TensorSet& adapter) {
+  LT_CHECK(!opts_.store_params, "load_lora: the parameters are sharded (ZeRO stage 3); load the adapter through the "
+           "sharded checkpoint instead");
   for (auto& lin : linears_) {
     if (!lin->A) continue;
     const int64_t R = opts_.lora.r;
@@ -616,8 +665,49 @@ void TrainModel::load_lora(const TensorSet& adapter) {
   }
 }
 
+int trainable_unit(const std::string& name, int n_layers) {
+  if (name.find("embed_tokens") != std::string::npos) return 0;
+  const size_t at = name.find("layers.");
+  if (at != std::string::npos) {
+    size_t i = at + 7;
+    int l = 0;
+    bool digits = false;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i, digits = true) l = l * 10 + (name[i] - '0');
+    if (digits && i < name.size() && name[i] == '.' && l < n_layers) return l + 1;
+  }
+  return n_layers + 1;
+}
+
+void TrainModel::bind(int u, float* base, bool grads) {
+  size_t off = 0;
+  for (size_t i = unit_first_[size_t(u)]; i < unit_end_[size_t(u)]; ++i) {
+    float* ptr = base ? base + off : nullptr;
+    (grads ? params_[i].g : params_[i].p) = ptr;
+    for (float** r : (grads ? gref_ : pref_)[i]) *r = ptr;
+    off += params_[i].n;
+  }
+}
+
+void TrainModel::use_params(int u) {
+  if (opts_.store_params && !unit_empty(u)) bind(u, store_->acquire_params(u), false);
+}
+void TrainModel::drop_params(int u) {
+  if (!opts_.store_params || unit_empty(u)) return;
+  store_->release_params(u);
+  bind(u, nullptr, false);
+}
+void TrainModel::use_grads(int u) {
+  if (opts_.store_grads && !unit_empty(u)) bind(u, store_->acquire_grads(u), true);
+}
+void TrainModel::drop_grads(int u) {
+  if (!opts_.store_grads || unit_empty(u)) return;
+  store_->release_grads(u);
+  bind(u, nullptr, true);
+}
+
 void TrainModel::zero_grads() {
-  for (auto& p : params_) std::memset(p.g, 0, p.n * sizeof(float));
+  for (auto& p : params_)
+    if (p.g) std::memset(p.g, 0, p.n * sizeof(float));
   refresh_half_weights();
 }
 
@@ -802,24 +892,50 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   positions_ = positions;
   doc_start_ = doc_start;
   const TrainOps& t = tops_;
+  // units (TrainableStore): 0 embedding, l+1 layer l, L+1 final norm and lm_head (tied: unit 0)
+  const int head = d.L + 1;
+  const bool tied = cfg_.tie_embeddings;
+  use_params(0);
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
+  drop_params(0);
   for (int l = 0; l < d.L; ++l) {
+    use_params(l + 1);
     layer_forward(l, *acts_[l], step);
+    drop_params(l + 1);
     if (ledger_) ledger_->mark("forward", l);
+  }
+  use_params(head);
+  if (tied) use_params(0);
+  if (backward) {
+    use_grads(head);
+    if (tied) use_grads(0);
   }
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
   float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
   if (ledger_) ledger_->mark("loss");
-  if (!backward) return loss;
+  if (!backward) {
+    drop_params(head);
+    if (tied) drop_params(0);
+    return loss;
+  }
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
   t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+  drop_params(head);
+  if (tied) drop_params(0);
+  drop_grads(head);
   for (int l = d.L - 1; l >= 0; --l) {
+    use_params(l + 1);
+    use_grads(l + 1);
     if (recompute_[l]) layer_forward(l, *acts_[l], step, recompute_[l]);
     layer_backward(l, *acts_[l], step);
+    drop_params(l + 1);
+    drop_grads(l + 1);
     if (ledger_) ledger_->mark("backward", l);
   }
+  if (!tied) use_grads(0);
   if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
+  drop_grads(0);
   return loss;
 }
 

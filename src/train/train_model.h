@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "quant/quant_tensor.h"
 #include "train/lora.h"
+#include "train/trainable_store.h"
 
 namespace lt {
 
@@ -47,6 +48,10 @@ struct TrainModelOptions {
   // false: the AdamW moments live outside the model (ZeRO shards, disk offload; dist/zero.h): the
   // plan lists none and TrainParam::m / v are null.
   bool optimizer_state = true;
+  // true: the trainable tensors' parameters / gradients live in a TrainableStore given to the
+  // constructor (ZeRO stage 3 / 2, dist/zero.h): the plan lists none of those buffers.
+  bool store_params = false;
+  bool store_grads = false;
   // Mixed precision: "fp32" | "bf16" | "fp16". bf16 / fp16 store the frozen linear weights (LoRA;
   // a quantized base stays quantized), a working copy of each trainable linear weight (full) and
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
@@ -66,7 +71,8 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o);
 // Whether the frozen linear weights are quantized (requested or stored so), and in which format.
 bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec* spec = nullptr);
 
-// One trainable tensor with its gradient and AdamW moments (all from the arenas).
+// One trainable tensor with its gradient and AdamW moments (all from the arenas). With a
+// TrainableStore holding parameters (gradients), p (g) is null except while its unit is acquired.
 struct TrainParam {
   std::string name;              // PEFT key for LoRA tensors, HF name for full fine-tuning
   std::vector<int64_t> shape;
@@ -74,6 +80,7 @@ struct TrainParam {
   size_t n;
   int layer;                     // -1 for embeddings / final norm / lm_head
   bool decay;                    // weight decay applies (not to norms and biases)
+  int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
 };
 
 struct Linear;  // train_model.cpp
@@ -83,7 +90,9 @@ class TrainModel {
  public:
   // ops: ops_ref() runs every op, forward and backward, on the scalar reference kernels;
   // ops_cpu() on the fast CPU kernels.
-  TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops);
+  // store: required when opts.store_params or opts.store_grads (it must outlive the model).
+  TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops,
+             TrainableStore* store = nullptr);
   ~TrainModel();
 
   // Forward and backward over one micro-batch (B*T tokens, labels already shifted, -100 ignored).
@@ -119,6 +128,13 @@ class TrainModel {
   void layer_forward(int l, LayerActs& a, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
   void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
+  // TrainableStore units: point unit u's tensors (parameters / gradients) at base, or at null.
+  void bind(int u, float* base, bool grads);
+  void use_params(int u);
+  void drop_params(int u);
+  void use_grads(int u);
+  void drop_grads(int u);
+  bool unit_empty(int u) const { return unit_first_[size_t(u)] == unit_end_[size_t(u)]; }
   float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
             bool backward, uint64_t dropout_step);
 
@@ -131,6 +147,9 @@ class TrainModel {
   Arenas arenas_;
   int N_ = 0;
   std::vector<TrainParam> params_;
+  TrainableStore* store_ = nullptr;
+  std::vector<std::vector<float**>> pref_, gref_;  // per trainable tensor: the pointers aimed at p / g
+  std::vector<size_t> unit_first_, unit_end_;      // per unit: its tensors [first, end) in params_
   std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
   std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets; recomputed buffers point into one shared set
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)

@@ -14,6 +14,8 @@
 #include "dist/zero.h"
 #include "dist/zero_trainer.h"
 #include "dist_test_config.h"
+#include "io/model_files.h"
+#include "train/train_model.h"
 #include "train/trainer.h"
 
 using namespace lt;
@@ -71,26 +73,85 @@ TEST(DistZeroLayout, ShardsAreContiguousAndPadded) {
   EXPECT_EQ(l.end(2), 22u);  // the last shard is 6 real elements + 2 of padding
 }
 
-// Per rank, for Ψ trainable floats and S = ceil(Ψ/R) (each buffer rounded up to 64 bytes):
-// moments 2·Ψ (stage 0) or 2·S (stages 1-3), a gradient shard S from stage 2, a master shard S
-// at stage 3; disk offload moves the moments and the master shard into the file.
+// The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R), M the largest unit
+// (the embedding, a decoder layer, or the final norm with lm_head) and k slots (2 when a trained
+// embedding is tied to lm_head, else 1); every buffer rounded up to 64 bytes:
+//   optimizer state  2·Ψ (stage 0)   2·S (stages 1-3)                    (0 with disk offload)
+//   gradients        Ψ (stages 0-1)  S + k·M (stages 2-3)
+//   parameters       Ψ (stages 0-2)  S + k·M (stage 3)                   (k·M with disk offload)
+struct Formula {
+  size_t optimizer, grads, params;
+};
+Formula zero_formula(size_t psi, size_t M, int k, int R, int stage, bool disk) {
+  const size_t S = (psi + size_t(R) - 1) / size_t(R), f = 4;
+  Formula x;
+  x.optimizer = disk ? 0 : 2 * align_up((stage == 0 ? psi : S) * f);
+  x.grads = stage >= 2 ? align_up(S * f) + size_t(k) * align_up(M * f) : 0;  // + the model's Ψ below stage 2
+  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + size_t(k) * align_up(M * f) : 0;
+  return x;
+}
+
 TEST(DistZeroLayout, EngineBytesFollowTheZeroFormulas) {
-  const size_t psi = 1001;
+  ZeroTensors t;
+  t.counts = {300, 400, 301};
+  t.units = {0, 1, 2};
+  t.total = 1001;
+  t.unit_max = 400;
   const int R = 4;
-  const size_t S = 251, f = 4;
-  for (int stage = 0; stage <= 3; ++stage) {
-    ZeroOptions o;
-    o.stage = stage;
-    MemoryPlan p = plan_zero_state(psi, R, o);
-    EXPECT_EQ(p.arena_bytes(Category::OptimizerState), 2 * align_up((stage == 0 ? psi : S) * f)) << stage;
-    EXPECT_EQ(p.arena_bytes(Category::Grads), stage >= 2 ? align_up(S * f) : 0) << stage;
-    EXPECT_EQ(p.arena_bytes(Category::TrainableParams), stage == 3 ? align_up(S * f) : 0) << stage;
-    o.offload = OptimizerOffload::Disk;
-    MemoryPlan d = plan_zero_state(psi, R, o);
-    EXPECT_EQ(d.arena_bytes(Category::OptimizerState), 0u) << stage;
-    EXPECT_EQ(d.arena_bytes(Category::TrainableParams), 0u) << stage;
-    EXPECT_EQ(zero_offloaded_bytes(psi, R, o),
-              2 * align_up((stage == 0 ? psi : S) * f) + (stage == 3 ? align_up(S * f) : 0)) << stage;
+  for (int k : {1, 2}) {
+    t.slots = k;
+    for (int stage = 0; stage <= 3; ++stage)
+      for (bool disk : {false, true}) {
+        ZeroOptions o;
+        o.stage = stage;
+        if (disk) o.offload = OptimizerOffload::Disk;
+        const MemoryPlan p = plan_zero_state(t, R, o);
+        const Formula x = zero_formula(1001, 400, k, R, stage, disk);
+        EXPECT_EQ(p.arena_bytes(Category::OptimizerState), x.optimizer) << stage << disk;
+        EXPECT_EQ(p.arena_bytes(Category::Grads), x.grads) << stage << disk;
+        EXPECT_EQ(p.arena_bytes(Category::TrainableParams), x.params) << stage << disk;
+        EXPECT_EQ(zero_offloaded_bytes(1001, R, o),
+                  disk ? 2 * align_up((stage == 0 ? 1001 : 251) * 4) + (stage == 3 ? align_up(251 * 4) : 0) : 0);
+      }
+  }
+}
+
+// On the real model: units, M and k from the plan, and one rank's whole plan per category against
+// the formulas (the model's own Ψ of gradients below stage 2 and of parameters below stage 3).
+TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
+  for (std::string method : {"lora", "full"}) {
+    TrainConfig c = dist_config(method, 2);
+    auto files = load_model_files(c.base_model);
+    const ModelConfig& mc = files.config;
+    TrainModelOptions o = train_model_options(c);
+    const MemoryPlan single = plan_training(mc, o);
+    const ZeroTensors t = zero_tensors(single, mc.n_layers);
+    const size_t psi = trainable_floats(single);
+    EXPECT_EQ(t.total, psi);
+    // the largest unit by hand: a decoder layer's trainables, or the embedding
+    size_t layer0 = 0, embed = 0;
+    for (const auto& b : single.buffers) {
+      if (b.cat != Category::TrainableParams) continue;
+      if (b.name.find("layers.0.") != std::string::npos) layer0 += b.bytes / 4;
+      if (b.name == "model.embed_tokens.weight") embed += b.bytes / 4;
+    }
+    EXPECT_EQ(t.unit_max, std::max(layer0, embed)) << method;
+    EXPECT_EQ(t.slots, method == "full" && mc.tie_embeddings ? 2 : 1) << method;
+    for (int R : {1, 2, 3})
+      for (int stage = 0; stage <= 3; ++stage) {
+        ZeroOptions z;
+        z.stage = stage;
+        const MemoryPlan r = plan_zero_rank(single, mc.n_layers, R, z);
+        const Formula x = zero_formula(psi, t.unit_max, t.slots, R, stage, false);
+        const std::string what = method + " R=" + std::to_string(R) + " stage " + std::to_string(stage);
+        EXPECT_EQ(r.arena_bytes(Category::OptimizerState), x.optimizer) << what;
+        EXPECT_EQ(r.arena_bytes(Category::Grads), x.grads + (stage < 2 ? single.arena_bytes(Category::Grads) : 0))
+            << what;
+        EXPECT_EQ(r.arena_bytes(Category::TrainableParams),
+                  x.params + (stage < 3 ? single.arena_bytes(Category::TrainableParams) : 0)) << what;
+        EXPECT_EQ(r.arena_bytes(Category::Activations), single.arena_bytes(Category::Activations)) << what;
+        EXPECT_EQ(r.arena_bytes(Category::FrozenWeights), single.arena_bytes(Category::FrozenWeights)) << what;
+      }
   }
 }
 
@@ -108,6 +169,17 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
                                                          std::to_string(world().rank()) + ".json"));
   for (auto& [cat, v] : j["categories"].items())
     EXPECT_EQ(v["planned"].get<size_t>(), v["allocated"].get<size_t>()) << name << " " << cat;
+  // and the sharded categories equal the formulas (model-held Ψ below stages 2 / 3)
+  const size_t psi = j["trainable_floats"].get<size_t>();
+  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), j["slots"].get<int>(), world().size(), stage,
+                                 false);
+  auto allocated = [&](const char* cat) {
+    return j["categories"].contains(cat) ? j["categories"][cat]["allocated"].get<size_t>() : size_t(0);
+  };
+  EXPECT_EQ(allocated("optimizer_state"), x.optimizer) << name;
+  if (stage >= 2) EXPECT_EQ(allocated("gradients"), x.grads) << name;
+  if (stage == 3) EXPECT_EQ(allocated("trainable_params"), x.params) << name;
+  if (stage < 3) EXPECT_GE(allocated("trainable_params"), psi * 4) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,

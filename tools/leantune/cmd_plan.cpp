@@ -207,7 +207,7 @@ void add_plan_command(CLI::App& app) {
                format_bytes(baseline), format_bytes(predicted));
     if (!html.empty()) fmt::print("wrote {}\n", html);
     if (zero_ranks > 0 || cfg.zero_stage >= 0) {
-      fmt::print("\n{}", format_zero_plan(p, std::max(1, zero_ranks), zero_options(cfg)));
+      fmt::print("\n{}", format_zero_plan(p, files.config.n_layers, std::max(1, zero_ranks), zero_options(cfg)));
     }
   });
 }
