@@ -3,14 +3,17 @@
 
 For each ZeRO stage, trains the same global batch (N x micro_batch x accumulation) once on one
 process (accumulation N*a) and once on N ranks (accumulation a), and prints tokens/s of both, their
-ratio, the bytes each rank sent per step (counted by the communicator as a ring moves them) and the
+ratio, the bytes a rank sent per step (counted by the communicator as a ring moves them, averaged
+over the ranks), rank 0's bytes of parameters + gradients + optimizer state (one process's) and the
 theoretical volume of the stage for Psi trainable floats on N ranks with accumulation a per rank (fp32):
   stage 0: all-reduce 2*Psi*(N-1)/N per step;  stage 1: all-reduce + all-gather 3*Psi*(N-1)/N;
   stage 2: a reduce-scatter per micro-batch (the gradients leave each unit as soon as its backward
            ends) + one all-gather: (a+1)*Psi*(N-1)/N;
-  stage 3: per micro-batch each unit gathered for the forward and again for the backward, and its
-           gradients reduce-scattered: 3*a*Psi*(N-1)/N (the final norm is gathered once, so a hair
-           under)  (x 4 bytes)
+  stage 3: per micro-batch each decoder layer gathered for the forward and again for the backward
+           and its gradients reduce-scattered (3 x); the embedding and the head (final norm, lm_head)
+           gathered and reduced once each (2 x), or, with a tied embedding, the embedding twice each
+           (4 x) and the final norm gathered twice, reduced once (3 x): sum of count*size*(N-1)/N;
+  with a tied embedding of E floats stage 2 also reduces it twice: (a+1)*Psi + a*E.  (x 4 bytes)
 Usage: bench/bench_dist.py [--bin build/bin/leantune] [--ranks 2] [--method full] [--steps 20]
 """
 import argparse
@@ -69,7 +72,7 @@ eval_batches: 1
           f"{R} x {a.micro_batch} x {a.accum}, {a.steps} steps, {a.threads} thread(s) per process, "
           f"{os.cpu_count()} cores, binary {a.bin}")
     print(f"{'stage':>5} {'1 proc tok/s':>13} {f'{R} ranks tok/s':>14} {'ratio':>6} {'bytes/step/rank':>16} "
-          f"{'theory':>12} {'measured/theory':>16}")
+          f"{'theory':>12} {'measured/theory':>16} {'rank0 params+grads+optimizer MiB (1 proc)':>42}")
     for stage in range(4):
         one = os.path.join(tmp, f"one{stage}")
         many = os.path.join(tmp, f"many{stage}")
@@ -78,12 +81,29 @@ eval_batches: 1
         run([a.mpirun, "-np", str(R), "--oversubscribe", a.bin, "train", cfg, "--zero", str(stage),
              "--gradient_accumulation_steps", str(a.accum), "--output_dir", many], env)
         m1, mR = last_metrics(one), last_metrics(many)
-        psi = json.load(open(os.path.join(many, "ledger-rank0.json")))["trainable_floats"]
-        factor = {0: 2, 1: 3, 2: a.accum + 1, 3: 3 * a.accum}[stage]
-        theory = factor * psi * (R - 1) / R * 4
-        sent = mR["comm_bytes_per_step"]
+        led = json.load(open(os.path.join(many, "ledger-rank0.json")))
+        led1 = json.load(open(os.path.join(one, "ledger-rank0.json")))
+        psi = led["trainable_floats"]
+
+        def state_mib(j):
+            cats = j["categories"]
+            return sum(cats.get(k, {}).get("allocated", 0)
+                       for k in ("trainable_params", "gradients", "optimizer_state")) / 2**20
+        units, tied = led["unit_sizes"], led["tied_embedding_floats"] > 0
+        # gathers + reductions per micro-batch: layers 2 + 1; untied, the embedding and the head 1 + 1;
+        # tied, the embedding 2 + 2 (embedding, lm_head) and the head (final norm) 2 + 1
+        count = [3] * len(units)
+        count[0], count[-1] = (4, 3) if tied else (2, 2)
+        stage3 = sum(n * size for n, size in zip(count, units))
+        floats = {0: 2 * psi, 1: 3 * psi, 2: (a.accum + 1) * psi + a.accum * led["tied_embedding_floats"],
+                  3: a.accum * stage3}[stage]
+        theory = floats * (R - 1) / R * 4
+        # bytes sent per step, averaged over the ranks (an owner receives its own pieces for free)
+        sent = sum(json.load(open(os.path.join(many, f"ledger-rank{r}.json")))["comm_bytes_per_step"]
+                   for r in range(R)) / R
         print(f"{stage:>5} {m1['tokens_per_s']:>13.0f} {mR['tokens_per_s']:>14.0f} "
-              f"{mR['tokens_per_s'] / m1['tokens_per_s']:>6.2f} {sent:>16.0f} {theory:>12.0f} {sent / theory:>16.4f}")
+              f"{mR['tokens_per_s'] / m1['tokens_per_s']:>6.2f} {sent:>16.0f} {theory:>12.0f} {sent / theory:>16.4f} "
+              f"{state_mib(led):>30.2f} ({state_mib(led1):.2f})")
     shutil.rmtree(tmp)
 
 

@@ -1,7 +1,9 @@
 // Sharded checkpoints: save, re-sharding load, consolidation (dist/shard_checkpoint.h).
 #include "dist/shard_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,8 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
+#include "io/model_files.h"
+#include "io/peft_adapter.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -105,7 +109,8 @@ std::string resolve(const std::string& path, const std::string& out_dir) {
 }  // namespace
 
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos) {
+                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const TrainedModelInfo& info) {
   Communicator& comm = z.comm();
   const FlatLayout& L = z.layout();
   const int r = comm.rank(), R = comm.size();
@@ -133,6 +138,8 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
     man["format"] = "leantune-zero-checkpoint-1";
     man["ranks"] = R;
     man["zero_stage"] = z.options().stage;
+    if (!info.method.empty())
+      man["model"] = {{"method", info.method}, {"base_model", info.base_model}, {"adapter_config", info.adapter_config}};
     man["total"] = L.total;
     for (size_t i = 0; i < params.size(); ++i)
       man["tensors"].push_back({{"name", params[i].name}, {"shape", params[i].shape}, {"offset", L.offset[i]}});
@@ -241,6 +248,93 @@ void consolidate_checkpoint(const std::string& sharded_dir, const std::string& o
   fs::create_directories(out_dir);
   save_safetensors((fs::path(out_dir) / "state.safetensors").string(), ts);
   write_text_file_atomic((fs::path(out_dir) / "trainer_state.json").string(), position_json(pos).dump(1));
+}
+
+}  // namespace lt
+
+namespace lt {
+
+std::string find_sharded_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "manifest.json")) return path;
+  const fs::path latest = fs::path(path) / "LATEST";
+  LT_CHECK(fs::exists(latest), "{}: neither a sharded checkpoint (no manifest.json) nor an output folder (no LATEST)",
+           path);
+  const std::string dir = (fs::path(path) / read_text_file(latest.string())).string();
+  LT_CHECK(fs::exists(fs::path(dir) / "manifest.json"), "{}: LATEST names {}, which has no manifest.json", path, dir);
+  return dir;
+}
+
+std::string export_sharded_checkpoint(const std::string& path, const std::string& out_dir) {
+  const std::string dir = find_sharded_checkpoint(path);
+  const std::string mp = (fs::path(dir) / "manifest.json").string();
+  const nlohmann::json man = read_json(mp);
+  LT_CHECK(man.contains("model"), "{}: the checkpoint does not record what was trained (written by an older leantune); "
+           "use --state to write the resumable single-process state instead", mp);
+  std::string method, base_model, adapter_config;
+  size_t total = 0;
+  std::vector<std::tuple<std::string, std::vector<int64_t>, size_t>> tensors;  // name, shape, offset
+  try {
+    method = man.at("model").at("method").get<std::string>();
+    base_model = man.at("model").at("base_model").get<std::string>();
+    adapter_config = man.at("model").at("adapter_config").get<std::string>();
+    total = man.at("total").get<size_t>();
+    for (const auto& t : man.at("tensors"))
+      tensors.emplace_back(t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
+                           t.at("offset").get<size_t>());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed: {}", mp, e.what());
+  }
+  LT_CHECK(method == "lora" || method == "full", "{}: method '{}' is neither lora nor full", mp, method);
+  std::vector<Shard> shards = open_shards(dir, man, total);
+  std::vector<float> flat(total);
+  copy_flat(shards, "param", flat.data(), 0, total);
+  auto numel = [](const std::vector<int64_t>& shape) {
+    size_t n = 1;
+    for (auto d : shape) n *= size_t(d);
+    return n;
+  };
+  for (const auto& [name, shape, off] : tensors)
+    LT_CHECK(off + numel(shape) <= total, "{}: tensor '{}' ends past the flat vector", mp, name);
+  fs::create_directories(out_dir);
+  if (method == "lora") {
+    std::string base_name;
+    const LoraConfig lc = parse_peft_adapter_config(adapter_config, mp, &base_name);
+    std::vector<AdapterTensor> ts;
+    for (const auto& [name, shape, off] : tensors)
+      ts.push_back({name.rfind("base_model.", 0) == 0 ? name : "base_model.model." + name, shape, flat.data() + off});
+    save_peft_adapter(out_dir, lc, base_name, ts);
+    return fmt::format("a PEFT adapter ({} tensors) in {}", ts.size(), out_dir);
+  }
+  // full: the trained tensors, and every other tensor of the base model
+  auto files = load_model_files(base_model);
+  std::vector<TensorInfo> out;
+  std::vector<std::vector<float>> frozen;
+  std::vector<std::string> trained;
+  for (const auto& [name, shape, off] : tensors) {
+    out.push_back(f32_tensor(name, shape, flat.data() + off, numel(shape)));
+    trained.push_back(name);
+  }
+  frozen.reserve(files.tensors.all().size());  // `out` points into these vectors
+  for (const auto& [n, t] : files.tensors.all()) {
+    if (std::find(trained.begin(), trained.end(), t.name) != trained.end()) continue;
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16) continue;  // not a weight
+    auto& buf = frozen.emplace_back(size_t(t.numel()));
+    convert_to_f32(buf.data(), t.data, t.dtype, buf.size());
+  }
+  size_t k = 0;
+  for (const auto& [n, t] : files.tensors.all()) {
+    if (std::find(trained.begin(), trained.end(), t.name) != trained.end()) continue;
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16) continue;
+    out.push_back(f32_tensor(t.name, t.shape, frozen[k].data(), frozen[k].size()));
+    ++k;
+  }
+  save_safetensors((fs::path(out_dir) / "model.safetensors").string(), out);
+  if (fs::is_directory(base_model))
+    for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json"})
+      if (fs::exists(fs::path(base_model) / f))
+        write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((fs::path(base_model) / f).string()));
+  return fmt::format("the fine-tuned model ({} tensors, {} trained) in {}", out.size(), trained.size(), out_dir);
 }
 
 }  // namespace lt

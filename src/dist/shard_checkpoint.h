@@ -17,6 +17,13 @@
 
 namespace lt {
 
+// What the run trained, recorded in the manifest so that a checkpoint exports on its own.
+struct TrainedModelInfo {
+  std::string method;          // "lora" | "full"
+  std::string base_model;      // the base model's path
+  std::string adapter_config;  // LoRA: the PEFT adapter_config.json text; else ""
+};
+
 struct TrainingPosition {
   int step = 0, epoch = 0;
   size_t position = 0;        // batches of the epoch already consumed (global, not per rank)
@@ -25,7 +32,8 @@ struct TrainingPosition {
 
 // Collective: every rank of z.comm() calls it. Returns the checkpoint folder.
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos);
+                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const TrainedModelInfo& info = {});
 
 // path: a checkpoint folder, or "auto" for OUT/LATEST (a default TrainingPosition when there is
 // none). Fills the model's parameters (all of them) and this rank's moments; lt::Error naming the
@@ -36,5 +44,17 @@ TrainingPosition load_sharded_checkpoint(const std::string& path, const std::str
 // Reads every shard of a sharded checkpoint and writes the single-process format to out_dir
 // (state.safetensors + trainer_state.json). One process; no communicator.
 void consolidate_checkpoint(const std::string& sharded_dir, const std::string& out_dir);
+
+// `leantune consolidate`: the trained model of a sharded checkpoint, as the trainer writes it at the
+// end of a run: LoRA, a PEFT adapter folder (adapter_config.json, adapter_model.safetensors);
+// full fine-tuning, out_dir/model.safetensors with every tensor (the trained ones from the shards,
+// the frozen ones from the base model, F32) and the base folder's config.json and tokenizer files.
+// path: a checkpoint folder, or an output folder (its LATEST). lt::Error naming the file when the
+// checkpoint is incomplete or was written without the run's information. Returns what it wrote.
+std::string export_sharded_checkpoint(const std::string& path, const std::string& out_dir);
+
+// A checkpoint folder from `path`: itself when it holds manifest.json, else the folder its LATEST
+// names; lt::Error otherwise.
+std::string find_sharded_checkpoint(const std::string& path);
 
 }  // namespace lt

@@ -55,7 +55,8 @@ ZeroTensors zero_tensors(const MemoryPlan& single, int n_layers) {
     unit[size_t(u)] += n;
   }
   t.unit_max = *std::max_element(unit.begin(), unit.end());
-  t.slots = unit[0] > 0 && !lm_head ? 2 : 1;  // a trained embedding that is also the lm_head
+  t.tied_floats = lm_head ? 0 : unit[0];
+  t.n_units = n_layers + 2;  // a trained embedding that is also the lm_head
   return t;
 }
 
@@ -71,13 +72,11 @@ MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o
   }
   if (o.stage >= 2) {
     p.add("zero.grad_shard", Category::Grads, l.shard * f);
-    for (int k = 0; k < t.slots; ++k)
-      p.add(fmt::format("zero.grad_slot.{}", k), Category::Grads, t.unit_max * f, Lifetime::Layer);
+    p.add("zero.grad_slot", Category::Grads, t.unit_max * f, Lifetime::Layer);
   }
   if (o.stage == 3) {
     if (!disk) p.add("zero.master_shard", Category::TrainableParams, l.shard * f);
-    for (int k = 0; k < t.slots; ++k)
-      p.add(fmt::format("zero.param_slot.{}", k), Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
+    p.add("zero.param_slot", Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
   }
   if (o.stage < 3) p.add("zero.bucket", Category::Workspace, size_t(ranks) * zero_bucket_elems(l) * f);
   return p;
@@ -114,9 +113,8 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   const ZeroTensors t = zero_tensors(single, n_layers);
   const size_t psi = t.total, S = (psi + size_t(ranks) - 1) / size_t(ranks);
   std::string s = fmt::format("per rank, ZeRO stage {} on {} rank{}{} (trainable floats Ψ {}, shard S {}, largest unit "
-                              "M {}, slots k {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
-                              o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max,
-                              t.slots);
+                              "M {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
+                              o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max);
   s += fmt::format("{:<20} {:>14} {:>14}\n", "category", "one process", "per rank");
   for (size_t k = 0; k < kNumCategories; ++k) {
     const size_t a = single.arena_bytes(Category(k)), b = r.arena_bytes(Category(k));
@@ -127,8 +125,8 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   for (const auto& b : plan_zero_state(t, ranks, o).buffers)
     s += fmt::format("  {:<18} {:>12} bytes\n", b.name, b.bytes);
   if (size_t d = zero_offloaded_bytes(psi, ranks, o)) s += fmt::format("offloaded to disk: {} ({})\n", d, format_bytes(d));
-  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + k·M from stage 2; "
-       "parameters: Ψ at stages 0-2, S + k·M at stage 3 (M: the largest unit, an embedding or a decoder layer).\n";
+  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + M from stage 2; "
+       "parameters: Ψ at stages 0-2, S + M at stage 3 (M: the largest unit, an embedding or a decoder layer).\n";
   return s;
 }
 
@@ -142,7 +140,7 @@ ZeroOptimizer::ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const Zer
   LT_CHECK(tot == double(layout_.total) * comm.size(), "ZeRO: rank {} has {} trainable parameters but the ranks' "
            "average is {}; every rank must run the same model and configuration", comm.rank(), layout_.total,
            tot / comm.size());
-  const int n_units = t.units.empty() ? 0 : t.units.back() + 1;
+  const int n_units = std::max(t.n_units, t.units.empty() ? 0 : t.units.back() + 1);
   unit_begin_.assign(size_t(n_units), 0);
   unit_end_.assign(size_t(n_units), 0);
   for (int u = 0; u < n_units; ++u) {  // empty units: [x, x)
@@ -163,12 +161,11 @@ ZeroOptimizer::ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const Zer
   }
   if (o.stage >= 2) {
     grad_shard_ = arenas_.get_as<float>("zero.grad_shard");
-    for (int k = 0; k < t.slots; ++k) grad_slot_.push_back(arenas_.get_as<float>(fmt::format("zero.grad_slot.{}", k)));
+    grad_slot_.push_back(arenas_.get_as<float>("zero.grad_slot"));
     grad_owner_.assign(grad_slot_.size(), -1);
   }
   if (o.stage == 3) {
-    for (int k = 0; k < t.slots; ++k)
-      param_slot_.push_back(arenas_.get_as<float>(fmt::format("zero.param_slot.{}", k)));
+    param_slot_.push_back(arenas_.get_as<float>("zero.param_slot"));
     param_owner_.assign(param_slot_.size(), -1);
   }
   const size_t mom = moment_floats(layout_.total, layout_.ranks, o.stage);

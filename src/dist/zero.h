@@ -15,9 +15,10 @@
 //   3: as 2, and the model holds no trainable parameters either: the fp32 master parameters live
 //      in a shard of S floats, and each unit is gathered into a slot of M floats from its owners
 //      just before it runs (forward, and again in backward) and released right after.
-//   Slots: k = 2 when the embedding is trained and tied to lm_head (its gradient stays live from the
-//   loss to the end of the backward, and the loss needs both the head and the embedding gathered),
-//   else k = 1. So per rank, in floats: gradients S + k·M (stages 2-3), parameters S + k·M (stage 3).
+//   One slot each: a unit at a time is acquired (a tied embedding and the final norm take turns at
+//   the loss, and the lm_head part of the embedding's gradient is reduced right after the loss,
+//   its embedding part at the end). So per rank, in floats: gradients S + M (stages 2-3),
+//   parameters S + M (stage 3).
 // Clipping uses the global norm (sum of squares of each shard, all-reduced in double). AdamW is
 // adamw_step (train/optimizer.h) on the pieces of the shard, so a step equals one rank's step.
 // Not done: prefetching the next unit while one runs, and overlapping the reductions with the
@@ -73,7 +74,8 @@ struct ZeroTensors {
   std::vector<int> units;      // trainable_unit() per tensor
   size_t total = 0;            // Ψ
   size_t unit_max = 0;         // M: the largest unit, in floats
-  int slots = 1;               // k: 2 with a trained embedding tied to lm_head
+  size_t tied_floats = 0;      // a trained embedding that is also lm_head: its floats (reduced twice), else 0
+  int n_units = 0;             // n_layers + 2 (empty ones included)
 };
 ZeroTensors zero_tensors(const MemoryPlan& single_process, int n_layers);
 
@@ -84,10 +86,10 @@ size_t zero_offloaded_bytes(size_t total, int ranks, const ZeroOptions& o);
 
 // One rank's whole plan: the single-process training plan without its AdamW moments, without its
 // gradients (stages 2-3) and trainable parameters (stage 3), plus plan_zero_state. Per category,
-// against one process (Ψ, S, M, k as above; each buffer rounded up to 64 bytes, as in every arena):
+// against one process (Ψ, S, M as above; each buffer rounded up to 64 bytes, as in every arena):
 //   OptimizerState  stage 0: 2·Ψ·4     stages 1-3: 2·S·4            (disk offload: 0)
-//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + k·M)·4
-//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + k·M)·4         (disk offload: k·M·4)
+//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + M)·4
+//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + M)·4           (disk offload: M·4)
 //   Workspace       + the bucket R·K·4 (stages 0-2)
 MemoryPlan plan_zero_rank(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
@@ -171,7 +173,7 @@ class ZeroOptimizer final : public TrainableStore {
   std::vector<float> lr_factor_;
   std::vector<bool> decay_;
   float *m_ = nullptr, *v_ = nullptr, *grad_shard_ = nullptr, *master_ = nullptr, *bucket_ = nullptr;
-  std::vector<float*> param_slot_, grad_slot_;  // k slots of M floats each (stage 3 / stages 2-3)
+  std::vector<float*> param_slot_, grad_slot_;  // slots of M floats (stage 3 / stages 2-3)
   std::vector<int> param_owner_, grad_owner_;   // the unit in each slot, -1 free
   size_t bucket_elems_ = 0;
 };

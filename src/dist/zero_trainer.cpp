@@ -35,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 // engine's arenas allocated and what of that is resident at the end (mincore), and the bytes
 // offloaded to disk.
 void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, const TrainModel& model,
-                       ZeroOptimizer& z, int rank) {
+                       ZeroOptimizer& z, int rank, double comm_bytes_per_step) {
   nlohmann::json j;
   std::vector<unsigned char> scratch;
   for (size_t k = 0; k < kNumCategories; ++k) {
@@ -53,9 +53,11 @@ void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, 
   j["trainable_floats"] = z.layout().total;
   j["shard_floats"] = z.layout().shard;
   j["unit_floats"] = z.tensors().unit_max;
-  j["slots"] = z.tensors().slots;
+  j["tied_embedding_floats"] = z.tensors().tied_floats;
+  for (int u = 0; u < z.units(); ++u) j["unit_sizes"].push_back(z.unit_end(u) - z.unit_begin(u));
   j["offloaded_bytes"] = z.offloaded_bytes();
   j["comm_bytes"] = z.comm().stats().total();
+  j["comm_bytes_per_step"] = comm_bytes_per_step;  // sent by this rank during the training steps
   write_text_file_atomic((fs::path(out_dir) / fmt::format("ledger-rank{}.json", rank)).string(), j.dump(1));
 }
 
@@ -200,6 +202,8 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});
   }
 
+  TrainedModelInfo info{c.method, c.base_model,
+                        c.method == "lora" ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
   Batch batch;
   model.zero_grads();
   const auto t_start = Clock::now();
@@ -253,8 +257,10 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
       }
     if (c.save_steps > 0 && step % c.save_steps == 0)
-      save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses});
+      save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses},
+                              info);
   }
+  const double step_comm = double(comm.stats().total()) / std::max(1, step - rs.step);
   if (lead && tokens_seen > 0) {
     const double s = std::chrono::duration<double>(Clock::now() - t_start).count();
     fmt::print("throughput: {:.0f} tokens/s over {} rank{} ({:.1f} s); {:.0f} bytes communicated per step per rank\n",
@@ -267,7 +273,8 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
   if (metrics) std::fclose(metrics);
-  save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses});
+  save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses},
+                              info);
   // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
   std::vector<float> gathered;
   if (zo.stage == 3) {
@@ -283,7 +290,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     write_final_model(c, model, files.tensors, [&](size_t i) -> const float* {
       return zo.stage == 3 ? gathered.data() + zero.layout().offset[i] : model.params()[i].p;
     });
-  write_rank_ledger(c.output_dir, rank_plan, model, zero, rank);
+  write_rank_ledger(c.output_dir, rank_plan, model, zero, rank, step_comm);
   comm.barrier();
   res.steps = step;
   return res;

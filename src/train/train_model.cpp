@@ -904,25 +904,34 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
     drop_params(l + 1);
     if (ledger_) ledger_->mark("forward", l);
   }
+  // the final norm and the loss; tied, the head (final norm) and the embedding (lm_head) take
+  // turns, so one unit is acquired at a time: the lm_head part of the embedding's gradient leaves
+  // after the loss and its embedding part at the end
+  const int lm_unit = tied ? 0 : head;
   use_params(head);
-  if (tied) use_params(0);
-  if (backward) {
-    use_grads(head);
-    if (tied) use_grads(0);
-  }
+  if (backward && !tied) use_grads(head);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
+  if (tied) {
+    drop_params(head);
+    use_params(0);
+    if (backward) use_grads(0);
+  }
   float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                               lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
   if (ledger_) ledger_->mark("loss");
   if (!backward) {
-    drop_params(head);
-    if (tied) drop_params(0);
+    drop_params(lm_unit);
     return loss;
+  }
+  if (tied) {
+    drop_params(0);
+    drop_grads(0);
+    use_params(head);
+    use_grads(head);
   }
   std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
   t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
   drop_params(head);
-  if (tied) drop_params(0);
   drop_grads(head);
   for (int l = d.L - 1; l >= 0; --l) {
     use_params(l + 1);
@@ -933,7 +942,7 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
     drop_grads(l + 1);
     if (ledger_) ledger_->mark("backward", l);
   }
-  if (!tied) use_grads(0);
+  use_grads(0);
   if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
   drop_grads(0);
   return loss;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "dist/zero_trainer.h"
 #include "dist_test_config.h"
 #include "io/model_files.h"
+#include "io/safetensors.h"
 #include "train/train_model.h"
 #include "train/trainer.h"
 
@@ -73,21 +75,21 @@ TEST(DistZeroLayout, ShardsAreContiguousAndPadded) {
   EXPECT_EQ(l.end(2), 22u);  // the last shard is 6 real elements + 2 of padding
 }
 
-// The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R), M the largest unit
-// (the embedding, a decoder layer, or the final norm with lm_head) and k slots (2 when a trained
-// embedding is tied to lm_head, else 1); every buffer rounded up to 64 bytes:
+// The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R) and M the largest
+// unit (the embedding, a decoder layer, or the final norm with lm_head); every buffer rounded up
+// to 64 bytes:
 //   optimizer state  2·Ψ (stage 0)   2·S (stages 1-3)                    (0 with disk offload)
-//   gradients        Ψ (stages 0-1)  S + k·M (stages 2-3)
-//   parameters       Ψ (stages 0-2)  S + k·M (stage 3)                   (k·M with disk offload)
+//   gradients        Ψ (stages 0-1)  S + M (stages 2-3)
+//   parameters       Ψ (stages 0-2)  S + M (stage 3)                     (M with disk offload)
 struct Formula {
   size_t optimizer, grads, params;
 };
-Formula zero_formula(size_t psi, size_t M, int k, int R, int stage, bool disk) {
+Formula zero_formula(size_t psi, size_t M, int R, int stage, bool disk) {
   const size_t S = (psi + size_t(R) - 1) / size_t(R), f = 4;
   Formula x;
   x.optimizer = disk ? 0 : 2 * align_up((stage == 0 ? psi : S) * f);
-  x.grads = stage >= 2 ? align_up(S * f) + size_t(k) * align_up(M * f) : 0;  // + the model's Ψ below stage 2
-  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + size_t(k) * align_up(M * f) : 0;
+  x.grads = stage >= 2 ? align_up(S * f) + align_up(M * f) : 0;  // + the model's Ψ below stage 2
+  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + align_up(M * f) : 0;
   return x;
 }
 
@@ -98,15 +100,14 @@ TEST(DistZeroLayout, EngineBytesFollowTheZeroFormulas) {
   t.total = 1001;
   t.unit_max = 400;
   const int R = 4;
-  for (int k : {1, 2}) {
-    t.slots = k;
+  {
     for (int stage = 0; stage <= 3; ++stage)
       for (bool disk : {false, true}) {
         ZeroOptions o;
         o.stage = stage;
         if (disk) o.offload = OptimizerOffload::Disk;
         const MemoryPlan p = plan_zero_state(t, R, o);
-        const Formula x = zero_formula(1001, 400, k, R, stage, disk);
+        const Formula x = zero_formula(1001, 400, R, stage, disk);
         EXPECT_EQ(p.arena_bytes(Category::OptimizerState), x.optimizer) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::Grads), x.grads) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::TrainableParams), x.params) << stage << disk;
@@ -136,13 +137,13 @@ TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
       if (b.name == "model.embed_tokens.weight") embed += b.bytes / 4;
     }
     EXPECT_EQ(t.unit_max, std::max(layer0, embed)) << method;
-    EXPECT_EQ(t.slots, method == "full" && mc.tie_embeddings ? 2 : 1) << method;
+    EXPECT_EQ(t.tied_floats, method == "full" && mc.tie_embeddings ? embed : 0) << method;
     for (int R : {1, 2, 3})
       for (int stage = 0; stage <= 3; ++stage) {
         ZeroOptions z;
         z.stage = stage;
         const MemoryPlan r = plan_zero_rank(single, mc.n_layers, R, z);
-        const Formula x = zero_formula(psi, t.unit_max, t.slots, R, stage, false);
+        const Formula x = zero_formula(psi, t.unit_max, R, stage, false);
         const std::string what = method + " R=" + std::to_string(R) + " stage " + std::to_string(stage);
         EXPECT_EQ(r.arena_bytes(Category::OptimizerState), x.optimizer) << what;
         EXPECT_EQ(r.arena_bytes(Category::Grads), x.grads + (stage < 2 ? single.arena_bytes(Category::Grads) : 0))
@@ -171,8 +172,7 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
     EXPECT_EQ(v["planned"].get<size_t>(), v["allocated"].get<size_t>()) << name << " " << cat;
   // and the sharded categories equal the formulas (model-held Ψ below stages 2 / 3)
   const size_t psi = j["trainable_floats"].get<size_t>();
-  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), j["slots"].get<int>(), world().size(), stage,
-                                 false);
+  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), world().size(), stage, false);
   auto allocated = [&](const char* cat) {
     return j["categories"].contains(cat) ? j["categories"][cat]["allocated"].get<size_t>() : size_t(0);
   };
@@ -180,6 +180,24 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
   if (stage >= 2) EXPECT_EQ(allocated("gradients"), x.grads) << name;
   if (stage == 3) EXPECT_EQ(allocated("trainable_params"), x.params) << name;
   if (stage < 3) EXPECT_GE(allocated("trainable_params"), psi * 4) << name;
+  // `leantune consolidate`: the last sharded checkpoint exports the model the run wrote, tensor for tensor
+  if (world().rank() == 0) {
+    const std::string ex = dist_dir(name + "_export", true);
+    fs::remove_all(ex);
+    export_sharded_checkpoint(dist_dir(name), ex);
+    const std::string file = method == "lora" ? "/adapter/adapter_model.safetensors" : "/model/model.safetensors";
+    TensorSet wrote, exported;
+    load_safetensors(dist_dir(name) + file, wrote);
+    load_safetensors(ex + (method == "lora" ? "/adapter_model.safetensors" : "/model.safetensors"), exported);
+    EXPECT_EQ(wrote.all().size(), exported.all().size()) << name;
+    for (const auto& [key, t] : wrote.all()) {
+      const TensorInfo* e = exported.find(key);
+      ASSERT_NE(e, nullptr) << name << ": " << key;
+      ASSERT_EQ(e->nbytes, t.nbytes) << key;
+      EXPECT_EQ(std::memcmp(e->data, t.data, t.nbytes), 0) << name << ": " << key;
+    }
+    fs::remove_all(ex);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,
