@@ -34,7 +34,13 @@ TensorInfo f32_tensor(std::string name, std::vector<int64_t> shape, const float*
 }
 
 nlohmann::json position_json(const TrainingPosition& p) {
-  return {{"step", p.step}, {"epoch", p.epoch}, {"position", p.position}, {"losses", p.losses}};
+  nlohmann::json j = {{"step", p.step}, {"epoch", p.epoch}, {"position", p.position}, {"losses", p.losses}};
+  if (p.loss_scale > 0) {
+    j["loss_scale"] = p.loss_scale;
+    j["loss_scale_clean_steps"] = p.clean_steps;
+    j["skipped_steps"] = p.skipped_steps;
+  }
+  return j;
 }
 
 TrainingPosition read_position(const nlohmann::json& j, const std::string& path) {
@@ -44,6 +50,9 @@ TrainingPosition read_position(const nlohmann::json& j, const std::string& path)
     p.epoch = j.at("epoch").get<int>();
     p.position = j.at("position").get<size_t>();
     p.losses = j.at("losses").get<std::vector<float>>();
+    p.loss_scale = j.value("loss_scale", 0.0f);
+    p.clean_steps = j.value("loss_scale_clean_steps", 0);
+    p.skipped_steps = j.value("skipped_steps", 0);
     return p;
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed checkpoint state: {}", path, e.what());

@@ -28,6 +28,9 @@ struct TrainingPosition {
   int step = 0, epoch = 0;
   size_t position = 0;        // batches of the epoch already consumed (global, not per rank)
   std::vector<float> losses;  // per optimizer step so far
+  // fp16: the loss scaler's state (loss_scale 0: none), as the single-process trainer saves it
+  float loss_scale = 0;
+  int clean_steps = 0, skipped_steps = 0;
 };
 
 // Collective: every rank of z.comm() calls it. Returns the checkpoint folder.

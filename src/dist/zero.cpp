@@ -357,9 +357,20 @@ void ZeroOptimizer::gather_parameters() {
   }
 }
 
-float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_grad_norm) {
+float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale,
+                          bool skip_nonfinite) {
   reduce_gradients();
   const size_t lo = own_begin(), hi = own_end();
+  if (grad_scale != 1.0f) {  // unscale (exact for a power of two), as LossScaler::unscale
+    const float inv = 1.0f / grad_scale;
+    for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t off) {
+      if (frozen_[i]) return;
+      float* g = grad_at(i, off);
+      const ptrdiff_t n = ptrdiff_t(b - a);
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 14))
+      for (ptrdiff_t e = 0; e < n; ++e) g[e] *= inv;
+    });
+  }
   // global norm: each rank sums the squares of its part (stage 0: every rank has everything)
   double sq = 0;
   for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t off) {
@@ -373,6 +384,10 @@ float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_
   });
   if (opts_.stage > 0 && layout_.ranks > 1) comm_.allreduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
+  if (!std::isfinite(norm) && skip_nonfinite) {
+    if (grad_shard_) std::memset(grad_shard_, 0, layout_.shard * sizeof(float));
+    return float(norm);
+  }
   LT_CHECK(std::isfinite(norm), "non-finite gradient (global norm {}) at step {}", norm, step);
   const double coef = double(max_grad_norm) / (norm + 1e-6);
   if (max_grad_norm > 0 && coef < 1.0) {

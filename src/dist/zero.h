@@ -116,7 +116,11 @@ class ZeroOptimizer final : public TrainableStore {
   // per tensor (staged unfreezing) as in ParamGroup. Returns the global gradient norm before
   // clipping; lt::Error (on every rank) when it is not finite. Stages 0-1 leave the model's
   // gradients as they are (call zero_grads()); stages 2-3 zero the gradient shard.
-  float step(const AdamWOptions& ao, float lr, int step, float max_grad_norm);
+  // fp16 (dynamic loss scaling): the gradients are first multiplied by 1/grad_scale; with
+  // skip_nonfinite a non-finite global norm skips the update on every rank (they all see the same
+  // norm) and is returned, for the LossScaler to back off.
+  float step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale = 1.0f,
+             bool skip_nonfinite = false);
   // Per tensor, as ParamGroup::frozen / lr_factor.
   void set_frozen(size_t i, bool frozen, float lr_factor) { frozen_[i] = frozen; lr_factor_[i] = lr_factor; }
 

@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "train/data_loader.h"
+#include "train/loss_scaler.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
 
@@ -104,8 +105,6 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   validate_train_config(c);
   LT_CHECK(c.memory_budget.empty() && !c.auto_fit, "memory_budget / auto are not supported with zero_stage yet; "
            "use `leantune plan --ranks N --zero S` to see each rank's bytes");
-  LT_CHECK(c.precision != "fp16", "precision: fp16 (dynamic loss scaling) is not supported with zero_stage yet; use "
-           "bf16 or fp32");
   set_num_threads(c.threads);
   const int R = comm.size(), rank = comm.rank();
   const bool lead = rank == 0;
@@ -204,11 +203,25 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
 
   TrainedModelInfo info{c.method, c.base_model,
                         c.method == "lora" ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
+  // fp16: dynamic loss scaling; every rank sees the same global norm, so all skip the same steps
+  const bool fp16 = c.precision == "fp16";
+  LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
+  if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
+  int skipped_steps = rs.skipped_steps;
   Batch batch;
   model.zero_grads();
   const auto t_start = Clock::now();
   long tokens_seen = 0;
   int step = rs.step;
+  auto position = [&]() {
+    TrainingPosition p{step, loader.epoch(), loader.position(), res.losses};
+    if (fp16) {
+      p.loss_scale = scaler.scale();
+      p.clean_steps = scaler.clean_steps();
+      p.skipped_steps = skipped_steps;
+    }
+    return p;
+  };
   comm.reset_stats();
   for (; step < total_steps;) {
     if (!unfreeze.empty())
@@ -216,6 +229,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
         const int layer = model.params()[i].layer, l = layer < 0 ? mc.n_layers - 1 : layer;
         zero.set_frozen(i, !unfreeze.layer_trainable(l, step), unfreeze.lr_factor(l, step));
       }
+    const float loss_scale = fp16 ? scaler.scale() : 1.0f;
     double sums[2] = {0, 0};  // loss over this rank's micro-batches, tokens
     for (int j = 0; j < global_accum; ++j) {
       if (!loader.next(batch)) {
@@ -224,7 +238,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
       }
       if (j / accum != rank) continue;
       const float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
-                                             batch.doc_start.data(), 1.0f / float(global_accum),
+                                             batch.doc_start.data(), loss_scale / float(global_accum),
                                              uint64_t(step) * uint64_t(global_accum) + uint64_t(j));
       LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} is "
                "intact; try a lower learning_rate", l, step + 1, j, c.output_dir);
@@ -233,7 +247,13 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     }
     comm.allreduce_sum(sums, 2);
     const float lr = lr_at(so, step, total_steps);
-    const float gnorm = zero.step(ao, lr, step + 1, float(c.max_grad_norm));
+    // AdamW counts the updates it made; fp16 skips a step whose gradients overflowed
+    const float gnorm = zero.step(ao, lr, step + 1 - skipped_steps, float(c.max_grad_norm), loss_scale, fp16);
+    const bool apply = !fp16 || scaler.update(std::isfinite(gnorm));
+    skipped_steps += !apply;
+    if (!apply && lead)
+      fmt::print("step {:>5}: an fp16 gradient overflowed at loss scale {}; step skipped, scale now {}\n", step + 1,
+                 loss_scale, scaler.scale());
     model.zero_grads();
     ++step;
     const float loss = float(sums[0] / global_accum);
@@ -242,9 +262,12 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     res.losses.push_back(loss);
     tokens_seen += long(sums[1]);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
-    log_metric({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm},
-                {"tokens_per_s", tokens_seen / std::max(elapsed, 1e-9)}, {"epoch", epoch},
-                {"comm_bytes_per_step", double(comm.stats().total()) / (step - rs.step)}});
+    nlohmann::json mj = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", apply ? gnorm : 0.0f},
+                         {"tokens_per_s", tokens_seen / std::max(elapsed, 1e-9)}, {"epoch", epoch},
+                         {"comm_bytes_per_step", double(comm.stats().total()) / (step - rs.step)}};
+    if (fp16) mj["loss_scale"] = loss_scale;
+    if (!apply) mj["skipped"] = true;
+    log_metric(mj);
     if (lead && (step % c.logging_steps == 0 || step == total_steps)) {
       fmt::print("step {:>5}/{}  loss {:.4f}  lr {:.3e}  grad_norm {:.3f}  {:.0f} tok/s\n", step, total_steps, loss, lr,
                  gnorm, tokens_seen / std::max(elapsed, 1e-9));
@@ -257,8 +280,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
       }
     if (c.save_steps > 0 && step % c.save_steps == 0)
-      save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses},
-                              info);
+      save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info);
   }
   const double step_comm = double(comm.stats().total()) / std::max(1, step - rs.step);
   if (lead && tokens_seen > 0) {
@@ -273,8 +295,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
   if (metrics) std::fclose(metrics);
-  save_sharded_checkpoint(c.output_dir, zero, model.params(), {step, loader.epoch(), loader.position(), res.losses},
-                              info);
+  save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info);
   // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
   std::vector<float> gathered;
   if (zo.stage == 3) {

@@ -206,6 +206,42 @@ INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,
                            return std::get<0>(info.param) + "_stage" + std::to_string(std::get<1>(info.param));
                          });
 
+// fp16 with dynamic loss scaling: the same losses as the single-process trainer, including the
+// steps skipped while an initial scale of 2^24 overflows and backs off (every rank skips them).
+TEST(DistZeroFp16, LossScalingSkipsTheSameStepsAsOneProcess) {
+  auto fp16 = [](TrainConfig c) {
+    c.precision = "fp16";
+    c.initial_loss_scale = 16777216.0;  // 2^24: the first steps overflow
+    c.max_steps = 10;
+    return c;
+  };
+  TrainConfig one = fp16(dist_config("lora", 2));
+  one.gradient_accumulation_steps = 2;
+  one.output_dir = dist_dir("fp16_ref", true);
+  fs::remove_all(one.output_dir);
+  const auto want = run_training_single(one).losses;
+  int skipped = 0;
+  {
+    std::ifstream m(one.output_dir + "/metrics.jsonl");
+    for (std::string line; std::getline(m, line);) skipped += line.find("\"skipped\"") != std::string::npos;
+  }
+  EXPECT_GT(skipped, 0) << "the reference run should overflow at 2^24";
+  EXPECT_LT(skipped, 10) << "and then train";
+  fs::remove_all(one.output_dir);
+  for (int stage : {0, 2, 3}) {
+    ZeroOptions z;
+    z.stage = stage;
+    const std::string name = "fp16_zero" + std::to_string(stage);
+    expect_same_losses(zero_losses(fp16(dist_config("lora", 2)), z, name), want, name);
+    if (world().rank() == 0) {
+      int got = 0;
+      std::ifstream m(dist_dir(name) + "/metrics.jsonl");
+      for (std::string line; std::getline(m, line);) got += line.find("\"skipped\"") != std::string::npos;
+      EXPECT_EQ(got, skipped) << name;
+    }
+  }
+}
+
 TEST(DistZeroOffload, DiskOffloadGivesTheSameLossesAndNoResidentMoments) {
   for (int stage : {1, 3}) {
     ZeroOptions z;
