@@ -14,7 +14,10 @@ theoretical volume of the stage for Psi trainable floats on N ranks with accumul
            gathered and reduced once each (2 x), or, with a tied embedding, the embedding twice each
            (4 x) and the final norm gathered twice, reduced once (3 x): sum of count*size*(N-1)/N;
   with a tied embedding of E floats stage 2 also reduces it twice: (a+1)*Psi + a*E.  (x 4 bytes)
+Also rank 0's predicted and measured (VmHWM) peak, and with --offload the tokens/s of the same N-rank
+run with offload_optimizer: disk against the resident one (the step-time cost of the offload).
 Usage: bench/bench_dist.py [--bin build/bin/leantune] [--ranks 2] [--method full] [--steps 20]
+         [--model M --tokenizer T] [--stages 0,1,2,3] [--offload]
 """
 import argparse
 import json
@@ -44,6 +47,11 @@ def main():
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--method", default="full")
+    ap.add_argument("--model", default=os.path.join(SHARED, "models/stories260K/stories260K.bin"))
+    ap.add_argument("--tokenizer", default=os.path.join(SHARED, "models/stories260K/tok512.bin"),
+                    help="any tokenizer whose ids fit the model's vocabulary")
+    ap.add_argument("--stages", default="0,1,2,3")
+    ap.add_argument("--offload", action="store_true", help="also time each stage with offload_optimizer: disk")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=128)
@@ -53,8 +61,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="lt_bench_dist_")
     cfg = os.path.join(tmp, "cfg.yaml")
     with open(cfg, "w") as f:
-        f.write(f"""base_model: {SHARED}/models/stories260K/stories260K.bin
-tokenizer: {SHARED}/models/stories260K/tok512.bin
+        f.write(f"""base_model: {a.model}
+tokenizer: {a.tokenizer}
 datasets: [{{path: {SHARED}/data/aesop_fables/aesop_fables.txt}}]
 method: {a.method}
 lora_target_modules: [all-linear]
@@ -68,12 +76,13 @@ eval_batches: 1
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     R = a.ranks
-    print(f"bench_dist: stories260K {a.method}, micro-batch {a.micro_batch} x {a.seq} tokens, global batch "
+    print(f"bench_dist: {os.path.basename(a.model)} {a.method}, micro-batch {a.micro_batch} x {a.seq} tokens, global batch "
           f"{R} x {a.micro_batch} x {a.accum}, {a.steps} steps, {a.threads} thread(s) per process, "
           f"{os.cpu_count()} cores, binary {a.bin}")
     print(f"{'stage':>5} {'1 proc tok/s':>13} {f'{R} ranks tok/s':>14} {'ratio':>6} {'bytes/step/rank':>16} "
-          f"{'theory':>12} {'measured/theory':>16} {'rank0 params+grads+optimizer MiB (1 proc)':>42}")
-    for stage in range(4):
+          f"{'theory':>12} {'sent/theory':>11} {'rank0 state MiB (1 proc)':>25} {'rank0 peak MiB pred/meas':>25}"
+          + (f" {'offload tok/s':>13} {'vs resident':>11}" if a.offload else ""))
+    for stage in [int(x) for x in a.stages.split(",")]:
         one = os.path.join(tmp, f"one{stage}")
         many = os.path.join(tmp, f"many{stage}")
         run([a.bin, "train", cfg, "--zero", str(stage), "--gradient_accumulation_steps", str(R * a.accum),
@@ -101,9 +110,18 @@ eval_batches: 1
         # bytes sent per step, averaged over the ranks (an owner receives its own pieces for free)
         sent = sum(json.load(open(os.path.join(many, f"ledger-rank{r}.json")))["comm_bytes_per_step"]
                    for r in range(R)) / R
-        print(f"{stage:>5} {m1['tokens_per_s']:>13.0f} {mR['tokens_per_s']:>14.0f} "
-              f"{mR['tokens_per_s'] / m1['tokens_per_s']:>6.2f} {sent:>16.0f} {theory:>12.0f} {sent / theory:>16.4f} "
-              f"{state_mib(led):>30.2f} ({state_mib(led1):.2f})")
+        peak = f"{led['predicted_peak_bytes'] / 2**20:.0f} / {led['measured_peak_bytes'] / 2**20:.0f}"
+        line = (f"{stage:>5} {m1['tokens_per_s']:>13.0f} {mR['tokens_per_s']:>14.0f} "
+                f"{mR['tokens_per_s'] / m1['tokens_per_s']:>6.2f} {sent:>16.0f} {theory:>12.0f} {sent / theory:>11.4f} "
+                f"{state_mib(led):>15.2f} ({state_mib(led1):.2f}) {peak:>25}")
+        if a.offload:
+            off = os.path.join(tmp, f"off{stage}")
+            run([a.mpirun, "-np", str(R), "--oversubscribe", a.bin, "train", cfg, "--zero", str(stage),
+                 "--gradient_accumulation_steps", str(a.accum), "--output_dir", off, "--offload_optimizer", "disk",
+                 "--offload_dir", os.path.join(tmp, f"offfiles{stage}")], env)
+            mo = last_metrics(off)
+            line += f" {mo['tokens_per_s']:>13.0f} {mo['tokens_per_s'] / mR['tokens_per_s']:>11.2f}"
+        print(line, flush=True)
     shutil.rmtree(tmp)
 
 

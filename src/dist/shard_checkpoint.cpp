@@ -129,16 +129,25 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
   fs::create_directories(dir, ec);
   LT_CHECK(fs::is_directory(dir), "rank {}: cannot create the checkpoint folder {}: {}", r, dir.string(), ec.message());
   const size_t lo = L.begin(r), hi = L.end(r), n = hi - lo;
-  std::vector<float> p(n);
-  z.read_params(p.data(), lo, hi);
+  // the parameters of [lo, hi): stage 3's master shard as it is, else written piece by piece from
+  // the model's tensors (no copy of the shard)
+  const float* p = z.master();
+  auto write_pieces = [&](const TensorInfo&, std::FILE* f) {
+    bool ok = true;
+    z.visit_params(lo, hi, [&](const float* src, size_t k) {
+      ok = ok && std::fwrite(src, sizeof(float), k, f) == k;
+    });
+    return ok;
+  };
   // the moments of [lo, hi): stage 0 holds all of them, stages 1-3 exactly this range
   const float* m = z.moment1() + (lo - z.own_begin());
   const float* v = z.moment2() + (lo - z.own_begin());
   const std::string base = shard_name(r, R);
   save_safetensors((dir / (base + ".safetensors")).string(),
-                   {f32_tensor("param", {int64_t(n)}, p.data(), n), f32_tensor("adam_m", {int64_t(n)}, m, n),
+                   {f32_tensor("param", {int64_t(n)}, p, n), f32_tensor("adam_m", {int64_t(n)}, m, n),
                     f32_tensor("adam_v", {int64_t(n)}, v, n)},
-                   {{"begin", std::to_string(lo)}, {"end", std::to_string(hi)}, {"total", std::to_string(L.total)}});
+                   {{"begin", std::to_string(lo)}, {"end", std::to_string(hi)}, {"total", std::to_string(L.total)}},
+                   write_pieces);
   nlohmann::json sj = {{"rank", r}, {"ranks", R}, {"begin", lo}, {"end", hi}, {"total", L.total}, {"step", pos.step}};
   write_text_file_atomic((dir / (base + ".json")).string(), sj.dump(1));
   comm.barrier();  // every shard is on disk before the manifest names them

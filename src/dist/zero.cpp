@@ -306,6 +306,10 @@ void ZeroOptimizer::read_params(float* out, size_t lo, size_t hi) const {
   });
 }
 
+void ZeroOptimizer::visit_params(size_t lo, size_t hi, const std::function<void(const float*, size_t)>& fn) const {
+  for_pieces(lo, hi, [&](size_t i, size_t a, size_t b, size_t o) { fn((*params_)[i].p + o, b - a); });
+}
+
 void ZeroOptimizer::write_params(const float* in, size_t lo, size_t hi) {
   if (master_) {
     const size_t a = std::max(lo, own_begin()), b = std::min(hi, own_end());

@@ -28,6 +28,7 @@
 // come from plan_zero_state() and live in its Arenas, or, with offload to disk, in a file
 // (dist/offload.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -153,6 +154,8 @@ class ZeroOptimizer final : public TrainableStore {
   // Copies flat elements [lo, hi) of the parameters into out / from in: the model's (stages 0-2);
   // at stage 3 the master shard's, so read only this rank's part and write what of it in holds.
   void read_params(float* out, size_t lo, size_t hi) const;
+  // fn(pointer, count) over the model's parameter memory holding flat [lo, hi), in order (stages 0-2).
+  void visit_params(size_t lo, size_t hi, const std::function<void(const float*, size_t)>& fn) const;
   void write_params(const float* in, size_t lo, size_t hi);
 
  private:

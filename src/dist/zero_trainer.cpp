@@ -19,6 +19,8 @@
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "plan/baseline.h"
+#include "plan/budget.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/schedule.h"
@@ -36,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 // engine's arenas allocated and what of that is resident at the end (mincore), and the bytes
 // offloaded to disk.
 void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, const TrainModel& model,
-                       ZeroOptimizer& z, int rank, double comm_bytes_per_step) {
+                       ZeroOptimizer& z, int rank, double comm_bytes_per_step, size_t fixed_bytes) {
   nlohmann::json j;
   std::vector<unsigned char> scratch;
   for (size_t k = 0; k < kNumCategories; ++k) {
@@ -59,6 +61,9 @@ void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, 
   j["offloaded_bytes"] = z.offloaded_bytes();
   j["comm_bytes"] = z.comm().stats().total();
   j["comm_bytes_per_step"] = comm_bytes_per_step;  // sent by this rank during the training steps
+  // the peak: predicted (arenas + process baseline + data) against this process's VmHWM
+  j["predicted_peak_bytes"] = rank_plan.total_bytes() + fixed_bytes;
+  j["measured_peak_bytes"] = process_peak_rss_bytes();
   write_text_file_atomic((fs::path(out_dir) / fmt::format("ledger-rank{}.json", rank)).string(), j.dump(1));
 }
 
@@ -101,10 +106,49 @@ void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet&
   fmt::print("saved the fine-tuned model's tensors to {}\n", mdir.string());
 }
 
-TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm) {
+// memory_budget under ZeRO: one rank's predicted peak (its arenas, plan_zero_rank, plus the process
+// baseline and the data, `fixed`) must fit. auto: the lowest stage from the requested one up that
+// fits (the least communication). Otherwise an error listing every stage's need.
+ZeroOptions fit_zero_budget(const TrainConfig& c, const MemoryPlan& single_plan, int n_layers, int R, ZeroOptions zo,
+                            size_t fixed) {
+  if (c.memory_budget.empty()) {
+    LT_CHECK(!c.auto_fit, "auto needs a memory_budget");
+    return zo;
+  }
+  const size_t budget = parse_bytes(c.memory_budget);
+  auto need = [&](int stage, OptimizerOffload off) {
+    ZeroOptions z = zo;
+    z.stage = stage;
+    z.offload = off;
+    return fixed + plan_zero_rank(single_plan, n_layers, R, z).total_bytes();
+  };
+  if (need(zo.stage, zo.offload) <= budget) return zo;
+  if (c.auto_fit)
+    for (int s = zo.stage + 1; s <= 3; ++s)
+      if (const size_t n = need(s, zo.offload); n <= budget) {
+        if (world().rank() == 0)
+          fmt::print("auto: zero_stage {} fits {} per rank on {} ranks (predicted peak {})\n", s, format_bytes(budget), R,
+                     format_bytes(n));
+        zo.stage = s;
+        return zo;
+      }
+  std::string msg = fmt::format("zero_stage {} on {} rank{} needs {} per rank (arenas plus {} of process baseline and data), "
+                                "over the memory budget of {}; nothing was allocated. Per rank, by stage:",
+                                zo.stage, R, R > 1 ? "s" : "", format_bytes(need(zo.stage, zo.offload)),
+                                format_bytes(fixed), format_bytes(budget));
+  for (int s = 0; s <= 3; ++s)
+    for (auto off : {OptimizerOffload::None, OptimizerOffload::Disk}) {
+      if (off == OptimizerOffload::Disk && zo.offload_dir.empty()) continue;
+      const size_t n = need(s, off);
+      msg += fmt::format("\n  zero_stage {}{:<28} {:>12}  {}", s, off == OptimizerOffload::Disk ? ", offload_optimizer: disk" : "",
+                         format_bytes(n), n <= budget ? "fits" : "over");
+    }
+  msg += "\n(more ranks shrink stages 1-3 further; auto: true picks the lowest stage that fits)";
+  throw Error(msg);
+}
+
+TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communicator& comm) {
   validate_train_config(c);
-  LT_CHECK(c.memory_budget.empty() && !c.auto_fit, "memory_budget / auto are not supported with zero_stage yet; "
-           "use `leantune plan --ranks N --zero S` to see each rank's bytes");
   set_num_threads(c.threads);
   const int R = comm.size(), rank = comm.rank();
   const bool lead = rank == 0;
@@ -113,20 +157,11 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   validate_config(mc, c.base_model);
   LT_CHECK(c.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} positions)",
            c.sequence_len, mc.max_seq_len);
+  const size_t baseline = process_baseline_bytes();
   TrainingData data = load_training_data(c);
-  const int pad = data.tokenizer->eos_id() >= 0 ? data.tokenizer->eos_id() : 0;
-  DataLoader loader(std::move(data.train), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
-  // stage 3: a forward gathers parameters from every rank, so every rank evaluates (rank 0 reports)
-  const bool evaluates = lead || zo.stage == 3;
-  std::vector<Batch> eval_batches;
-  if (evaluates && !data.eval.empty())
-    eval_batches = make_eval_batches(data.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, pad);
-  if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
-
+  const size_t data_bytes = training_data_bytes(data, c);
   TrainModelOptions o = train_model_options(c);
   o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
-  o.store_grads = zo.stage >= 2;  // and the gradients / parameters from stage 2 / 3
-  o.store_params = zo.stage == 3;
   UnfreezeSchedule unfreeze;
   if (!c.unfreeze_schedule.empty()) {
     LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
@@ -135,8 +170,19 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   }
   TrainModelOptions single = o;
   single.optimizer_state = true;
-  single.store_grads = single.store_params = false;
   const MemoryPlan single_plan = plan_training(mc, single);
+  const ZeroOptions zo = fit_zero_budget(c, single_plan, mc.n_layers, R, requested_zo, baseline + data_bytes);
+  o.store_grads = zo.stage >= 2;  // the engine also holds the gradients / parameters from stage 2 / 3
+  o.store_params = zo.stage == 3;
+
+  const int pad = data.tokenizer->eos_id() >= 0 ? data.tokenizer->eos_id() : 0;
+  DataLoader loader(std::move(data.train), c.micro_batch_size, c.sequence_len, c.sample_packing, c.seed, pad);
+  // stage 3: a forward gathers parameters from every rank, so every rank evaluates (rank 0 reports)
+  const bool evaluates = lead || zo.stage == 3;
+  std::vector<Batch> eval_batches;
+  if (evaluates && !data.eval.empty())
+    eval_batches = make_eval_batches(data.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, pad);
+  if (c.eval_batches > 0 && int(eval_batches.size()) > c.eval_batches) eval_batches.resize(size_t(c.eval_batches));
   const MemoryPlan rank_plan = plan_zero_rank(single_plan, mc.n_layers, R, zo);
   if (lead)
     fmt::print("memory plan per rank (ZeRO stage {}, {} rank{}{}):\n{}", zo.stage, R, R > 1 ? "s" : "",
@@ -296,6 +342,8 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
   }
   if (metrics) std::fclose(metrics);
   save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info);
+  // the ledger before the outputs: writing a full model at stage 3 gathers it whole on rank 0
+  write_rank_ledger(c.output_dir, rank_plan, model, zero, rank, step_comm, baseline + data_bytes);
   // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
   std::vector<float> gathered;
   if (zo.stage == 3) {
@@ -311,7 +359,6 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& zo, Communicator& comm)
     write_final_model(c, model, files.tensors, [&](size_t i) -> const float* {
       return zo.stage == 3 ? gathered.data() + zero.layout().offset[i] : model.params()[i].p;
     });
-  write_rank_ledger(c.output_dir, rank_plan, model, zero, rank, step_comm);
   comm.barrier();
   res.steps = step;
   return res;

@@ -157,7 +157,7 @@ SafetensorsMetadata load_safetensors(const std::string& path, TensorSet& out) {
 }
 
 void save_safetensors(const std::string& path, const std::vector<TensorInfo>& tensors,
-                      const SafetensorsMetadata& metadata) {
+                      const SafetensorsMetadata& metadata, const TensorDataWriter& write_data) {
   std::vector<const TensorInfo*> order;
   for (const auto& t : tensors) {
     LT_CHECK(!t.name.empty() && t.name != "__metadata__", "{}: invalid tensor name '{}'", path, t.name);
@@ -168,7 +168,7 @@ void save_safetensors(const std::string& path, const std::vector<TensorInfo>& te
     }
     LT_CHECK(bytes == t.nbytes, "{}: tensor '{}' has nbytes {} but its shape and dtype need {}", path, t.name,
              t.nbytes, bytes);
-    LT_CHECK(bytes == 0 || t.data, "{}: tensor '{}' has no data", path, t.name);
+    LT_CHECK(bytes == 0 || t.data || write_data, "{}: tensor '{}' has no data", path, t.name);
     order.push_back(&t);
   }
   // Largest element first keeps every tensor aligned (the buffer starts at a multiple of 8).
@@ -200,7 +200,7 @@ void save_safetensors(const std::string& path, const std::vector<TensorInfo>& te
     for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
     bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
     for (const TensorInfo* t : order)
-      ok = ok && (t->nbytes == 0 || std::fwrite(t->data, 1, t->nbytes, f) == t->nbytes);
+      ok = ok && (t->nbytes == 0 || (t->data ? std::fwrite(t->data, 1, t->nbytes, f) == t->nbytes : write_data(*t, f)));
     LT_CHECK(ok, "{}: write failed: {}", path, std::strerror(errno));
   });
 }

@@ -3,6 +3,8 @@
 // {string: string}}, then the byte buffer (offsets are relative to its start).
 // Reading memory-maps the file and validates every entry; writing is atomic (io/atomic_file.h).
 #pragma once
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,8 +23,11 @@ SafetensorsMetadata load_safetensors(const std::string& path, TensorSet& out);
 // Writes `tensors` (each: name, dtype, shape, data, nbytes == numel * dtype size) and `metadata`
 // to `path` atomically. Tensors are laid out contiguously, largest element size first, so every
 // tensor's data is aligned for its dtype when the file is mapped.
+// write_data (optional) writes the bytes of a tensor given with data == nullptr to the file
+// (exactly nbytes; false on a write error), so a tensor spread over memory needs no contiguous copy.
+using TensorDataWriter = std::function<bool(const TensorInfo& t, std::FILE* f)>;
 void save_safetensors(const std::string& path, const std::vector<TensorInfo>& tensors,
-                      const SafetensorsMetadata& metadata = {});
+                      const SafetensorsMetadata& metadata = {}, const TensorDataWriter& write_data = {});
 void save_safetensors(const std::string& path, const TensorSet& tensors, const SafetensorsMetadata& metadata = {});
 
 // The safetensors name of a dtype ("F32", "BF16", ...) and the reverse (false if not supported).

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
 #include "dist/zero_trainer.h"
@@ -240,6 +241,28 @@ TEST(DistZeroFp16, LossScalingSkipsTheSameStepsAsOneProcess) {
       EXPECT_EQ(got, skipped) << name;
     }
   }
+}
+
+// memory_budget under ZeRO is checked per rank before anything is allocated; the error lists every stage.
+TEST(DistZeroBudget, ABudgetTooSmallForEveryStageIsAnErrorListingThem) {
+  if (world().size() > 1) GTEST_SKIP() << "run_training_zero aborts the job on an error with several ranks";
+  TrainConfig c = dist_config("full", 2);
+  c.memory_budget = "2MB";
+  c.output_dir = dist_dir("budget", true);
+  ZeroOptions z;
+  z.stage = 1;
+  try {
+    run_training_zero(c, z, world());
+    FAIL() << "a 2 MB budget cannot fit";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("zero_stage 1 on 1 rank needs"), std::string::npos) << m;
+    EXPECT_NE(m.find("over the memory budget of 1.91 MiB"), std::string::npos) << m;
+    for (const char* stage : {"zero_stage 0", "zero_stage 2", "zero_stage 3"})
+      EXPECT_NE(m.find(stage), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(c.output_dir + "/metrics.jsonl"));
+  fs::remove_all(c.output_dir);
 }
 
 TEST(DistZeroOffload, DiskOffloadGivesTheSameLossesAndNoResidentMoments) {
