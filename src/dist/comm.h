@@ -42,6 +42,25 @@ class Communicator {
   virtual void reduce_sum(float* data, size_t n, int root) = 0;
   // bytes from rank root to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Nonblocking versions (MPI-3): start the collective and return a handle; the buffer must stay
+  // untouched until wait(handle). Every rank starts the same collectives in the same order. The
+  // defaults run the blocking collective (a single process: nothing to wait for).
+  using Handle = uint64_t;
+  virtual Handle ibroadcast(void* data, size_t bytes, int root) {
+    broadcast(data, bytes, root);
+    return 0;
+  }
+  virtual Handle ireduce_sum(float* data, size_t n, int root) {
+    reduce_sum(data, n, root);
+    return 0;
+  }
+  virtual Handle iallreduce_sum(float* data, size_t n) {
+    allreduce_sum(data, n);
+    return 0;
+  }
+  virtual void wait(Handle) {}
+  // Lets collectives in flight advance (MPI_Testall) between pieces of computation.
+  virtual void progress() {}
   // Ends every rank of the job with this status (MPI_Abort); a single process just exits.
   [[noreturn]] virtual void abort(int status) = 0;
   const CommStats& stats() const { return stats_; }

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "dist/comm.h"
@@ -114,6 +116,62 @@ class MpiCommunicator final : public Communicator {
     stats_.calls++;
   }
 
+  Handle ibroadcast(void* data, size_t bytes, int root) override {
+    auto& reqs = start();
+    auto* p = static_cast<char*>(data);
+    for (size_t o = 0; o < bytes; o += size_t(INT_MAX)) {
+      reqs.emplace_back();
+      check(MPI_Ibcast(p + o, int(std::min(size_t(INT_MAX), bytes - o)), MPI_BYTE, root, MPI_COMM_WORLD, &reqs.back()),
+            "MPI_Ibcast");
+    }
+    if (rank_ == root) stats_.broadcast_bytes += uint64_t(size_ - 1) * bytes;
+    stats_.calls++;
+    return next_handle_++;
+  }
+
+  Handle ireduce_sum(float* data, size_t n, int root) override {
+    auto& reqs = start();
+    for (size_t o = 0; o < n; o += bucket_) {
+      const int k = int(std::min(bucket_, n - o));
+      reqs.emplace_back();
+      if (rank_ == root)
+        check(MPI_Ireduce(MPI_IN_PLACE, data + o, k, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, &reqs.back()),
+              "MPI_Ireduce");
+      else
+        check(MPI_Ireduce(data + o, nullptr, k, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, &reqs.back()), "MPI_Ireduce");
+    }
+    if (rank_ != root) stats_.reduce_scatter_bytes += uint64_t(n) * sizeof(float);
+    stats_.calls++;
+    return next_handle_++;
+  }
+
+  Handle iallreduce_sum(float* data, size_t n) override {
+    auto& reqs = start();
+    for (size_t o = 0; o < n; o += bucket_) {
+      reqs.emplace_back();
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + o, int(std::min(bucket_, n - o)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           &reqs.back()), "MPI_Iallreduce");
+    }
+    stats_.allreduce_bytes += 2 * uint64_t(size_ - 1) * n * sizeof(float) / uint64_t(size_);
+    stats_.calls++;
+    return next_handle_++;
+  }
+
+  void wait(Handle h) override {
+    auto it = pending_.find(h);
+    if (it == pending_.end()) return;
+    Op op(this, "wait for a nonblocking collective");
+    check(MPI_Waitall(int(it->second.size()), it->second.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    pending_.erase(it);
+  }
+
+  void progress() override {
+    for (auto& [h, reqs] : pending_) {
+      int done = 0;
+      check(MPI_Testall(int(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    }
+  }
+
   [[noreturn]] void abort(int status) override {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -168,8 +226,13 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // the requests of a new nonblocking collective (handle next_handle_)
+  std::vector<MPI_Request>& start() { return pending_[next_handle_]; }
+
   int rank_ = 0, size_ = 1;
   size_t bucket_ = 0;
+  std::map<Handle, std::vector<MPI_Request>> pending_;
+  Handle next_handle_ = 1;
   double timeout_s_ = 0;
   std::atomic<const char*> op_name_{""};
   std::atomic<int64_t> op_start_ns_{0};

@@ -60,6 +60,8 @@ ZeroTensors zero_tensors(const MemoryPlan& single, int n_layers) {
   return t;
 }
 
+int zero_slots(const ZeroOptions& o) { return o.overlap ? 2 : 1; }
+
 MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o) {
   LT_CHECK(o.stage >= 0 && o.stage <= 3, "zero_stage must be 0, 1, 2 or 3 (got {})", o.stage);
   const FlatLayout l = flat_layout(std::span<const size_t>(&t.total, 1), ranks);
@@ -70,13 +72,15 @@ MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o
     p.add("zero.adam_m", Category::OptimizerState, mom * f);
     p.add("zero.adam_v", Category::OptimizerState, mom * f);
   }
+  const int k = zero_slots(o);
   if (o.stage >= 2) {
     p.add("zero.grad_shard", Category::Grads, l.shard * f);
-    p.add("zero.grad_slot", Category::Grads, t.unit_max * f, Lifetime::Layer);
+    for (int j = 0; j < k; ++j) p.add(fmt::format("zero.grad_slot.{}", j), Category::Grads, t.unit_max * f, Lifetime::Layer);
   }
   if (o.stage == 3) {
     if (!disk) p.add("zero.master_shard", Category::TrainableParams, l.shard * f);
-    p.add("zero.param_slot", Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
+    for (int j = 0; j < k; ++j)
+      p.add(fmt::format("zero.param_slot.{}", j), Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
   }
   if (o.stage < 3) p.add("zero.bucket", Category::Workspace, size_t(ranks) * zero_bucket_elems(l) * f);
   return p;
@@ -113,8 +117,9 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   const ZeroTensors t = zero_tensors(single, n_layers);
   const size_t psi = t.total, S = (psi + size_t(ranks) - 1) / size_t(ranks);
   std::string s = fmt::format("per rank, ZeRO stage {} on {} rank{}{} (trainable floats Ψ {}, shard S {}, largest unit "
-                              "M {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
-                              o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max);
+                              "M {}, slots k {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
+                              o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max,
+                              zero_slots(o));
   s += fmt::format("{:<20} {:>14} {:>14}\n", "category", "one process", "per rank");
   for (size_t k = 0; k < kNumCategories; ++k) {
     const size_t a = single.arena_bytes(Category(k)), b = r.arena_bytes(Category(k));
@@ -125,8 +130,9 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   for (const auto& b : plan_zero_state(t, ranks, o).buffers)
     s += fmt::format("  {:<18} {:>12} bytes\n", b.name, b.bytes);
   if (size_t d = zero_offloaded_bytes(psi, ranks, o)) s += fmt::format("offloaded to disk: {} ({})\n", d, format_bytes(d));
-  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + M from stage 2; "
-       "parameters: Ψ at stages 0-2, S + M at stage 3 (M: the largest unit, an embedding or a decoder layer).\n";
+  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + k·M from stage 2; "
+       "parameters: Ψ at stages 0-2, S + k·M at stage 3 (M: the largest unit, an embedding or a decoder layer; k = 2 "
+       "with zero_overlap, 1 without).\n";
   return s;
 }
 
@@ -159,15 +165,20 @@ ZeroOptimizer::ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const Zer
     bucket_elems_ = zero_bucket_elems(layout_);
     bucket_ = arenas_.get_as<float>("zero.bucket");
   }
+  auto make_slots = [&](std::vector<Slot>& v, const char* name) {
+    v.resize(size_t(zero_slots(o)));
+    for (size_t j = 0; j < v.size(); ++j) {
+      v[j].data = arenas_.get_as<float>(fmt::format("{}.{}", name, j));
+      v[j].handles.reserve(size_t(layout_.ranks));
+    }
+  };
   if (o.stage >= 2) {
     grad_shard_ = arenas_.get_as<float>("zero.grad_shard");
-    grad_slot_.push_back(arenas_.get_as<float>("zero.grad_slot"));
-    grad_owner_.assign(grad_slot_.size(), -1);
+    make_slots(grad_slots_, "zero.grad_slot");
   }
-  if (o.stage == 3) {
-    param_slot_.push_back(arenas_.get_as<float>("zero.param_slot"));
-    param_owner_.assign(param_slot_.size(), -1);
-  }
+  if (o.stage == 3) make_slots(param_slots_, "zero.param_slot");
+  reduced_.assign(t.counts.size(), false);
+  overlap_handles_.reserve(t.counts.size());
   const size_t mom = moment_floats(layout_.total, layout_.ranks, o.stage);
   if (o.offload == OptimizerOffload::Disk) {
     offload_ = std::make_unique<OffloadFile>(o.offload_dir, comm.rank(),
@@ -194,79 +205,162 @@ void ZeroOptimizer::attach(std::vector<TrainParam>& params) {
   params_ = &params;
 }
 
-int ZeroOptimizer::take_slot(std::vector<int>& owner, int u, const char* what) {
-  for (size_t k = 0; k < owner.size(); ++k)
-    LT_CHECK(owner[k] != u, "ZeRO: unit {}'s {} acquired twice", u, what);
-  for (size_t k = 0; k < owner.size(); ++k)
-    if (owner[k] < 0) {
-      owner[k] = u;
-      return int(k);
-    }
-  fail("ZeRO: no free {} slot for unit {} ({} slots)", what, u, owner.size());
+ZeroOptimizer::Slot* ZeroOptimizer::slot_of(std::vector<Slot>& slots, int u, Slot::State st) {
+  for (auto& s : slots)
+    if (s.unit == u && s.state == st) return &s;
+  return nullptr;
 }
 
-void ZeroOptimizer::free_slot(std::vector<int>& owner, int u, const char* what) {
-  for (auto& o : owner)
-    if (o == u) {
-      o = -1;
-      return;
+ZeroOptimizer::Slot* ZeroOptimizer::free_slot(std::vector<Slot>& slots) {
+  for (auto& s : slots)
+    if (s.state == Slot::Free) return &s;
+  Slot* oldest = nullptr;  // none free: complete the oldest collective in flight
+  for (auto& s : slots)
+    if ((s.state == Slot::Prefetching || s.state == Slot::Reducing) && (!oldest || s.since < oldest->since)) oldest = &s;
+  LT_CHECK(oldest, "ZeRO: every slot is in use ({} slots); a unit was acquired twice", slots.size());
+  finish(*oldest);
+  return oldest;
+}
+
+// every owner broadcasts its piece of the unit (an all-gather of pieces of unequal size)
+void ZeroOptimizer::gather_unit(Slot& s, int u, bool nonblocking) {
+  const size_t ub = unit_begin_[size_t(u)], ue = unit_end_[size_t(u)], S = layout_.shard;
+  const int me = comm_.rank();
+  s.unit = u;
+  s.handles.clear();
+  for (int r = 0; r < layout_.ranks; ++r) {
+    const size_t a = std::max(ub, size_t(r) * S), b = std::min(ue, size_t(r + 1) * S);
+    if (a >= b) continue;
+    if (r == me) std::memcpy(s.data + (a - ub), master_ + (a - size_t(r) * S), (b - a) * sizeof(float));
+    if (layout_.ranks == 1) continue;
+    if (nonblocking) s.handles.push_back(comm_.ibroadcast(s.data + (a - ub), (b - a) * sizeof(float), r));
+    else comm_.broadcast(s.data + (a - ub), (b - a) * sizeof(float), r);
+  }
+}
+
+void ZeroOptimizer::finish(Slot& s) {
+  for (auto h : s.handles) comm_.wait(h);
+  s.handles.clear();
+  if (s.state == Slot::Reducing) {  // this rank's piece of the unit, summed: into the shard
+    const size_t ub = unit_begin_[size_t(s.unit)], ue = unit_end_[size_t(s.unit)], S = layout_.shard;
+    const size_t r = size_t(comm_.rank()), a = std::max(ub, r * S), b = std::min(ue, (r + 1) * S);
+    if (a < b) {
+      float* dst = grad_shard_ + (a - r * S);
+      const float* piece = s.data + (a - ub);
+      const ptrdiff_t n = ptrdiff_t(b - a);
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+      for (ptrdiff_t e = 0; e < n; ++e) dst[e] += piece[e];
     }
-  fail("ZeRO: unit {}'s {} released but not acquired", u, what);
+  }
+  s.state = Slot::Free;
+  s.unit = -1;
+}
+
+void ZeroOptimizer::drain() {
+  for (auto* slots : {&grad_slots_, &param_slots_}) {
+    // oldest first, so the reductions are added in the order they were started
+    for (;;) {
+      Slot* oldest = nullptr;
+      for (auto& s : *slots)
+        if ((s.state == Slot::Prefetching || s.state == Slot::Reducing) && (!oldest || s.since < oldest->since))
+          oldest = &s;
+      if (!oldest) break;
+      finish(*oldest);
+    }
+  }
+  for (auto h : overlap_handles_) comm_.wait(h);
+  overlap_handles_.clear();
 }
 
 float* ZeroOptimizer::load_buffer(size_t i, size_t n) {
   LT_CHECK(opts_.stage == 3 && i < tensors_.counts.size() && n == tensors_.counts[i],
            "ZeRO: load_buffer({}, {}) does not match the planned tensors", i, n);
-  return param_slot_[0];
+  return param_slots_[0].data;
 }
 
 void ZeroOptimizer::loaded(size_t i) {
   const size_t lo = std::max(own_begin(), layout_.offset[i]), hi = std::min(own_end(), layout_.offset[i] + layout_.count[i]);
-  if (lo < hi) std::memcpy(master_ + (lo - own_begin()), param_slot_[0] + (lo - layout_.offset[i]), (hi - lo) * sizeof(float));
+  if (lo < hi)
+    std::memcpy(master_ + (lo - own_begin()), param_slots_[0].data + (lo - layout_.offset[i]), (hi - lo) * sizeof(float));
 }
 
-float* ZeroOptimizer::acquire_params(int u) {
-  float* slot = param_slot_[size_t(take_slot(param_owner_, u, "parameters"))];
-  const size_t ub = unit_begin_[size_t(u)], ue = unit_end_[size_t(u)], S = layout_.shard;
-  const int me = comm_.rank();
-  // every owner broadcasts its piece of the unit (an all-gather of pieces of unequal size)
-  for (int r = 0; r < layout_.ranks; ++r) {
-    const size_t a = std::max(ub, size_t(r) * S), b = std::min(ue, size_t(r + 1) * S);
-    if (a >= b) continue;
-    if (r == me) std::memcpy(slot + (a - ub), master_ + (a - size_t(r) * S), (b - a) * sizeof(float));
-    if (layout_.ranks > 1) comm_.broadcast(slot + (a - ub), (b - a) * sizeof(float), r);
+float* ZeroOptimizer::acquire_params(int u, int next) {
+  LT_CHECK(!slot_of(param_slots_, u, Slot::InUse), "ZeRO: unit {}'s parameters acquired twice", u);
+  Slot* s = slot_of(param_slots_, u, Slot::Prefetching);
+  if (s) {
+    finish(*s);  // prefetched: wait for it
+    ostats_.prefetched++;
+  } else {
+    s = free_slot(param_slots_);
+    gather_unit(*s, u, false);
+    ostats_.gathered++;
   }
-  return slot;
+  s->state = Slot::InUse;
+  s->unit = u;
+  // prefetch the next unit into a free slot while this one runs
+  if (opts_.overlap && next >= 0 && next != u && size_t(next) < unit_begin_.size() &&
+      unit_end_[size_t(next)] > unit_begin_[size_t(next)] && !slot_of(param_slots_, next, Slot::Prefetching))
+    for (auto& f : param_slots_)
+      if (f.state == Slot::Free) {
+        gather_unit(f, next, true);
+        f.state = Slot::Prefetching;
+        f.since = ++busy_clock_;
+        break;
+      }
+  comm_.progress();
+  return s->data;
 }
 
-void ZeroOptimizer::release_params(int u) { free_slot(param_owner_, u, "parameters"); }
+void ZeroOptimizer::release_params(int u) {
+  Slot* s = slot_of(param_slots_, u, Slot::InUse);
+  LT_CHECK(s, "ZeRO: unit {}'s parameters released but not acquired", u);
+  s->state = Slot::Free;
+  s->unit = -1;
+  comm_.progress();
+}
 
 float* ZeroOptimizer::acquire_grads(int u) {
-  float* slot = grad_slot_[size_t(take_slot(grad_owner_, u, "gradients"))];
-  std::memset(slot, 0, (unit_end_[size_t(u)] - unit_begin_[size_t(u)]) * sizeof(float));
-  return slot;
+  LT_CHECK(!slot_of(grad_slots_, u, Slot::InUse), "ZeRO: unit {}'s gradients acquired twice", u);
+  Slot* s = free_slot(grad_slots_);
+  s->state = Slot::InUse;
+  s->unit = u;
+  std::memset(s->data, 0, (unit_end_[size_t(u)] - unit_begin_[size_t(u)]) * sizeof(float));
+  return s->data;
 }
 
 void ZeroOptimizer::release_grads(int u) {
-  size_t k = 0;
-  while (k < grad_owner_.size() && grad_owner_[k] != u) ++k;
-  LT_CHECK(k < grad_owner_.size(), "ZeRO: unit {}'s gradients released but not acquired", u);
-  float* slot = grad_slot_[k];
+  Slot* s = slot_of(grad_slots_, u, Slot::InUse);
+  LT_CHECK(s, "ZeRO: unit {}'s gradients released but not acquired", u);
+  // each owner receives the sum of its piece of the unit and adds it into its shard (finish)
   const size_t ub = unit_begin_[size_t(u)], ue = unit_end_[size_t(u)], S = layout_.shard;
-  const int me = comm_.rank();
-  // each owner receives the sum of its piece of the unit and accumulates it into its shard
-  for (int r = 0; r < layout_.ranks; ++r) {
+  s->handles.clear();
+  s->state = Slot::Reducing;
+  s->since = ++busy_clock_;
+  for (int r = 0; r < layout_.ranks && layout_.ranks > 1; ++r) {
     const size_t a = std::max(ub, size_t(r) * S), b = std::min(ue, size_t(r + 1) * S);
     if (a >= b) continue;
-    float* piece = slot + (a - ub);
-    if (layout_.ranks > 1) comm_.reduce_sum(piece, b - a, r);
-    if (r != me) continue;
-    float* dst = grad_shard_ + (a - size_t(r) * S);
-    const ptrdiff_t n = ptrdiff_t(b - a);
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
-    for (ptrdiff_t e = 0; e < n; ++e) dst[e] += piece[e];
+    if (opts_.overlap) s->handles.push_back(comm_.ireduce_sum(s->data + (a - ub), b - a, r));
+    else comm_.reduce_sum(s->data + (a - ub), b - a, r);
   }
-  grad_owner_[k] = -1;
+  if (!opts_.overlap || layout_.ranks == 1) {
+    finish(*s);
+    ostats_.reductions_blocking++;
+  } else {
+    comm_.progress();
+    ostats_.reductions_overlapped++;
+  }
+}
+
+void ZeroOptimizer::grads_ready(int u) {
+  // stages 0-1: on the step's last micro-batch, all-reduce the unit's gradients in place now
+  if (opts_.stage >= 2 || !opts_.overlap || layout_.ranks == 1 || !last_micro_batch_ || !params_) return;
+  for (size_t i = 0; i < tensors_.units.size(); ++i)
+    if (tensors_.units[i] == u && !reduced_[i]) {
+      overlap_handles_.push_back(comm_.iallreduce_sum((*params_)[i].g, (*params_)[i].n));
+      reduced_[i] = true;
+      ostats_.reductions_overlapped++;
+    }
+  comm_.progress();
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
@@ -324,19 +418,32 @@ void ZeroOptimizer::write_params(const float* in, size_t lo, size_t hi) {
 void ZeroOptimizer::reduce_gradients() {
   const size_t R = size_t(layout_.ranks), K = bucket_elems_, total = layout_.total;
   if (R == 1 || opts_.stage >= 2) return;  // stages 2-3: reduced unit by unit in release_grads
-  {
-    // all-reduce the flat gradient, R·K elements at a time through the bucket
-    for (size_t o = 0; o < total; o += R * K) {
-      const size_t hi = std::min(total, o + R * K);
-      for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
-        std::memcpy(bucket_ + (a - o), (*params_)[i].g + off, (b - a) * sizeof(float));
-      });
-      comm_.allreduce_sum(bucket_, hi - o);
-      for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
-        std::memcpy((*params_)[i].g + off, bucket_ + (a - o), (b - a) * sizeof(float));
-      });
+  // overlapped all-reduces (grads_ready) done; the tensors they did not cover, one by one
+  bool any = false;
+  for (size_t i = 0; i < reduced_.size(); ++i) any = any || reduced_[i];
+  if (any) {
+    for (auto h : overlap_handles_) comm_.wait(h);
+    overlap_handles_.clear();
+    for (size_t i = 0; i < reduced_.size(); ++i) {
+      if (!reduced_[i]) {
+        comm_.allreduce_sum((*params_)[i].g, (*params_)[i].n);
+        ostats_.reductions_blocking++;
+      }
+      reduced_[i] = false;
     }
     return;
+  }
+  // all-reduce the flat gradient, R·K elements at a time through the bucket
+  ostats_.reductions_blocking++;
+  for (size_t o = 0; o < total; o += R * K) {
+    const size_t hi = std::min(total, o + R * K);
+    for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
+      std::memcpy(bucket_ + (a - o), (*params_)[i].g + off, (b - a) * sizeof(float));
+    });
+    comm_.allreduce_sum(bucket_, hi - o);
+    for_pieces(o, hi, [&](size_t i, size_t a, size_t b, size_t off) {
+      std::memcpy((*params_)[i].g + off, bucket_ + (a - o), (b - a) * sizeof(float));
+    });
   }
 }
 
@@ -363,6 +470,7 @@ void ZeroOptimizer::gather_parameters() {
 
 float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale,
                           bool skip_nonfinite) {
+  drain();  // stages 2-3: the last reductions into the shard; stage 3: a prefetch left over
   reduce_gradients();
   const size_t lo = own_begin(), hi = own_end();
   if (grad_scale != 1.0f) {  // unscale (exact for a power of two), as LossScaler::unscale

@@ -15,15 +15,14 @@
 //   3: as 2, and the model holds no trainable parameters either: the fp32 master parameters live
 //      in a shard of S floats, and each unit is gathered into a slot of M floats from its owners
 //      just before it runs (forward, and again in backward) and released right after.
-//   One slot each: a unit at a time is acquired (a tied embedding and the final norm take turns at
-//   the loss, and the lm_head part of the embedding's gradient is reduced right after the loss,
-//   its embedding part at the end). So per rank, in floats: gradients S + M (stages 2-3),
-//   parameters S + M (stage 3).
+//   The model acquires one unit at a time (a tied embedding and the final norm take turns at the
+//   loss; the lm_head part of the embedding's gradient is reduced right after the loss, its
+//   embedding part at the end), so one slot of each kind suffices; with overlap (ZeroOptions) a
+//   second one holds the unit being prefetched or reduced. So per rank, in floats, with k = 2 with
+//   overlap and 1 without: gradients S + k·M (stages 2-3), parameters S + k·M (stage 3).
 // Clipping uses the global norm (sum of squares of each shard, all-reduced in double). AdamW is
 // adamw_step (train/optimizer.h) on the pieces of the shard, so a step equals one rank's step.
-// Not done: prefetching the next unit while one runs, and overlapping the reductions with the
-// backward (the collectives are blocking, and on a 2-core machine there is no spare core to
-// progress them); the frozen weights of a LoRA or QLoRA model are not sharded.
+// Not done: sharding the frozen weights of a LoRA or QLoRA model (every rank holds them whole).
 // The engine's own buffers (moments, gradient shard, master shard, slots, communication bucket)
 // come from plan_zero_state() and live in its Arenas, or, with offload to disk, in a file
 // (dist/offload.h).
@@ -50,6 +49,11 @@ OptimizerOffload parse_optimizer_offload(const std::string& s);
 
 struct ZeroOptions {
   int stage = 0;                                      // 0 | 1 | 2 | 3
+  // Communication overlapped with computation (nonblocking collectives): stages 0-1 all-reduce
+  // each unit's gradients as soon as its backward ends on the step's last micro-batch; stages 2-3
+  // reduce a unit's gradients while the next unit's backward runs (a second gradient slot);
+  // stage 3 gathers the next unit while one runs (a second parameter slot: prefetch).
+  bool overlap = true;
   OptimizerOffload offload = OptimizerOffload::None;  // disk: moments (and stage 3's master shard) in a file
   std::string offload_dir;                            // where the offload file goes (disk)
 };
@@ -83,14 +87,16 @@ ZeroTensors zero_tensors(const MemoryPlan& single_process, int n_layers);
 // The engine's own buffers on one rank (moments, gradient shard and slots, master shard and slots,
 // bucket). With offload to disk the file-backed ones are not listed: see zero_offloaded_bytes.
 MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o);
+// k: slots per kind, 2 with overlap, else 1.
+int zero_slots(const ZeroOptions& o);
 size_t zero_offloaded_bytes(size_t total, int ranks, const ZeroOptions& o);
 
 // One rank's whole plan: the single-process training plan without its AdamW moments, without its
 // gradients (stages 2-3) and trainable parameters (stage 3), plus plan_zero_state. Per category,
-// against one process (Ψ, S, M as above; each buffer rounded up to 64 bytes, as in every arena):
+// against one process (Ψ, S, M, k as above; each buffer rounded up to 64 bytes, as in every arena):
 //   OptimizerState  stage 0: 2·Ψ·4     stages 1-3: 2·S·4            (disk offload: 0)
-//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + M)·4
-//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + M)·4           (disk offload: M·4)
+//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + k·M)·4
+//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + k·M)·4         (disk offload: k·M·4)
 //   Workspace       + the bucket R·K·4 (stages 0-2)
 MemoryPlan plan_zero_rank(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
@@ -130,10 +136,22 @@ class ZeroOptimizer final : public TrainableStore {
   bool holds_grads() const override { return opts_.stage >= 2; }
   float* load_buffer(size_t i, size_t n) override;
   void loaded(size_t i) override;
-  float* acquire_params(int u) override;
+  float* acquire_params(int u, int next) override;
   void release_params(int u) override;
   float* acquire_grads(int u) override;
   void release_grads(int u) override;
+  void grads_ready(int u) override;
+  // Stages 0-1 with overlap: whether the micro-batch about to run is the step's last (its gradients
+  // are then all-reduced unit by unit during its backward).
+  void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
+  // Completes every collective in flight (reductions into the shard, prefetches).
+  void drain();
+  // How the units' collectives ran: parameters found prefetched / gathered on demand (stage 3),
+  // gradient reductions started while the backward went on / run blocking (all stages).
+  struct OverlapStats {
+    uint64_t prefetched = 0, gathered = 0, reductions_overlapped = 0, reductions_blocking = 0;
+  };
+  const OverlapStats& overlap_stats() const { return ostats_; }
 
   const FlatLayout& layout() const { return layout_; }
   const ZeroTensors& tensors() const { return tensors_; }
@@ -165,8 +183,18 @@ class ZeroOptimizer final : public TrainableStore {
   void gather_parameters();
   float* grad_at(size_t i, size_t off);     // the gradient AdamW reads for element off of tensor i
   float* param_at(size_t i, size_t off);    // the parameter AdamW updates
-  int take_slot(std::vector<int>& owner, int u, const char* what);
-  void free_slot(std::vector<int>& owner, int u, const char* what);
+  // A slot of M floats: free, in use by a unit, or busy with a unit's collective in flight.
+  struct Slot {
+    float* data = nullptr;
+    int unit = -1;
+    enum State { Free, InUse, Prefetching, Reducing } state = Free;
+    std::vector<Communicator::Handle> handles;  // capacity R: one per owner's piece
+    uint64_t since = 0;                         // when it became busy (oldest first)
+  };
+  Slot* slot_of(std::vector<Slot>& slots, int u, Slot::State st);
+  Slot* free_slot(std::vector<Slot>& slots);
+  void gather_unit(Slot& s, int u, bool nonblocking);
+  void finish(Slot& s);  // waits for its collectives; a reduction is added into the gradient shard
 
   std::vector<TrainParam>* params_ = nullptr;
   Communicator& comm_;
@@ -180,8 +208,12 @@ class ZeroOptimizer final : public TrainableStore {
   std::vector<float> lr_factor_;
   std::vector<bool> decay_;
   float *m_ = nullptr, *v_ = nullptr, *grad_shard_ = nullptr, *master_ = nullptr, *bucket_ = nullptr;
-  std::vector<float*> param_slot_, grad_slot_;  // slots of M floats (stage 3 / stages 2-3)
-  std::vector<int> param_owner_, grad_owner_;   // the unit in each slot, -1 free
+  std::vector<Slot> param_slots_, grad_slots_;  // k slots each (stage 3 / stages 2-3)
+  uint64_t busy_clock_ = 0;
+  OverlapStats ostats_;
+  bool last_micro_batch_ = true;
+  std::vector<Communicator::Handle> overlap_handles_;  // stages 0-1: per tensor, its all-reduce
+  std::vector<bool> reduced_;                          // stages 0-1: tensors already all-reduced this step
   size_t bucket_elems_ = 0;
 };
 

@@ -61,6 +61,10 @@ void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, 
   j["offloaded_bytes"] = z.offloaded_bytes();
   j["comm_bytes"] = z.comm().stats().total();
   j["comm_bytes_per_step"] = comm_bytes_per_step;  // sent by this rank during the training steps
+  const auto& os = z.overlap_stats();
+  j["overlap"] = {{"enabled", z.options().overlap}, {"prefetched_units", os.prefetched},
+                  {"gathered_units", os.gathered}, {"reductions_overlapped", os.reductions_overlapped},
+                  {"reductions_blocking", os.reductions_blocking}};
   // the peak: predicted (arenas + process baseline + data) against this process's VmHWM
   j["predicted_peak_bytes"] = rank_plan.total_bytes() + fixed_bytes;
   j["measured_peak_bytes"] = process_peak_rss_bytes();
@@ -283,6 +287,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
         LT_CHECK(loader.next(batch), "the training set yields no batch");
       }
       if (j / accum != rank) continue;
+      zero.set_last_micro_batch(j % accum == accum - 1);
       const float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
                                              batch.doc_start.data(), loss_scale / float(global_accum),
                                              uint64_t(step) * uint64_t(global_accum) + uint64_t(j));
@@ -350,7 +355,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     if (lead) gathered.resize(zero.layout().total);
     for (int u = 0; u < zero.units(); ++u) {
       if (zero.unit_begin(u) == zero.unit_end(u)) continue;
-      const float* slot = zero.acquire_params(u);
+      const float* slot = zero.acquire_params(u, -1);
       if (lead) std::copy(slot, slot + (zero.unit_end(u) - zero.unit_begin(u)), gathered.begin() + ptrdiff_t(zero.unit_begin(u)));
       zero.release_params(u);
     }
@@ -371,6 +376,7 @@ ZeroOptions zero_options(const TrainConfig& c) {
   z.stage = std::max(0, c.zero_stage);
   z.offload = parse_optimizer_offload(c.offload_optimizer);
   z.offload_dir = c.offload_dir;
+  z.overlap = c.zero_overlap;
   return z;
 }
 

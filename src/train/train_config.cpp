@@ -126,6 +126,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "zero_stage" || key == "zero") c.zero_stage = I();
   else if (key == "offload_optimizer") c.offload_optimizer = S();
   else if (key == "offload_dir") c.offload_dir = S();
+  else if (key == "zero_overlap") c.zero_overlap = B();
   else fail("{}: unknown key '{}'", where, key);
 }
 

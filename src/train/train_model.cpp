@@ -570,6 +570,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     unit_end_[u] = i;
   }
   LT_CHECK(unit_end_.back() == params_.size(), "TrainModel: trainable tensors out of unit order");
+  unit_seen_.reserve(4 * unit_first_.size());  // a pass acquires each unit at most twice (+ the head)
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
@@ -688,8 +689,21 @@ void TrainModel::bind(int u, float* base, bool grads) {
   }
 }
 
+void TrainModel::remember_unit_order(bool backward) {
+  if (!opts_.store_params || order_known_[backward]) return;
+  unit_order_[backward] = unit_seen_;  // once, on the first pass of each kind
+  order_known_[backward] = true;
+}
+
 void TrainModel::use_params(int u) {
-  if (opts_.store_params && !unit_empty(u)) bind(u, store_->acquire_params(u), false);
+  if (!opts_.store_params || unit_empty(u)) return;
+  // the hint: what followed u the last time a pass of this kind got this far the same way
+  const auto& order = unit_order_[pass_backward_];
+  const size_t at = unit_seen_.size();
+  int next = -1;
+  if (order_known_[pass_backward_] && at < order.size() && order[at] == u && at + 1 < order.size()) next = order[at + 1];
+  if (unit_seen_.size() < unit_seen_.capacity()) unit_seen_.push_back(u);
+  bind(u, store_->acquire_params(u, next), false);
 }
 void TrainModel::drop_params(int u) {
   if (!opts_.store_params || unit_empty(u)) return;
@@ -699,8 +713,12 @@ void TrainModel::drop_params(int u) {
 void TrainModel::use_grads(int u) {
   if (opts_.store_grads && !unit_empty(u)) bind(u, store_->acquire_grads(u), true);
 }
-void TrainModel::drop_grads(int u) {
-  if (!opts_.store_grads || unit_empty(u)) return;
+void TrainModel::drop_grads(int u, bool last) {
+  if (!store_ || unit_empty(u)) return;
+  if (!opts_.store_grads) {
+    if (last) store_->grads_ready(u);
+    return;
+  }
   store_->release_grads(u);
   bind(u, nullptr, true);
 }
@@ -895,6 +913,8 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   // units (TrainableStore): 0 embedding, l+1 layer l, L+1 final norm and lm_head (tied: unit 0)
   const int head = d.L + 1;
   const bool tied = cfg_.tie_embeddings;
+  pass_backward_ = backward;
+  unit_seen_.clear();
   use_params(0);
   ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
   drop_params(0);
@@ -921,11 +941,12 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   if (ledger_) ledger_->mark("loss");
   if (!backward) {
     drop_params(lm_unit);
+    remember_unit_order(false);
     return loss;
   }
   if (tied) {
     drop_params(0);
-    drop_grads(0);
+    drop_grads(0, /*last=*/false);  // the embedding's own gradient comes at the end
     use_params(head);
     use_grads(head);
   }
@@ -945,6 +966,7 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
   use_grads(0);
   if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
   drop_grads(0);
+  remember_unit_order(true);
   return loss;
 }
 

@@ -133,7 +133,8 @@ class TrainModel {
   void use_params(int u);
   void drop_params(int u);
   void use_grads(int u);
-  void drop_grads(int u);
+  void drop_grads(int u, bool last = true);  // last: u's final contribution in this pass
+  void remember_unit_order(bool backward);
   bool unit_empty(int u) const { return unit_first_[size_t(u)] == unit_end_[size_t(u)]; }
   float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
             bool backward, uint64_t dropout_step);
@@ -150,6 +151,10 @@ class TrainModel {
   TrainableStore* store_ = nullptr;
   std::vector<std::vector<float**>> pref_, gref_;  // per trainable tensor: the pointers aimed at p / g
   std::vector<size_t> unit_first_, unit_end_;      // per unit: its tensors [first, end) in params_
+  // the order a pass acquires units' parameters (index: backward), recorded for prefetch hints
+  std::vector<int> unit_order_[2], unit_seen_;
+  bool order_known_[2] = {false, false};
+  bool pass_backward_ = false;
   std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
   std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets; recomputed buffers point into one shared set
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)

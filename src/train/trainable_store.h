@@ -7,6 +7,7 @@
 // Forward acquires a unit's parameters just before the unit runs and releases them right after;
 // backward acquires parameters and a zeroed gradient buffer, and releases the gradients once the
 // unit's backward for this micro-batch is complete (the store reduces them to their owners).
+// The model records the order in which a pass acquires units and passes the next one as a hint.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -24,10 +25,16 @@ class TrainableStore {
   virtual float* load_buffer(size_t i, size_t n) = 0;
   virtual void loaded(size_t i) = 0;
   // A step: unit u's parameters (all of its tensors, contiguous) / its zeroed gradient buffer.
-  virtual float* acquire_params(int u) = 0;
+  // next: the unit the model will acquire after u in this pass (-1: none or unknown), which the
+  // store may start gathering now (prefetch).
+  virtual float* acquire_params(int u, int next) = 0;
   virtual void release_params(int u) = 0;
   virtual float* acquire_grads(int u) = 0;
   virtual void release_grads(int u) = 0;
+  // The model holds the gradients (!holds_grads()): unit u's gradients of this micro-batch are
+  // complete (its last contribution in this pass), so a reduction may start while the backward
+  // goes on.
+  virtual void grads_ready(int u) {}
 };
 
 // The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in

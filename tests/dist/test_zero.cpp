@@ -76,21 +76,22 @@ TEST(DistZeroLayout, ShardsAreContiguousAndPadded) {
   EXPECT_EQ(l.end(2), 22u);  // the last shard is 6 real elements + 2 of padding
 }
 
-// The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R) and M the largest
-// unit (the embedding, a decoder layer, or the final norm with lm_head); every buffer rounded up
-// to 64 bytes:
+// The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R), M the largest
+// unit (the embedding, a decoder layer, or the final norm with lm_head) and k slots (2 with
+// overlap: one unit in use and one prefetched or being reduced; 1 without); every buffer rounded
+// up to 64 bytes:
 //   optimizer state  2·Ψ (stage 0)   2·S (stages 1-3)                    (0 with disk offload)
-//   gradients        Ψ (stages 0-1)  S + M (stages 2-3)
-//   parameters       Ψ (stages 0-2)  S + M (stage 3)                     (M with disk offload)
+//   gradients        Ψ (stages 0-1)  S + k·M (stages 2-3)
+//   parameters       Ψ (stages 0-2)  S + k·M (stage 3)                   (k·M with disk offload)
 struct Formula {
   size_t optimizer, grads, params;
 };
-Formula zero_formula(size_t psi, size_t M, int R, int stage, bool disk) {
+Formula zero_formula(size_t psi, size_t M, int k, int R, int stage, bool disk) {
   const size_t S = (psi + size_t(R) - 1) / size_t(R), f = 4;
   Formula x;
   x.optimizer = disk ? 0 : 2 * align_up((stage == 0 ? psi : S) * f);
-  x.grads = stage >= 2 ? align_up(S * f) + align_up(M * f) : 0;  // + the model's Ψ below stage 2
-  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + align_up(M * f) : 0;
+  x.grads = stage >= 2 ? align_up(S * f) + size_t(k) * align_up(M * f) : 0;  // + the model's Ψ below stage 2
+  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + size_t(k) * align_up(M * f) : 0;
   return x;
 }
 
@@ -101,14 +102,15 @@ TEST(DistZeroLayout, EngineBytesFollowTheZeroFormulas) {
   t.total = 1001;
   t.unit_max = 400;
   const int R = 4;
-  {
+  for (bool overlap : {true, false}) {
     for (int stage = 0; stage <= 3; ++stage)
       for (bool disk : {false, true}) {
         ZeroOptions o;
         o.stage = stage;
+        o.overlap = overlap;
         if (disk) o.offload = OptimizerOffload::Disk;
         const MemoryPlan p = plan_zero_state(t, R, o);
-        const Formula x = zero_formula(1001, 400, R, stage, disk);
+        const Formula x = zero_formula(1001, 400, overlap ? 2 : 1, R, stage, disk);
         EXPECT_EQ(p.arena_bytes(Category::OptimizerState), x.optimizer) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::Grads), x.grads) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::TrainableParams), x.params) << stage << disk;
@@ -140,12 +142,15 @@ TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
     EXPECT_EQ(t.unit_max, std::max(layer0, embed)) << method;
     EXPECT_EQ(t.tied_floats, method == "full" && mc.tie_embeddings ? embed : 0) << method;
     for (int R : {1, 2, 3})
-      for (int stage = 0; stage <= 3; ++stage) {
+      for (int stage = 0; stage <= 3; ++stage)
+        for (bool overlap : {true, false}) {
         ZeroOptions z;
         z.stage = stage;
+        z.overlap = overlap;
         const MemoryPlan r = plan_zero_rank(single, mc.n_layers, R, z);
-        const Formula x = zero_formula(psi, t.unit_max, R, stage, false);
-        const std::string what = method + " R=" + std::to_string(R) + " stage " + std::to_string(stage);
+        const Formula x = zero_formula(psi, t.unit_max, overlap ? 2 : 1, R, stage, false);
+        const std::string what = method + " R=" + std::to_string(R) + " stage " + std::to_string(stage) +
+                                 (overlap ? " overlap" : "");
         EXPECT_EQ(r.arena_bytes(Category::OptimizerState), x.optimizer) << what;
         EXPECT_EQ(r.arena_bytes(Category::Grads), x.grads + (stage < 2 ? single.arena_bytes(Category::Grads) : 0))
             << what;
@@ -157,13 +162,14 @@ TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
   }
 }
 
-class DistZeroStages : public testing::TestWithParam<std::tuple<std::string, int>> {};
+class DistZeroStages : public testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
-  const auto [method, stage] = GetParam();
+  const auto [method, stage, overlap] = GetParam();
   ZeroOptions z;
   z.stage = stage;
-  const std::string name = method + "_zero" + std::to_string(stage);
+  z.overlap = overlap;
+  const std::string name = method + "_zero" + std::to_string(stage) + (overlap ? "" : "_blocking");
   auto got = zero_losses(dist_config(method, 2), z, name);
   expect_same_losses(got, one_process_losses(method), name);
   // every rank's ledger: allocated bytes per category equal the per-rank plan
@@ -173,7 +179,7 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
     EXPECT_EQ(v["planned"].get<size_t>(), v["allocated"].get<size_t>()) << name << " " << cat;
   // and the sharded categories equal the formulas (model-held Ψ below stages 2 / 3)
   const size_t psi = j["trainable_floats"].get<size_t>();
-  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), world().size(), stage, false);
+  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), overlap ? 2 : 1, world().size(), stage, false);
   auto allocated = [&](const char* cat) {
     return j["categories"].contains(cat) ? j["categories"][cat]["allocated"].get<size_t>() : size_t(0);
   };
@@ -181,6 +187,15 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
   if (stage >= 2) EXPECT_EQ(allocated("gradients"), x.grads) << name;
   if (stage == 3) EXPECT_EQ(allocated("trainable_params"), x.params) << name;
   if (stage < 3) EXPECT_GE(allocated("trainable_params"), psi * 4) << name;
+  // with overlap the collectives did overlap: stage 3 found units prefetched, and on several ranks
+  // the reductions were started during the backward
+  const auto& ov = j["overlap"];
+  if (overlap && stage == 3) EXPECT_GT(ov["prefetched_units"].get<size_t>(), ov["gathered_units"].get<size_t>()) << name;
+  if (!overlap && stage == 3) EXPECT_EQ(ov["prefetched_units"].get<size_t>(), 0u) << name;
+  if (world().size() > 1) {
+    if (overlap) EXPECT_GT(ov["reductions_overlapped"].get<size_t>(), 0u) << name;
+    else EXPECT_EQ(ov["reductions_overlapped"].get<size_t>(), 0u) << name;
+  }
   // `leantune consolidate`: the last sharded checkpoint exports the model the run wrote, tensor for tensor
   if (world().rank() == 0) {
     const std::string ex = dist_dir(name + "_export", true);
@@ -202,9 +217,11 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,
-                         testing::Combine(testing::Values("lora", "full"), testing::Values(0, 1, 2, 3)),
+                         testing::Combine(testing::Values("lora", "full"), testing::Values(0, 1, 2, 3),
+                                          testing::Values(true, false)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_stage" + std::to_string(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_stage" + std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_overlap" : "_blocking");
                          });
 
 // fp16 with dynamic loss scaling: the same losses as the single-process trainer, including the
