@@ -55,12 +55,16 @@ ZeroTensors zero_tensors(const MemoryPlan& single, int n_layers) {
     unit[size_t(u)] += n;
   }
   t.unit_max = *std::max_element(unit.begin(), unit.end());
+  if (n_layers > 0) t.layer_max = *std::max_element(unit.begin() + 1, unit.begin() + 1 + n_layers);
   t.tied_floats = lm_head ? 0 : unit[0];
   t.n_units = n_layers + 2;  // a trained embedding that is also the lm_head
   return t;
 }
 
-int zero_slots(const ZeroOptions& o) { return o.overlap ? 2 : 1; }
+std::vector<size_t> zero_slot_floats(const ZeroTensors& t, const ZeroOptions& o) {
+  if (o.overlap && t.layer_max > 0) return {t.unit_max, t.layer_max};
+  return {t.unit_max};
+}
 
 MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o) {
   LT_CHECK(o.stage >= 0 && o.stage <= 3, "zero_stage must be 0, 1, 2 or 3 (got {})", o.stage);
@@ -72,15 +76,16 @@ MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o
     p.add("zero.adam_m", Category::OptimizerState, mom * f);
     p.add("zero.adam_v", Category::OptimizerState, mom * f);
   }
-  const int k = zero_slots(o);
+  const std::vector<size_t> slots = zero_slot_floats(t, o);
   if (o.stage >= 2) {
     p.add("zero.grad_shard", Category::Grads, l.shard * f);
-    for (int j = 0; j < k; ++j) p.add(fmt::format("zero.grad_slot.{}", j), Category::Grads, t.unit_max * f, Lifetime::Layer);
+    for (size_t j = 0; j < slots.size(); ++j)
+      p.add(fmt::format("zero.grad_slot.{}", j), Category::Grads, slots[j] * f, Lifetime::Layer);
   }
   if (o.stage == 3) {
     if (!disk) p.add("zero.master_shard", Category::TrainableParams, l.shard * f);
-    for (int j = 0; j < k; ++j)
-      p.add(fmt::format("zero.param_slot.{}", j), Category::TrainableParams, t.unit_max * f, Lifetime::Layer);
+    for (size_t j = 0; j < slots.size(); ++j)
+      p.add(fmt::format("zero.param_slot.{}", j), Category::TrainableParams, slots[j] * f, Lifetime::Layer);
   }
   if (o.stage < 3) p.add("zero.bucket", Category::Workspace, size_t(ranks) * zero_bucket_elems(l) * f);
   return p;
@@ -117,9 +122,9 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   const ZeroTensors t = zero_tensors(single, n_layers);
   const size_t psi = t.total, S = (psi + size_t(ranks) - 1) / size_t(ranks);
   std::string s = fmt::format("per rank, ZeRO stage {} on {} rank{}{} (trainable floats Ψ {}, shard S {}, largest unit "
-                              "M {}, slots k {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
+                              "M {}, overlap slot X {}):\n", o.stage, ranks, ranks > 1 ? "s" : "",
                               o.offload == OptimizerOffload::Disk ? ", optimizer on disk" : "", psi, S, t.unit_max,
-                              zero_slots(o));
+                              o.overlap ? t.layer_max : 0);
   s += fmt::format("{:<20} {:>14} {:>14}\n", "category", "one process", "per rank");
   for (size_t k = 0; k < kNumCategories; ++k) {
     const size_t a = single.arena_bytes(Category(k)), b = r.arena_bytes(Category(k));
@@ -130,9 +135,9 @@ std::string format_zero_plan(const MemoryPlan& single, int n_layers, int ranks, 
   for (const auto& b : plan_zero_state(t, ranks, o).buffers)
     s += fmt::format("  {:<18} {:>12} bytes\n", b.name, b.bytes);
   if (size_t d = zero_offloaded_bytes(psi, ranks, o)) s += fmt::format("offloaded to disk: {} ({})\n", d, format_bytes(d));
-  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + k·M from stage 2; "
-       "parameters: Ψ at stages 0-2, S + k·M at stage 3 (M: the largest unit, an embedding or a decoder layer; k = 2 "
-       "with zero_overlap, 1 without).\n";
+  s += "moments: 2·Ψ floats at stage 0, 2·S from stage 1; gradients: Ψ at stages 0-1, S + M + X from stage 2; "
+       "parameters: Ψ at stages 0-2, S + M + X at stage 3 (M: the largest unit, an embedding, lm_head or decoder layer; "
+       "X: the largest decoder layer with zero_overlap, else 0).\n";
   return s;
 }
 
@@ -166,9 +171,11 @@ ZeroOptimizer::ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const Zer
     bucket_ = arenas_.get_as<float>("zero.bucket");
   }
   auto make_slots = [&](std::vector<Slot>& v, const char* name) {
-    v.resize(size_t(zero_slots(o)));
+    const std::vector<size_t> sizes = zero_slot_floats(t, o);
+    v.resize(sizes.size());
     for (size_t j = 0; j < v.size(); ++j) {
       v[j].data = arenas_.get_as<float>(fmt::format("{}.{}", name, j));
+      v[j].capacity = sizes[j];
       v[j].handles.reserve(size_t(layout_.ranks));
     }
   };
@@ -211,13 +218,15 @@ ZeroOptimizer::Slot* ZeroOptimizer::slot_of(std::vector<Slot>& slots, int u, Slo
   return nullptr;
 }
 
-ZeroOptimizer::Slot* ZeroOptimizer::free_slot(std::vector<Slot>& slots) {
+ZeroOptimizer::Slot* ZeroOptimizer::free_slot(std::vector<Slot>& slots, size_t need) {
   for (auto& s : slots)
-    if (s.state == Slot::Free) return &s;
-  Slot* oldest = nullptr;  // none free: complete the oldest collective in flight
+    if (s.state == Slot::Free && s.capacity >= need) return &s;
+  Slot* oldest = nullptr;  // none free: complete the oldest collective in flight in a slot large enough
   for (auto& s : slots)
-    if ((s.state == Slot::Prefetching || s.state == Slot::Reducing) && (!oldest || s.since < oldest->since)) oldest = &s;
-  LT_CHECK(oldest, "ZeRO: every slot is in use ({} slots); a unit was acquired twice", slots.size());
+    if ((s.state == Slot::Prefetching || s.state == Slot::Reducing) && s.capacity >= need &&
+        (!oldest || s.since < oldest->since))
+      oldest = &s;
+  LT_CHECK(oldest, "ZeRO: no slot of {} floats is free ({} slots); a unit was acquired twice", need, slots.size());
   finish(*oldest);
   return oldest;
 }
@@ -291,7 +300,7 @@ float* ZeroOptimizer::acquire_params(int u, int next) {
     finish(*s);  // prefetched: wait for it
     ostats_.prefetched++;
   } else {
-    s = free_slot(param_slots_);
+    s = free_slot(param_slots_, unit_end_[size_t(u)] - unit_begin_[size_t(u)]);
     gather_unit(*s, u, false);
     ostats_.gathered++;
   }
@@ -301,7 +310,7 @@ float* ZeroOptimizer::acquire_params(int u, int next) {
   if (opts_.overlap && next >= 0 && next != u && size_t(next) < unit_begin_.size() &&
       unit_end_[size_t(next)] > unit_begin_[size_t(next)] && !slot_of(param_slots_, next, Slot::Prefetching))
     for (auto& f : param_slots_)
-      if (f.state == Slot::Free) {
+      if (f.state == Slot::Free && f.capacity >= unit_end_[size_t(next)] - unit_begin_[size_t(next)]) {
         gather_unit(f, next, true);
         f.state = Slot::Prefetching;
         f.since = ++busy_clock_;
@@ -321,7 +330,7 @@ void ZeroOptimizer::release_params(int u) {
 
 float* ZeroOptimizer::acquire_grads(int u) {
   LT_CHECK(!slot_of(grad_slots_, u, Slot::InUse), "ZeRO: unit {}'s gradients acquired twice", u);
-  Slot* s = free_slot(grad_slots_);
+  Slot* s = free_slot(grad_slots_, unit_end_[size_t(u)] - unit_begin_[size_t(u)]);
   s->state = Slot::InUse;
   s->unit = u;
   std::memset(s->data, 0, (unit_end_[size_t(u)] - unit_begin_[size_t(u)]) * sizeof(float));

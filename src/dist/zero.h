@@ -17,9 +17,11 @@
 //      just before it runs (forward, and again in backward) and released right after.
 //   The model acquires one unit at a time (a tied embedding and the final norm take turns at the
 //   loss; the lm_head part of the embedding's gradient is reduced right after the loss, its
-//   embedding part at the end), so one slot of each kind suffices; with overlap (ZeroOptions) a
-//   second one holds the unit being prefetched or reduced. So per rank, in floats, with k = 2 with
-//   overlap and 1 without: gradients S + k·M (stages 2-3), parameters S + k·M (stage 3).
+//   embedding part at the end), so one slot of M floats of each kind suffices; with overlap
+//   (ZeroOptions) a second slot, of M_L floats (the largest decoder layer), holds a unit being
+//   prefetched or reduced (one larger than that, an embedding or an lm_head, waits instead). So
+//   per rank, in floats, with X = M_L with overlap and 0 without: gradients S + M + X (stages
+//   2-3), parameters S + M + X (stage 3).
 // Clipping uses the global norm (sum of squares of each shard, all-reduced in double). AdamW is
 // adamw_step (train/optimizer.h) on the pieces of the shard, so a step equals one rank's step.
 // Not done: sharding the frozen weights of a LoRA or QLoRA model (every rank holds them whole).
@@ -52,8 +54,11 @@ struct ZeroOptions {
   // Communication overlapped with computation (nonblocking collectives): stages 0-1 all-reduce
   // each unit's gradients as soon as its backward ends on the step's last micro-batch; stages 2-3
   // reduce a unit's gradients while the next unit's backward runs (a second gradient slot);
-  // stage 3 gathers the next unit while one runs (a second parameter slot: prefetch).
-  bool overlap = true;
+  // stage 3 gathers the next unit while one runs (a second parameter slot: prefetch). Off by
+  // default: on a CPU whose cores all compute, measured slower than blocking collectives (nothing
+  // is left to progress them), and MPI's nonblocking all-reduce allocates temporaries of the
+  // message's size that the plan does not count.
+  bool overlap = false;
   OptimizerOffload offload = OptimizerOffload::None;  // disk: moments (and stage 3's master shard) in a file
   std::string offload_dir;                            // where the offload file goes (disk)
 };
@@ -79,6 +84,7 @@ struct ZeroTensors {
   std::vector<int> units;      // trainable_unit() per tensor
   size_t total = 0;            // Ψ
   size_t unit_max = 0;         // M: the largest unit, in floats
+  size_t layer_max = 0;        // M_L: the largest decoder-layer unit (the overlap slot's size)
   size_t tied_floats = 0;      // a trained embedding that is also lm_head: its floats (reduced twice), else 0
   int n_units = 0;             // n_layers + 2 (empty ones included)
 };
@@ -87,16 +93,16 @@ ZeroTensors zero_tensors(const MemoryPlan& single_process, int n_layers);
 // The engine's own buffers on one rank (moments, gradient shard and slots, master shard and slots,
 // bucket). With offload to disk the file-backed ones are not listed: see zero_offloaded_bytes.
 MemoryPlan plan_zero_state(const ZeroTensors& t, int ranks, const ZeroOptions& o);
-// k: slots per kind, 2 with overlap, else 1.
-int zero_slots(const ZeroOptions& o);
+// The sizes of the slots of each kind, in floats: {M, M_L} with overlap, else {M}.
+std::vector<size_t> zero_slot_floats(const ZeroTensors& t, const ZeroOptions& o);
 size_t zero_offloaded_bytes(size_t total, int ranks, const ZeroOptions& o);
 
 // One rank's whole plan: the single-process training plan without its AdamW moments, without its
 // gradients (stages 2-3) and trainable parameters (stage 3), plus plan_zero_state. Per category,
-// against one process (Ψ, S, M, k as above; each buffer rounded up to 64 bytes, as in every arena):
+// against one process (Ψ, S, M, X as above; each buffer rounded up to 64 bytes, as in every arena):
 //   OptimizerState  stage 0: 2·Ψ·4     stages 1-3: 2·S·4            (disk offload: 0)
-//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + k·M)·4
-//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + k·M)·4         (disk offload: k·M·4)
+//   Grads           stages 0-1: Ψ·4    stages 2-3: (S + M + X)·4
+//   TrainableParams stages 0-2: Ψ·4    stage 3: (S + M + X)·4       (disk offload: (M + X)·4)
 //   Workspace       + the bucket R·K·4 (stages 0-2)
 MemoryPlan plan_zero_rank(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
@@ -186,13 +192,14 @@ class ZeroOptimizer final : public TrainableStore {
   // A slot of M floats: free, in use by a unit, or busy with a unit's collective in flight.
   struct Slot {
     float* data = nullptr;
+    size_t capacity = 0;  // floats
     int unit = -1;
     enum State { Free, InUse, Prefetching, Reducing } state = Free;
     std::vector<Communicator::Handle> handles;  // capacity R: one per owner's piece
     uint64_t since = 0;                         // when it became busy (oldest first)
   };
   Slot* slot_of(std::vector<Slot>& slots, int u, Slot::State st);
-  Slot* free_slot(std::vector<Slot>& slots);
+  Slot* free_slot(std::vector<Slot>& slots, size_t need);
   void gather_unit(Slot& s, int u, bool nonblocking);
   void finish(Slot& s);  // waits for its collectives; a reduction is added into the gradient shard
 
@@ -208,7 +215,7 @@ class ZeroOptimizer final : public TrainableStore {
   std::vector<float> lr_factor_;
   std::vector<bool> decay_;
   float *m_ = nullptr, *v_ = nullptr, *grad_shard_ = nullptr, *master_ = nullptr, *bucket_ = nullptr;
-  std::vector<Slot> param_slots_, grad_slots_;  // k slots each (stage 3 / stages 2-3)
+  std::vector<Slot> param_slots_, grad_slots_;  // zero_slot_floats each (stage 3 / stages 2-3)
   uint64_t busy_clock_ = 0;
   OverlapStats ostats_;
   bool last_micro_batch_ = true;

@@ -56,6 +56,7 @@ void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, 
   j["trainable_floats"] = z.layout().total;
   j["shard_floats"] = z.layout().shard;
   j["unit_floats"] = z.tensors().unit_max;
+  j["layer_unit_floats"] = z.tensors().layer_max;
   j["tied_embedding_floats"] = z.tensors().tied_floats;
   for (int u = 0; u < z.units(); ++u) j["unit_sizes"].push_back(z.unit_end(u) - z.unit_begin(u));
   j["offloaded_bytes"] = z.offloaded_bytes();

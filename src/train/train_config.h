@@ -62,7 +62,7 @@ struct TrainConfig {
                                           // or stage 0 when mpirun started several ranks
   std::string offload_optimizer = "none"; // none | disk: AdamW moments in a file under offload_dir (ZeRO runs)
   std::string offload_dir;                // the folder for offload_optimizer: disk
-  bool zero_overlap = true;               // ZeRO: nonblocking collectives overlapping the compute (dist/zero.h)
+  bool zero_overlap = false;              // ZeRO: nonblocking collectives overlapping the compute (dist/zero.h)
 
   std::string source;                     // where it was read from, for messages
 };

@@ -77,21 +77,21 @@ TEST(DistZeroLayout, ShardsAreContiguousAndPadded) {
 }
 
 // The ZeRO formulas, per rank, in floats, for Ψ trainable floats, S = ceil(Ψ/R), M the largest
-// unit (the embedding, a decoder layer, or the final norm with lm_head) and k slots (2 with
-// overlap: one unit in use and one prefetched or being reduced; 1 without); every buffer rounded
-// up to 64 bytes:
+// unit (the embedding, a decoder layer, or the final norm with lm_head) and X the overlap slot (the
+// largest decoder layer with overlap, where a unit is prefetched or reduced while another runs;
+// 0 without); every buffer rounded up to 64 bytes:
 //   optimizer state  2·Ψ (stage 0)   2·S (stages 1-3)                    (0 with disk offload)
-//   gradients        Ψ (stages 0-1)  S + k·M (stages 2-3)
-//   parameters       Ψ (stages 0-2)  S + k·M (stage 3)                   (k·M with disk offload)
+//   gradients        Ψ (stages 0-1)  S + M + X (stages 2-3)
+//   parameters       Ψ (stages 0-2)  S + M + X (stage 3)                 (M + X with disk offload)
 struct Formula {
   size_t optimizer, grads, params;
 };
-Formula zero_formula(size_t psi, size_t M, int k, int R, int stage, bool disk) {
+Formula zero_formula(size_t psi, size_t M, size_t X, int R, int stage, bool disk) {
   const size_t S = (psi + size_t(R) - 1) / size_t(R), f = 4;
   Formula x;
   x.optimizer = disk ? 0 : 2 * align_up((stage == 0 ? psi : S) * f);
-  x.grads = stage >= 2 ? align_up(S * f) + size_t(k) * align_up(M * f) : 0;  // + the model's Ψ below stage 2
-  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + size_t(k) * align_up(M * f) : 0;
+  x.grads = stage >= 2 ? align_up(S * f) + align_up(M * f) + (X ? align_up(X * f) : 0) : 0;  // + the model's Ψ below stage 2
+  x.params = stage == 3 ? (disk ? 0 : align_up(S * f)) + align_up(M * f) + (X ? align_up(X * f) : 0) : 0;
   return x;
 }
 
@@ -101,6 +101,7 @@ TEST(DistZeroLayout, EngineBytesFollowTheZeroFormulas) {
   t.units = {0, 1, 2};
   t.total = 1001;
   t.unit_max = 400;
+  t.layer_max = 400;
   const int R = 4;
   for (bool overlap : {true, false}) {
     for (int stage = 0; stage <= 3; ++stage)
@@ -110,7 +111,7 @@ TEST(DistZeroLayout, EngineBytesFollowTheZeroFormulas) {
         o.overlap = overlap;
         if (disk) o.offload = OptimizerOffload::Disk;
         const MemoryPlan p = plan_zero_state(t, R, o);
-        const Formula x = zero_formula(1001, 400, overlap ? 2 : 1, R, stage, disk);
+        const Formula x = zero_formula(1001, 400, overlap ? 400 : 0, R, stage, disk);
         EXPECT_EQ(p.arena_bytes(Category::OptimizerState), x.optimizer) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::Grads), x.grads) << stage << disk;
         EXPECT_EQ(p.arena_bytes(Category::TrainableParams), x.params) << stage << disk;
@@ -140,6 +141,7 @@ TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
       if (b.name == "model.embed_tokens.weight") embed += b.bytes / 4;
     }
     EXPECT_EQ(t.unit_max, std::max(layer0, embed)) << method;
+    EXPECT_EQ(t.layer_max, layer0) << method;
     EXPECT_EQ(t.tied_floats, method == "full" && mc.tie_embeddings ? embed : 0) << method;
     for (int R : {1, 2, 3})
       for (int stage = 0; stage <= 3; ++stage)
@@ -148,7 +150,7 @@ TEST(DistZeroLayout, RankPlansOfTheModelFollowTheZeroFormulas) {
         z.stage = stage;
         z.overlap = overlap;
         const MemoryPlan r = plan_zero_rank(single, mc.n_layers, R, z);
-        const Formula x = zero_formula(psi, t.unit_max, overlap ? 2 : 1, R, stage, false);
+        const Formula x = zero_formula(psi, t.unit_max, overlap ? layer0 : 0, R, stage, false);
         const std::string what = method + " R=" + std::to_string(R) + " stage " + std::to_string(stage) +
                                  (overlap ? " overlap" : "");
         EXPECT_EQ(r.arena_bytes(Category::OptimizerState), x.optimizer) << what;
@@ -179,7 +181,8 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
     EXPECT_EQ(v["planned"].get<size_t>(), v["allocated"].get<size_t>()) << name << " " << cat;
   // and the sharded categories equal the formulas (model-held Ψ below stages 2 / 3)
   const size_t psi = j["trainable_floats"].get<size_t>();
-  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), overlap ? 2 : 1, world().size(), stage, false);
+  const Formula x = zero_formula(psi, j["unit_floats"].get<size_t>(), overlap ? j["layer_unit_floats"].get<size_t>() : 0,
+                                 world().size(), stage, false);
   auto allocated = [&](const char* cat) {
     return j["categories"].contains(cat) ? j["categories"][cat]["allocated"].get<size_t>() : size_t(0);
   };
