@@ -2,7 +2,8 @@
 // micro-batch of N = B*T tokens with document masking (DESIGN.md §2-5). Every buffer — frozen and
 // trainable weights, gradients, AdamW moments, saved activations, checkpoint recompute scratch,
 // the loss chunk — comes from plan_training(), built before anything is allocated; a step
-// allocates nothing.
+// allocates nothing. Under ZeRO stages 2-3 the trainable tensors' gradients (and parameters) live
+// in a TrainableStore instead (train/trainable_store.h), acquired unit by unit during the pass.
 // Dimension letters: N tokens in the micro-batch, C, QD = NH*HS, KVD = NKV*HS, F, V, R LoRA rank.
 #pragma once
 #include <cstdint>
