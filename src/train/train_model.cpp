@@ -428,17 +428,16 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     store_->loaded(params_.size() - 1);
     *pref_.back()[0] = nullptr;
   };
-  // copy a checkpoint tensor into its buffer; trainable ones registered (grad: where the gradient
-  // pointer goes, null for a tensor always frozen)
+  // copy a checkpoint tensor into its buffer (*pref points at it); a trainable one is registered
+  // with *gref pointing at its gradient, a frozen one gets *gref = null
   auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
-                  float** gref = nullptr) {
+                  float** gref) {
     const TensorInfo& t = ts.get(name, shape);
     float* dst;
-    float* unused = nullptr;
     const bool train = is_trainable(name);
-    if (train) dst = begin_trainable(name, shape, layer, decay, pref, gref ? gref : &unused);
+    if (train) dst = begin_trainable(name, shape, layer, decay, pref, gref);
     else dst = *pref = arenas_.get_as<float>(name);
-    if (gref && !train) *gref = nullptr;
+    if (!train) *gref = nullptr;
     convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
     release_mapped_pages(t.data, t.nbytes);
     if (train) finish_trainable();
