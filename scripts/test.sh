@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian packages, a .venv with the PyPI oracles), builds, and runs
 # every test: the GoogleTest suite and the Python parity tests (CTest), then the GoogleTest suite
-# again in an AddressSanitizer + UBSan build.
+# again in an AddressSanitizer + UBSan build. Each stage runs even when an earlier one failed; the
+# summary at the end names every stage that failed and the exit status is non-zero if any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-build-deps.sh
@@ -10,12 +11,25 @@ export LEANTUNE_SHARED=${LEANTUNE_SHARED:-$(cd .. && pwd)/shared}
 
 echo "== release build + all tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS=ON >/dev/null
-ninja -C build -j"$(nproc)"
-(cd build && ctest --output-on-failure -j2 --timeout 1800)
+failed=()
+if ninja -C build -j"$(nproc)"; then
+  (cd build && ctest --output-on-failure -j2 --timeout 1800) || failed+=("release tests")
+else
+  failed+=("release build")
+fi
 
 echo "== AddressSanitizer + UBSan build: parsers, kernels, model, training (the long fine-tune excluded)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON >/dev/null
-ninja -C build-asan -j"$(nproc)" leantune_tests leantune
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-(cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop")
+if ninja -C build-asan -j"$(nproc)" leantune_tests leantune; then
+  (cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop") || failed+=("sanitizer tests")
+else
+  failed+=("sanitizer build")
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "== all stages passed"
