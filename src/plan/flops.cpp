@@ -1,6 +1,7 @@
 #include "plan/flops.h"
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -91,6 +92,12 @@ const std::vector<GpuProfile>& gpu_profiles() {
 
 std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
                            double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
+  LT_CHECK(std::isfinite(tokens) && tokens > 0, "actuary: tokens to train: {} is out of range: it must be > 0", tokens);
+  LT_CHECK(std::isfinite(cpu_price) && cpu_price >= 0, "actuary: --price-per-hour: {} is out of range: it must be "
+           ">= 0 (US dollars per hour)", cpu_price);
+  for (const auto& g : gpus)
+    LT_CHECK(std::isfinite(g.price_per_hour) && g.price_per_hour >= 0, "actuary: GPU profile {}: price_per_hour {} is "
+             "out of range: it must be >= 0 (US dollars per GPU-hour; --gpu-price sets it)", g.name, g.price_per_hour);
   PhaseFlops f = training_flops_per_token(m, o);
   std::string out = fmt::format(
       "FLOPs per trained token: forward {:.3g}, backward {:.3g}, recompute {:.3g}, total {:.3g}\n", f.forward,
