@@ -56,7 +56,8 @@ struct KeyRange {
   double (*get)(const TrainConfig&);
 };
 
-// One entry per numeric key of TrainConfig (seed and layers_to_transform are checked where parsed).
+// One entry per numeric key of TrainConfig (seed and layers_to_transform are checked where parsed;
+// quant_blocksize and int8_threshold by validate_train_config, whose messages state their ranges).
 const KeyRange kRanges[] = {
     {"val_set_size", 0, 1, false, true, "the fraction of the data held out for evaluation",
      [](const TrainConfig& c) { return c.val_set_size; }},
@@ -96,10 +97,6 @@ const KeyRange kRanges[] = {
      [](const TrainConfig& c) { return double(c.logging_steps); }},
     {"threads", 0, kMaxThreads, false, false, "worker threads; 0: one per hardware thread",
      [](const TrainConfig& c) { return double(c.threads); }},
-    {"quant_blocksize", 64, 4096, false, false, "a power of two; the nf4 / fp4 block size",
-     [](const TrainConfig& c) { return double(c.quant_blocksize); }},
-    {"int8_threshold", 0, 1e30, false, false, "the LLM.int8 outlier threshold; 0 disables outlier columns",
-     [](const TrainConfig& c) { return c.int8_threshold; }},
     {"initial_loss_scale", 0, 3e38, true, false, "the fp16 dynamic loss scale's start; 65536 is the default",
      [](const TrainConfig& c) { return c.initial_loss_scale; }},
     {"loss_scale_window", 1, kIntMax, false, false, "clean fp16 steps before the loss scale doubles",

@@ -50,11 +50,9 @@ const Bad kBad[] = {
     {"threads", "10000", "<= 1024"},
     {"threads", "-1", ">= 0"},
     {"max_grad_norm", "-1", ">= 0"},
-    {"int8_threshold", "-6", ">= 0"},
     {"initial_loss_scale", "0", "> 0"},
     {"loss_scale_window", "0", ">= 1"},
     {"zero_stage", "4", "<= 3"},
-    {"quant_blocksize", "32", ">= 64"},
     {"min_blank_lines", "0", ">= 1"},
     {"micro_batch_size", "99999999999", ">= 1"},  // beyond int: a range error, not a type error
 };

@@ -75,6 +75,9 @@ void add_bench_command(CLI::App& app) {
     set_num_threads(a->threads);
     if (a->train) {
       auto files = load_model_files(a->model);
+      LT_CHECK(a->seq <= files.config.max_seq_len, "{}: --seq {} is more than the model's context of {} positions "
+               "(max_position_embeddings); use --seq {} or less", a->model, a->seq, files.config.max_seq_len,
+               files.config.max_seq_len);
       TrainModelOptions o;
       o.method = a->method;
       o.lora.r = a->r;
