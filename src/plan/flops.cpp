@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory_plan.h"
+#include "plan/run_limits.h"
 #include "core/threads.h"
 #include "kernels/cpu/gemm.h"
 #include "plan/machine_cache.h"
@@ -158,6 +159,11 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
       o.method = "lora";
       o.lora.r = r;
       o.lora.target_modules = mods;
+      if (r > max_lora_rank(m, o.lora)) {  // a rank above min(in, out) of a target is refused by train
+        out += fmt::format("{:<26} {:>5} {:>14}
+", label, r, fmt::format("(r > {})", max_lora_rank(m, o.lora)));
+        continue;
+      }
       MemoryPlan p = plan_training(m, o);
       size_t params = p.arena_bytes(Category::TrainableParams) / sizeof(float);
       // parameters + gradients + two moments + the saved x·Aᵀ activations

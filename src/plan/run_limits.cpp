@@ -44,6 +44,14 @@ void check_lora_rank(const ModelConfig& c, const TrainModelOptions& o) {
 
 }  // namespace
 
+int max_lora_rank(const ModelConfig& c, const LoraConfig& lora) {
+  int64_t in[7], out[7], lim = INT_MAX;
+  linear_shapes(c, in, out);
+  for (int m = 0; m < 7; ++m)
+    if (lora_targets(lora, llama_linear_modules()[size_t(m)])) lim = std::min({lim, in[m], out[m]});
+  return int(lim);
+}
+
 PlanBound plan_bytes_bound(const ModelConfig& c, const TrainModelOptions& o) {
   using LD = long double;
   int64_t in[7], out[7];

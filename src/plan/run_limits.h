@@ -14,6 +14,9 @@ namespace lt {
 // plan could exceed 2^62 bytes (naming the part of the plan and saying the configuration is too large).
 void check_run_fits_model(const ModelConfig& c, const TrainModelOptions& o);
 
+// The largest LoRA rank the targeted projections allow: min(in, out) over them (INT_MAX when none).
+int max_lora_rank(const ModelConfig& c, const LoraConfig& lora);
+
 // An upper bound (in bytes, as a long double: it cannot overflow) of the memory plan of the run,
 // and the name of its largest part. Every buffer plan_training lists is a product of the model's
 // dimensions bounded term by term here.
