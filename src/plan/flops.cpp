@@ -160,8 +160,7 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
       o.lora.r = r;
       o.lora.target_modules = mods;
       if (r > max_lora_rank(m, o.lora)) {  // a rank above min(in, out) of a target is refused by train
-        out += fmt::format("{:<26} {:>5} {:>14}
-", label, r, fmt::format("(r > {})", max_lora_rank(m, o.lora)));
+        out += fmt::format("{:<26} {:>5} {:>14}\n", label, r, fmt::format("(r > {})", max_lora_rank(m, o.lora)));
         continue;
       }
       MemoryPlan p = plan_training(m, o);
