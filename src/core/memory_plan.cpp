@@ -26,17 +26,44 @@ std::string_view lifetime_name(Lifetime l) {
   return names[size_t(l)];
 }
 
+namespace {
+
+[[noreturn]] void too_large(std::string_view what, std::string_view name, size_t bytes) {
+  fail("the configuration is too large: {} at buffer '{}' ({} bytes) would pass {} bytes (2^62, 4 EiB), beyond "
+       "any machine; use a smaller model, batch or context", what, name, bytes, kMaxPlanBytes);
+}
+
+}  // namespace
+
+void MemoryPlan::add(std::string name, Category cat, size_t bytes, Lifetime life) {
+  if (bytes > kMaxPlanBytes) too_large("the buffer itself", name, bytes);
+  buffers.push_back({std::move(name), cat, bytes, life});
+}
+
 size_t MemoryPlan::arena_bytes(Category c) const {
-  size_t n = 0;
-  for (const auto& b : buffers)
-    if (b.cat == c) n += align_up(b.bytes);
+  size_t n = 0;  // every term <= kMaxPlanBytes and n <= kMaxPlanBytes before each sum: no wrap
+  for (const auto& b : buffers) {
+    if (b.cat != c) continue;
+    if (b.bytes > kMaxPlanBytes) too_large("the buffer itself", b.name, b.bytes);
+    n += align_up(b.bytes);
+    if (n > kMaxPlanBytes) too_large(fmt::format("the {} arena", category_name(c)), b.name, b.bytes);
+  }
   return n;
 }
 
 size_t MemoryPlan::total_bytes() const {
   size_t n = 0;
-  for (size_t c = 0; c < kNumCategories; ++c)
-    if (Category(c) != Category::MappedWeights) n += arena_bytes(Category(c));
+  for (size_t c = 0; c < kNumCategories; ++c) {
+    if (Category(c) == Category::MappedWeights) continue;
+    n += arena_bytes(Category(c));  // each <= kMaxPlanBytes, so the sum of two cannot wrap
+    if (n > kMaxPlanBytes) {
+      const BufferSpec* last = nullptr;
+      for (const auto& b : buffers)
+        if (b.cat == Category(c)) last = &b;
+      too_large("the plan's total", last ? last->name : std::string_view(category_name(Category(c))),
+                last ? last->bytes : 0);
+    }
+  }
   return n;
 }
 

@@ -35,6 +35,9 @@ std::string_view category_name(Category c);
 std::string_view lifetime_name(Lifetime l);
 
 constexpr size_t kArenaAlign = 64;
+// No buffer, arena or plan total may exceed 2^62 bytes (4 EiB): beyond any machine, and far
+// enough inside 64 bits that aligning and summing cannot wrap.
+constexpr size_t kMaxPlanBytes = size_t(1) << 62;
 constexpr size_t kPage = 4096;
 inline size_t align_up(size_t n, size_t a = kArenaAlign) { return (n + a - 1) / a * a; }
 
@@ -48,10 +51,10 @@ struct BufferSpec {
 struct MemoryPlan {
   std::vector<BufferSpec> buffers;
 
-  void add(std::string name, Category cat, size_t bytes, Lifetime life = Lifetime::Persistent) {
-    buffers.push_back({std::move(name), cat, bytes, life});
-  }
-  // Bytes the arena of `c` will hold (each buffer rounded up to kArenaAlign).
+  // lt::Error naming the buffer when bytes > kMaxPlanBytes (the configuration is too large).
+  void add(std::string name, Category cat, size_t bytes, Lifetime life = Lifetime::Persistent);
+  // Bytes the arena of `c` will hold (each buffer rounded up to kArenaAlign). The sums are
+  // checked: lt::Error naming the buffer at which a total would pass kMaxPlanBytes.
   size_t arena_bytes(Category c) const;
   size_t total_bytes() const;  // all anonymous arenas (MappedWeights excluded)
   // A table: one row per buffer (optionally), then one per category and the total.

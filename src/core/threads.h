@@ -3,7 +3,11 @@
 
 namespace lt {
 
-void set_num_threads(int n);  // n <= 0: number of cores
+constexpr int kMaxThreads = 1024;  // a hard cap: more is an error (a typo, not a machine)
+
+// n = 0: one thread per hardware thread. lt::Error when n < 0 or n > kMaxThreads; a warning on
+// stderr (and n threads all the same) when n is more than the hardware threads.
+void set_num_threads(int n);
 int num_threads();
 
 }  // namespace lt

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -88,6 +89,25 @@ bool parse_key(std::string_view key, ParsedKey* out) {
   else if (rest[0] == "lora_B") out->kind = ParsedKey::LoraB;
   else return false;
   return true;
+}
+
+// The index of the first NaN / inf element of a F32, BF16 or F16 tensor, or -1 (exponent bits all ones).
+int64_t first_non_finite(const TensorInfo& t) {
+  const auto* p = static_cast<const unsigned char*>(t.data);
+  const size_t width = t.dtype == DType::F32 ? 4 : 2;
+  const uint32_t mask = t.dtype == DType::F32 ? 0x7F800000u : t.dtype == DType::BF16 ? 0x7F80u : 0x7C00u;
+  const size_t n = t.nbytes / width;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    if (width == 4) std::memcpy(&bits, p + i * 4, 4);
+    else {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      bits = h;
+    }
+    if ((bits & mask) == mask) return int64_t(i);
+  }
+  return -1;
 }
 
 std::string normalized_key(const ParsedKey& k) {
@@ -200,11 +220,17 @@ LoraConfig parse_peft_adapter_config(const std::string& text, const std::string&
   LT_CHECK(c.r > 0, "{}: 'r' must be > 0 (got {})", path, c.r);
   if (has("lora_alpha")) {
     if (!j["lora_alpha"].is_number()) type_error("lora_alpha", "a number");
-    c.alpha = j["lora_alpha"].get<float>();
+    const double alpha = j["lora_alpha"].get<double>();
+    LT_CHECK(alpha > 0 && alpha <= 1e9, "{}: lora_alpha: {} is out of range: it must be > 0 and <= 1e9 (the scale is "
+             "lora_alpha / r)", path, alpha);
+    c.alpha = float(alpha);
   }
   if (has("lora_dropout")) {
     if (!j["lora_dropout"].is_number()) type_error("lora_dropout", "a number");
-    c.dropout = j["lora_dropout"].get<float>();
+    const double dropout = j["lora_dropout"].get<double>();
+    LT_CHECK(dropout >= 0 && dropout < 1, "{}: lora_dropout: {} is out of range: it must be >= 0 and < 1", path,
+             dropout);
+    c.dropout = float(dropout);
   }
   if (has("use_rslora")) {
     if (!j["use_rslora"].is_boolean()) type_error("use_rslora", "true or false");
@@ -342,6 +368,10 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
       auto& slot = pairs[{pk.layer, pk.module}];
       (is_A ? slot.first : slot.second) = &t;
     }
+    if (const int64_t bad = first_non_finite(t); bad >= 0)
+      fail("{}: tensor '{}' holds a non-finite value (NaN or infinity) at element {} of {}; the adapter is corrupt "
+           "or its training diverged, and merging it would turn the model's weights into NaN", st_path, name, bad,
+           t.numel());
     TensorInfo copy = t;
     copy.name = normalized_key(pk);
     LT_CHECK(!out.tensors.find(copy.name), "{}: tensors '{}' and another key both normalize to '{}'", st_path, name,
@@ -357,6 +387,38 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
   }
   LT_CHECK(!pairs.empty(), "{}: no lora_A / lora_B tensors", st_path);
   return out;
+}
+
+void check_adapter_matches_model(const LoadedAdapter& ad, const ModelConfig& m, const std::string& dir) {
+  const std::string where = join_path(dir, kWeightsFile);
+  const int64_t C = m.dim, QD = m.q_dim(), KVD = m.kv_dim(), F = m.hidden_dim, R = ad.config.r;
+  const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
+  const auto& mods = llama_linear_modules();
+  auto index_of = [&](const std::string& mod) { return size_t(std::find(mods.begin(), mods.end(), mod) - mods.begin()); };
+  for (const auto& [name, t] : ad.tensors.all()) {
+    ParsedKey pk;
+    LT_ASSERT(parse_key(name, &pk));  // load_peft_adapter normalized every key
+    LT_CHECK(pk.layer < m.n_layers, "{}: tensor '{}' adapts layer {}, but the base model has {} layers (0 to {}); the "
+             "adapter was trained for another model and would lose this layer in a merge", where, name, pk.layer,
+             m.n_layers, m.n_layers - 1);
+    const size_t k = index_of(pk.module);
+    std::vector<int64_t> want = pk.kind == ParsedKey::LoraA   ? std::vector<int64_t>{R, in[k]}
+                                : pk.kind == ParsedKey::LoraB ? std::vector<int64_t>{out[k], R}
+                                                              : std::vector<int64_t>{out[k]};
+    LT_CHECK(t.shape == want, "{}: tensor '{}' has shape [{}], but the base model's {} weight is (out {}, in {}), so "
+             "[{}] was expected; the adapter was trained for another model (hidden size {}, MLP width {} here)",
+             where, name, fmt::join(t.shape, ", "), pk.module, out[k], in[k], fmt::join(want, ", "), C, F);
+  }
+  // every module the config adapts, in every layer it names, has its pair: an adapter for a model
+  // with fewer layers would otherwise leave this model's last layers unadapted without a word
+  const LoraConfig& c = ad.config;
+  for (int l = 0; l < m.n_layers; ++l)
+    for (const auto& mod : mods)
+      if (is_adapted(c, l, mod) && !ad.tensors.find(peft_lora_key(l, mod, true)))
+        fail("{}: the adapter's config adapts {} in {} but has no '{}' for layer {} of this {}-layer base model; it "
+             "was trained for a model with fewer layers (or the file is incomplete)", where, mod,
+             c.layers_to_transform.empty() ? std::string("every layer") : std::string("layers_to_transform"),
+             peft_lora_key(l, mod, true), l, m.n_layers);
 }
 
 }  // namespace lt

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/tensor_set.h"
+#include "model/config.h"
 #include "train/lora.h"
 
 namespace lt {
@@ -48,7 +49,14 @@ struct LoadedAdapter {
 // lt::Error (naming the file and the key) for: a peft_type other than LORA, r <= 0, DoRA,
 // rank_pattern / alpha_pattern, modules_to_save, other target_modules strings, unknown modules or
 // keys, a lora_A without its lora_B (or the reverse), or shapes inconsistent with r.
+// Also refuses a tensor holding NaN or infinity (naming it and the element).
 LoadedAdapter load_peft_adapter(const std::string& dir);
+
+// Checks that `ad` (loaded from `dir`) fits the base model `m` before anything is merged: every
+// adapter tensor maps to a layer and projection of the base with the right shape ((r, in) for
+// lora_A, (out, r) for lora_B, (out) for a bias), so none is dropped, and every module the config
+// adapts has its tensors in every layer it targets. lt::Error naming the tensor and both shapes.
+void check_adapter_matches_model(const LoadedAdapter& ad, const ModelConfig& m, const std::string& dir);
 
 // Parses the adapter_config.json text (`path` is only used in messages). Returns the config and
 // sets *base_model. Exposed for tests and for reading a config without its tensors.

@@ -218,6 +218,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
            "(or train with the quantized base and keep the adapter separate)", dir);
   LoadedAdapter ad = load_peft_adapter(dir);
+  check_adapter_matches_model(ad, cfg_, dir);  // every tensor used, every shape this model's (io/peft_adapter.h)
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;
   const auto& mods = llama_linear_modules();

@@ -37,6 +37,8 @@ size_t parse_bytes(const std::string& text) {
     if (u == name) mult = m;
   LT_CHECK(mult > 0, "memory budget '{}': unknown unit '{}' (use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal))", text, unit);
   LT_CHECK(v > 0, "memory budget '{}' must be more than zero bytes", text);
+  LT_CHECK(v * mult <= double(kMaxPlanBytes), "memory budget '{}' is out of range: it must be at most 2^62 bytes "
+           "(4 EiB)", text);
   return size_t(std::llround(v * mult));
 }
 

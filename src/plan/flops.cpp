@@ -1,6 +1,7 @@
 #include "plan/flops.h"
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory_plan.h"
+#include "plan/run_limits.h"
 #include "core/threads.h"
 #include "kernels/cpu/gemm.h"
 #include "plan/machine_cache.h"
@@ -91,6 +93,12 @@ const std::vector<GpuProfile>& gpu_profiles() {
 
 std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
                            double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
+  LT_CHECK(std::isfinite(tokens) && tokens > 0, "actuary: tokens to train: {} is out of range: it must be > 0", tokens);
+  LT_CHECK(std::isfinite(cpu_price) && cpu_price >= 0, "actuary: --price-per-hour: {} is out of range: it must be "
+           ">= 0 (US dollars per hour)", cpu_price);
+  for (const auto& g : gpus)
+    LT_CHECK(std::isfinite(g.price_per_hour) && g.price_per_hour >= 0, "actuary: GPU profile {}: price_per_hour {} is "
+             "out of range: it must be >= 0 (US dollars per GPU-hour; --gpu-price sets it)", g.name, g.price_per_hour);
   PhaseFlops f = training_flops_per_token(m, o);
   std::string out = fmt::format(
       "FLOPs per trained token: forward {:.3g}, backward {:.3g}, recompute {:.3g}, total {:.3g}\n", f.forward,
@@ -151,6 +159,10 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
       o.method = "lora";
       o.lora.r = r;
       o.lora.target_modules = mods;
+      if (r > max_lora_rank(m, o.lora)) {  // a rank above min(in, out) of a target is refused by train
+        out += fmt::format("{:<26} {:>5} {:>14}\n", label, r, fmt::format("(r > {})", max_lora_rank(m, o.lora)));
+        continue;
+      }
       MemoryPlan p = plan_training(m, o);
       size_t params = p.arena_bytes(Category::TrainableParams) / sizeof(float);
       // parameters + gradients + two moments + the saved x·Aᵀ activations

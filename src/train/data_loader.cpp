@@ -90,6 +90,10 @@ DataLoader::DataLoader(std::vector<Example> examples, int B, int T, bool packing
              e.labels.size());
     total_tokens_ += e.ids.size();
   }
+  const LabelLoss loss = count_label_loss(examples_, T, packing);
+  LT_CHECK(loss.no_labels + loss.lost_to_cut < examples_.size(), "data: none of the {} examples keeps a trained token "
+           "within T={} tokens ({} lose them all to truncation, {} have none); the loss would be 0 and nothing "
+           "learned", examples_.size(), T, loss.lost_to_cut, loss.no_labels);
   start_epoch(0);
 }
 
@@ -221,6 +225,37 @@ void DataLoader::fill_rows(Batch& out) {
     }
     pad_range(out, r * T + c, (r + 1) * T, pad_id_);
   }
+}
+
+LabelLoss count_label_loss(const std::vector<Example>& examples, int T, bool packing) {
+  LabelLoss r;
+  r.examples = examples.size();
+  for (const Example& e : examples) {
+    // the shifted targets are labels[1..len-1]; a row of T tokens keeps labels[1..T]
+    const size_t len = e.labels.size();
+    const size_t kept = packing ? len : std::min(len, static_cast<size_t>(T) + 1);
+    auto trained = [&](size_t from, size_t to) {
+      for (size_t j = from; j < to; ++j)
+        if (e.labels[j] != kIgnoreLabel) return true;
+      return false;
+    };
+    if (!trained(1, len)) ++r.no_labels;
+    else if (!trained(1, kept)) ++r.lost_to_cut;
+  }
+  return r;
+}
+
+void check_labels_survive(const std::vector<Example>& examples, int T, bool packing, const std::string& dataset) {
+  const LabelLoss r = count_label_loss(examples, T, packing);
+  const size_t lost = r.no_labels + r.lost_to_cut;
+  const std::string counts = fmt::format("{} of {} examples lose every trained token to truncation at sequence_len {} "
+                                         "(sample_packing off){}", r.lost_to_cut, r.examples, T,
+                                         r.no_labels ? fmt::format(" and {} have no trained token at all", r.no_labels)
+                                                     : std::string());
+  LT_CHECK(lost < r.examples, "data: {}: no example keeps a trained token, so training would report a loss of 0 and "
+           "learn nothing: {}. Raise sequence_len, turn sample_packing on, or shorten the prompts", dataset, counts);
+  if (lost)
+    fmt::print(stderr, "leantune: warning: data: {}: {}; they add compute but no training signal\n", dataset, counts);
 }
 
 std::vector<Batch> make_eval_batches(const std::vector<Example>& eval, int B, int T, bool packing, int pad_id) {

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "train/data.h"
@@ -110,6 +111,19 @@ class DataLoader {
   size_t cursor_tok_ = 0;       // packing: token within that example
   bool warned_truncation_ = false;
 };
+
+// How many examples keep no trained label once batched with rows of T tokens: with packing off
+// an example is cut to its first T tokens (and its label targets to positions 1..T); with packing
+// nothing is cut, so only examples without any trained label count.
+struct LabelLoss {
+  size_t examples = 0;       // examples looked at
+  size_t no_labels = 0;      // examples with no trained label at all
+  size_t lost_to_cut = 0;    // examples whose every trained label lies past the first T tokens
+};
+LabelLoss count_label_loss(const std::vector<Example>& examples, int T, bool packing);
+// lt::Error naming `dataset`, T and the counts when no example keeps a trained label (training
+// would report a loss of 0 and learn nothing); a warning on stderr when some examples lose all.
+void check_labels_survive(const std::vector<Example>& examples, int T, bool packing, const std::string& dataset);
 
 // The eval set as batches, in the given order (no shuffle), covering every example once.
 std::vector<Batch> make_eval_batches(const std::vector<Example>& eval, int B, int T, bool packing, int pad_id = 0);

@@ -3,9 +3,18 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <limits>
+#include <map>
 
 #include "core/error.h"
+#include "core/threads.h"
+#include "train/chat_template.h"
+#include "train/data.h"
+#include "train/schedule.h"
 
 namespace lt {
 
@@ -35,10 +44,185 @@ std::vector<std::string> as_list(const YAML::Node& n, const std::string& key, co
   return out;
 }
 
+// ---- allowed values of every numeric key -------------------------------------------------------
+constexpr double kIntMax = double(INT_MAX);
+
+struct KeyRange {
+  const char* key;
+  double lo, hi;
+  bool lo_open;      // > lo instead of >= lo
+  bool hi_open;      // < hi instead of <= hi
+  const char* note;  // what the value means (for the message)
+  double (*get)(const TrainConfig&);
+};
+
+// One entry per numeric key of TrainConfig (seed and layers_to_transform are checked where parsed;
+// quant_blocksize and int8_threshold by validate_train_config, whose messages state their ranges).
+const KeyRange kRanges[] = {
+    {"val_set_size", 0, 1, false, true, "the fraction of the data held out for evaluation",
+     [](const TrainConfig& c) { return c.val_set_size; }},
+    {"min_blank_lines", 1, kIntMax, false, false, "blank lines that separate two documents",
+     [](const TrainConfig& c) { return c.datasets.empty() ? 1.0 : double(c.datasets[0].min_blank_lines); }},
+    {"lora_r", 1, 65536, false, false, "the LoRA rank; at most min(in, out) of each adapted projection",
+     [](const TrainConfig& c) { return double(c.lora.r); }},
+    {"lora_alpha", 0, 1e9, true, false, "the LoRA scale is lora_alpha / lora_r",
+     [](const TrainConfig& c) { return double(c.lora.alpha); }},
+    {"lora_dropout", 0, 1, false, true, "the probability of dropping an input of lora_A",
+     [](const TrainConfig& c) { return double(c.lora.dropout); }},
+    {"micro_batch_size", 1, 1 << 20, false, false, "sequences per forward/backward pass",
+     [](const TrainConfig& c) { return double(c.micro_batch_size); }},
+    {"gradient_accumulation_steps", 1, 1 << 20, false, false, "micro-batches per optimizer step",
+     [](const TrainConfig& c) { return double(c.gradient_accumulation_steps); }},
+    {"sequence_len", 2, 1 << 24, false, false, "tokens per sequence; also at most the model's max_position_embeddings",
+     [](const TrainConfig& c) { return double(c.sequence_len); }},
+    {"learning_rate", 0, 1e3, true, false, "the peak AdamW learning rate, e.g. 2e-4",
+     [](const TrainConfig& c) { return c.learning_rate; }},
+    {"warmup_steps", 0, kIntMax, false, false, "optimizer steps of linear warmup; at most max_steps",
+     [](const TrainConfig& c) { return double(c.warmup_steps); }},
+    {"weight_decay", 0, 1e3, false, false, "decoupled AdamW weight decay; 0 turns it off",
+     [](const TrainConfig& c) { return c.weight_decay; }},
+    {"max_grad_norm", 0, 1e30, false, false, "the gradient-norm clip; 0 turns clipping off",
+     [](const TrainConfig& c) { return c.max_grad_norm; }},
+    {"num_epochs", 1, 1e6, false, false, "passes over the training data (max_steps > 0 stops earlier)",
+     [](const TrainConfig& c) { return double(c.num_epochs); }},
+    {"max_steps", 0, kIntMax, false, false, "optimizer steps to run; 0 means no limit: num_epochs decides",
+     [](const TrainConfig& c) { return double(c.max_steps); }},
+    {"eval_steps", 0, kIntMax, false, false, "evaluate every N steps; 0: only before and after training",
+     [](const TrainConfig& c) { return double(c.eval_steps); }},
+    {"eval_batches", 0, kIntMax, false, false, "a cap on the evaluation batches; 0: all of them",
+     [](const TrainConfig& c) { return double(c.eval_batches); }},
+    {"save_steps", 0, kIntMax, false, false, "checkpoint every N steps; 0: only at the end",
+     [](const TrainConfig& c) { return double(c.save_steps); }},
+    {"logging_steps", 1, kIntMax, false, false, "print the loss every N steps",
+     [](const TrainConfig& c) { return double(c.logging_steps); }},
+    {"threads", 0, kMaxThreads, false, false, "worker threads; 0: one per hardware thread",
+     [](const TrainConfig& c) { return double(c.threads); }},
+    {"initial_loss_scale", 0, 3e38, true, false, "the fp16 dynamic loss scale's start; 65536 is the default",
+     [](const TrainConfig& c) { return c.initial_loss_scale; }},
+    {"loss_scale_window", 1, kIntMax, false, false, "clean fp16 steps before the loss scale doubles",
+     [](const TrainConfig& c) { return double(c.loss_scale_window); }},
+    {"zero_stage", -1, 3, false, false, "ZeRO stage 0-3; -1: one process",
+     [](const TrainConfig& c) { return double(c.zero_stage); }},
+};
+
+const KeyRange* find_range(const std::string& key) {
+  for (const auto& r : kRanges)
+    if (key == r.key) return &r;
+  return nullptr;
+}
+
+std::string range_text(const KeyRange& r) {
+  std::string s = fmt::format("{} {}", r.lo_open ? ">" : ">=", r.lo);
+  if (std::isfinite(r.hi)) s += fmt::format(" and {} {}", r.hi_open ? "<" : "<=", r.hi);
+  return s;
+}
+
+// lt::Error naming the key, the value and the allowed range when `value` is outside it (NaN too).
+void check_range(const std::string& key, double value, const std::string& where) {
+  const KeyRange* r = find_range(key);
+  if (!r) return;
+  const bool ok = (r->lo_open ? value > r->lo : value >= r->lo) && (r->hi_open ? value < r->hi : value <= r->hi);
+  LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, value, range_text(*r), r->note);
+}
+
+// seed: a whole number from 0 to 2^64 - 1.
+uint64_t parse_seed(const std::string& s, const std::string& where) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  LT_CHECK(!s.empty() && s[0] != '-' && ec == std::errc() && p == s.data() + s.size(),
+           "{}: seed: '{}' is out of range: it must be a whole number >= 0 and <= {}", where,
+           s.size() > 40 ? s.substr(0, 40) + "..." : s, std::numeric_limits<uint64_t>::max());
+  return v;
+}
+
+// A layer index of layers_to_transform: a whole number >= 0.
+int parse_layer_index(const std::string& s, const std::string& where) {
+  int v = -1;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  LT_CHECK(ec == std::errc() && p == s.data() + s.size(), "{}: layers_to_transform: '{}' is not a layer index", where,
+           s.size() > 40 ? s.substr(0, 40) + "..." : s);
+  LT_CHECK(v >= 0, "{}: layers_to_transform: {} is out of range: a layer index is >= 0", where, v);
+  return v;
+}
+
+// Every key apply_key() accepts (for the suggestion on an unknown key).
+const char* const kKnownKeys[] = {
+    "base_model", "tokenizer", "datasets", "dataset", "min_blank_lines", "eval_dataset", "val_set_size",
+    "chat_template", "skip_bad_lines", "method", "adapter", "lora_r", "lora_alpha", "lora_dropout",
+    "lora_target_modules", "lora_target_linear", "use_rslora", "lora_bias", "lora_init", "layers_to_transform",
+    "freeze_embeddings", "freeze_lm_head", "micro_batch_size", "gradient_accumulation_steps", "sequence_len",
+    "sample_packing", "learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "max_grad_norm", "num_epochs",
+    "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
+    "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
+    "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
+    "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap"};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& where) {
+  const std::string shown = key.size() > 60 ? key.substr(0, 60) + "..." : key;
+  std::string best;
+  size_t best_d = 4;  // suggest only a key within 3 edits (or one that contains / is contained in it)
+  for (const char* k : kKnownKeys) {
+    size_t d = key.size() > 64 ? 99 : edit_distance(key, k);
+    if (std::string(k).find(key) != std::string::npos && key.size() >= 4) d = std::min<size_t>(d, 3);
+    if (d < best_d) best_d = d, best = k;
+  }
+  if (!best.empty()) fail("{}: unknown key '{}'; did you mean '{}'? (`leantune train --help` lists the keys)", where, shown, best);
+  fail("{}: unknown key '{}' (`leantune train --help` lists the keys)", where, shown);
+}
+
+// Duplicate keys in any mapping of the document (yaml-cpp keeps both and apply_key would let the
+// last win silently): lt::Error naming the key and both lines.
+void check_duplicate_keys(const YAML::Node& root, const std::string& path) {
+  std::vector<YAML::Node> todo{root};
+  while (!todo.empty()) {
+    YAML::Node n = todo.back();
+    todo.pop_back();
+    if (n.IsSequence()) {
+      for (const auto& e : n) todo.push_back(e);
+    } else if (n.IsMap()) {
+      std::map<std::string, int> seen;  // key -> line (1-based)
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) continue;
+        const std::string k = kv.first.Scalar();
+        const int line = kv.first.Mark().line + 1;
+        auto [it, fresh] = seen.emplace(k, line);
+        LT_CHECK(fresh, "{}: key '{}' appears twice (line {} and line {}); keep one of them", path,
+                 k.size() > 60 ? k.substr(0, 60) + "..." : k, it->second, line);
+        todo.push_back(kv.second);
+      }
+    }
+  }
+}
+
 void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, const std::string& where) {
   auto S = [&] { return as<std::string>(v, key, where); };
-  auto I = [&] { return as<int>(v, key, where); };
-  auto D = [&] { return as<double>(v, key, where); };
+  auto I = [&] {  // read wide, so an out-of-range value is reported as such, not as a wrong type
+    const long long x = as<long long>(v, key, where);
+    check_range(key, double(x), where);
+    LT_CHECK(x >= INT_MIN && x <= INT_MAX, "{}: {}: {} is out of range (a whole number of at most {})", where, key, x,
+             INT_MAX);
+    return int(x);
+  };
+  auto D = [&] {
+    const double x = as<double>(v, key, where);
+    check_range(key, x, where);
+    return x;
+  };
   auto B = [&] { return as<bool>(v, key, where); };
   if (key == "base_model") c.base_model = S();
   else if (key == "tokenizer") c.tokenizer = S();
@@ -52,7 +236,10 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
         } else {
           LT_CHECK(d["path"], "{}: each entry of 'datasets' needs a 'path'", where);
           ds.path = as<std::string>(d["path"], "datasets.path", where);
-          if (d["min_blank_lines"]) ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
+          if (d["min_blank_lines"]) {
+            ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
+            check_range("min_blank_lines", ds.min_blank_lines, where);
+          }
           if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
           for (const auto& kv : d) {
             auto k = kv.first.as<std::string>();
@@ -82,13 +269,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "lora_init") c.lora.init = S();
   else if (key == "layers_to_transform") {
     c.lora.layers_to_transform.clear();
-    for (const auto& s : as_list(v, key, where)) {
-      try {
-        c.lora.layers_to_transform.push_back(std::stoi(s));
-      } catch (...) {
-        fail("{}: layers_to_transform: '{}' is not a layer index", where, s);
-      }
-    }
+    for (const auto& s : as_list(v, key, where)) c.lora.layers_to_transform.push_back(parse_layer_index(s, where));
   } else if (key == "freeze_embeddings") c.freeze_embeddings = B();
   else if (key == "freeze_lm_head") c.freeze_lm_head = B();
   else if (key == "micro_batch_size") c.micro_batch_size = I();
@@ -111,7 +292,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "save_steps") c.save_steps = I();
   else if (key == "logging_steps") c.logging_steps = I();
   else if (key == "output_dir") c.output_dir = S();
-  else if (key == "seed") c.seed = as<uint64_t>(v, key, where);
+  else if (key == "seed") c.seed = parse_seed(S(), where);
   else if (key == "threads") c.threads = I();
   else if (key == "resume") c.resume = S();
   else if (key == "memory_budget") c.memory_budget = S();
@@ -127,7 +308,17 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "offload_optimizer") c.offload_optimizer = S();
   else if (key == "offload_dir") c.offload_dir = S();
   else if (key == "zero_overlap") c.zero_overlap = B();
-  else fail("{}: unknown key '{}'", where, key);
+  else unknown_key(key, where);
+}
+
+// Applies every key of the document's top-level mapping, after refusing duplicate keys.
+void apply_root(TrainConfig& c, const YAML::Node& root, const std::string& path) {
+  check_duplicate_keys(root, path);
+  for (const auto& kv : root) {
+    const std::string where = fmt::format("{}: line {}", path, kv.first.Mark().line + 1);
+    LT_CHECK(kv.first.IsScalar(), "{}: a key must be a plain name (e.g. lora_r), not a list or mapping", where);
+    apply_key(c, kv.first.Scalar(), kv.second, where);
+  }
 }
 
 }  // namespace
@@ -146,10 +337,23 @@ TrainConfig load_train_config(const std::string& path) {
   }
   if (root.IsNull()) return c;
   LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
-  for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>();
-    apply_key(c, key, kv.second, fmt::format("{}: line {}", path, kv.first.Mark().line + 1));
+  apply_root(c, root, path);
+  return c;
+}
+
+TrainConfig parse_train_config_text(const std::string& yaml_text, const std::string& path_for_messages) {
+  TrainConfig c;
+  const std::string& path = path_for_messages;
+  c.source = path.empty() ? "flags" : path;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    fail("{}: line {}: malformed YAML: {}", path, e.mark.line + 1, e.msg);
   }
+  if (root.IsNull()) return c;
+  LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
+  apply_root(c, root, path);
   return c;
 }
 
@@ -186,12 +390,14 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
       if (ch == '-') ch = '_';
     set_train_config_key(cfg, key, value);
   }
+  check_train_config_ranges(cfg);
   return cfg;
 }
 
 void validate_train_config(const TrainConfig& c) {
   LT_CHECK(!c.base_model.empty(), "{}: 'base_model' is required", c.source);
   LT_CHECK(!c.datasets.empty(), "{}: 'datasets' is required (a list of paths)", c.source);
+  check_train_config_ranges(c);
   LT_CHECK(c.micro_batch_size >= 1, "micro_batch_size must be >= 1 (got {})", c.micro_batch_size);
   LT_CHECK(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps must be >= 1 (got {})",
            c.gradient_accumulation_steps);
@@ -225,6 +431,31 @@ void validate_train_config(const TrainConfig& c) {
            "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
   LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
            "a folder for the optimizer state file", c.source);
+}
+
+void check_train_config_ranges(const TrainConfig& c) {
+  for (const auto& r : kRanges) check_range(r.key, r.get(c), c.source);
+  for (const auto& d : c.datasets) check_range("min_blank_lines", d.min_blank_lines, c.source + ": " + d.path);
+  for (int l : c.lora.layers_to_transform)
+    LT_CHECK(l >= 0, "{}: layers_to_transform: {} is out of range: a layer index is >= 0", c.source, l);
+  LT_CHECK(c.max_steps == 0 || c.warmup_steps <= c.max_steps,
+           "{}: warmup_steps: {} is out of range: it must be <= max_steps ({}); the learning rate would never "
+           "finish warming up", c.source, c.warmup_steps, c.max_steps);
+  const std::string& m = c.method;
+  LT_CHECK(m == "lora" || m == "full", "{}: method: '{}' is not one of lora, full (qlora: lora with quantization)",
+           c.source, m);
+  // the named choices, checked by their own parsers; the message gains the file and the key
+  auto named = [&](const char* key, auto&& parse) {
+    try {
+      parse();
+    } catch (const Error& e) {
+      fail("{}: {}: {}", c.source, key, e.what());
+    }
+  };
+  named("lr_scheduler", [&] { parse_schedule_kind(c.lr_scheduler); });
+  named("chat_template", [&] { parse_chat_template(c.chat_template); });
+  named("doc_separator", [&] { for (const auto& d : c.datasets) parse_doc_separator(d.doc_separator); });
+  named("gradient_checkpointing", [&] { TrainModelOptions o; parse_checkpointing(c.gradient_checkpointing, o); });
 }
 
 TrainModelOptions train_model_options(const TrainConfig& c) {

@@ -38,7 +38,8 @@ struct TrainConfig {
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;             // 0 = no clipping
   int num_epochs = 1;
-  int max_steps = 0;                      // > 0: stop after this many optimizer steps
+  int max_steps = 0;                      // > 0: stop after this many optimizer steps; 0: num_epochs decides
+                                          // (negative values are errors)
   std::string gradient_checkpointing = "none";  // none | every | every:K
   std::string unfreeze_schedule;          // "step:first_layer:lr_factor,..." (full fine-tuning)
   int eval_steps = 0;                     // evaluate every N steps (0: only before and after)
@@ -67,8 +68,12 @@ struct TrainConfig {
   std::string source;                     // where it was read from, for messages
 };
 
-// Reads a YAML file (path may be empty: defaults only).
+// Reads a YAML file (path may be empty: defaults only). Every numeric key is checked against its
+// allowed range as it is read (lt::Error naming the file, line, key, value and range); duplicate
+// keys and unknown keys (with a suggestion) are errors.
 TrainConfig load_train_config(const std::string& path);
+// The same from YAML text; path_for_messages names it in errors.
+TrainConfig parse_train_config_text(const std::string& yaml_text, const std::string& path_for_messages);
 // Applies one `key = value` override (value as YAML scalar or list). lt::Error on an unknown key.
 void set_train_config_key(TrainConfig& c, const std::string& key, const std::string& value);
 // `[CONFIG.yaml] [--key value | --key=value ...]` (dashes in keys become underscores): the YAML
@@ -76,6 +81,10 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
 TrainConfig parse_train_args(const std::vector<std::string>& args);
 // Checks the whole config; lt::Error naming the key.
 void validate_train_config(const TrainConfig& c);
+// The part of validate_train_config that needs no base_model / datasets: every numeric key in its
+// range, warmup_steps <= max_steps, and the names of method, lr_scheduler, chat_template,
+// doc_separator and gradient_checkpointing. lt::Error naming the key, the value and the range.
+void check_train_config_ranges(const TrainConfig& c);
 // The TrainModel options of a run (method, LoRA, batch shape, checkpointing, quantization).
 TrainModelOptions train_model_options(const TrainConfig& c);
 

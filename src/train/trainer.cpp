@@ -68,6 +68,7 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
     o.skip_bad_lines = c.skip_bad_lines;
     DataStats st;
     auto ex = load_examples(ds.path, tok, o, &st);
+    check_labels_survive(ex, c.sequence_len, c.sample_packing, ds.path);  // no "loss 0.0" on a truncated dataset
     if (st.n_skipped_lines) fmt::print(stderr, "warning: {}: skipped {} malformed lines\n", ds.path, st.n_skipped_lines);
     for (auto& e : ex) all.push_back(std::move(e));
   }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "commands.h"
+#include "flag_check.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
@@ -25,19 +26,39 @@
 
 namespace lt::cli {
 
+namespace {
+
+struct BenchArgs {
+  std::string model, method = "lora", ckpt = "none", profile, precision = "fp32", quantize;
+  int threads = 0, prompt = 128, decode = 64, repeats = 3, batch = 4, seq = 256, r = 16, steps = 3;
+  bool train = false, double_quant = false;
+};
+
+// The ranges of the numeric flags (the model-dependent limits are checked once its config is read).
+void check_bench_flags(const BenchArgs& a) {
+  check_flag_range("--repeats", a.repeats, 1, 1e6, "measured runs; the median is reported");
+  if (a.train) {
+    check_flag_range("--steps", a.steps, 1, 1e6, "measured training steps after the warm-up step");
+    check_flag_range("--micro-batch", a.batch, 1, 1 << 20, "sequences per step");
+    check_flag_range("--seq", a.seq, 2, 1 << 24, "tokens per sequence, at most the model's context");
+    check_flag_range("--lora-r", a.r, 1, 65536, "the LoRA rank, at most min(in, out) of every projection");
+    return;
+  }
+  check_flag_range("--prompt-tokens", a.prompt, 1, 1 << 24, "prefill tokens, at most the model's context");
+  check_flag_range("--decode-tokens", a.decode, 1, 1 << 24, "decode steps");
+}
+
+}  // namespace
+
 void add_bench_command(CLI::App& app) {
-  struct Args {
-    std::string model, method = "lora", ckpt = "none", profile, precision = "fp32", quantize;
-    int threads = 0, prompt = 128, decode = 64, repeats = 3, batch = 4, seq = 256, r = 16, steps = 3;
-    bool train = false, double_quant = false;
-  };
+  using Args = BenchArgs;
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
   c->add_option("--model,-m", a->model, "model path")->required();
   c->add_option("--threads,-t", a->threads, "threads");
-  c->add_option("--prompt-tokens", a->prompt, "prefill length")->check(CLI::PositiveNumber);
-  c->add_option("--decode-tokens", a->decode, "decode steps")->check(CLI::PositiveNumber);
-  c->add_option("--repeats", a->repeats, "runs (median reported)")->check(CLI::PositiveNumber);
+  c->add_option("--prompt-tokens", a->prompt, "prefill length (prompt + decode tokens fit the model's context)");
+  c->add_option("--decode-tokens", a->decode, "decode steps");
+  c->add_option("--repeats", a->repeats, "runs (median reported)");
   c->add_flag("--train", a->train, "measure training steps instead of inference");
   c->add_option("--method", a->method, "training: lora | full");
   c->add_option("--lora-r", a->r, "training: LoRA rank (all linear modules)");
@@ -45,14 +66,18 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--seq", a->seq, "training: sequence length T");
   c->add_option("--checkpointing", a->ckpt, "training: none | every | every:K");
   c->add_option("--precision", a->precision, "training: fp32 | bf16 | fp16 (weights, saved GEMM inputs and GEMMs)");
-  c->add_option("--steps", a->steps, "training: measured steps (after one warm-up)");
+  c->add_option("--steps", a->steps, "training: measured steps (after one warm-up), at least 1");
   c->add_option("--quantize", a->quantize, "quantize the frozen linear weights on load (nf4 | fp4 | int8): inference, or the QLoRA base with --train");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4 double quantization");
   c->add_option("--profile", a->profile, "training: Chrome trace of the measured steps to this file, per-op table on stderr");
   c->callback([a] {
+    check_bench_flags(*a);
     set_num_threads(a->threads);
     if (a->train) {
       auto files = load_model_files(a->model);
+      LT_CHECK(a->seq <= files.config.max_seq_len, "{}: --seq {} is more than the model's context of {} positions "
+               "(max_position_embeddings); use --seq {} or less", a->model, a->seq, files.config.max_seq_len,
+               files.config.max_seq_len);
       TrainModelOptions o;
       o.method = a->method;
       o.lora.r = a->r;
@@ -128,6 +153,10 @@ void add_bench_command(CLI::App& app) {
       fmt::print("{}\n", j.dump());
       return;
     }
+    const ModelConfig mc = load_model_config(a->model);
+    LT_CHECK(int64_t(a->prompt) + a->decode <= mc.max_seq_len, "{}: --prompt-tokens {} + --decode-tokens {} = {} "
+             "positions is more than the model's context of {} (max_position_embeddings); use at most {} in all",
+             a->model, a->prompt, a->decode, int64_t(a->prompt) + a->decode, mc.max_seq_len, mc.max_seq_len);
     InferenceOptions io;
     io.context = a->prompt + a->decode + 1;
     io.quantization = a->quantize;

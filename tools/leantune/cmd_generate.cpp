@@ -1,14 +1,17 @@
 // `leantune generate`: load a model and tokenizer, stream a completion of the prompt to stdout,
 // then print prefill and decode speed to stderr.
+#include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "flag_check.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
 #include "core/threads.h"
 #include "infer/generate.h"
+#include "io/model_files.h"
 #include "kernels/ops.h"
 
 namespace lt::cli {
@@ -32,7 +35,28 @@ std::string default_tokenizer(const std::string& model) {
   return model.size() >= 12 && model.compare(model.size() - 12, 12, ".safetensors") == 0 ? dir : model;
 }
 
+// The ranges of the numeric flags; --context against the model's max_position_embeddings.
+void check_generate_flags(const GenerateArgs& a) {
+  const double inf = INFINITY;
+  check_flag_range("--max-new-tokens", a.max_new_tokens, 0, 1 << 30, "tokens to generate at most");
+  check_flag_range("--temperature", a.s.temperature, 0, 1e6, "0 is greedy");
+  check_flag_range("--top-k", a.s.top_k, 0, inf, "keep the k most likely tokens; 0 is off");
+  check_flag_range("--top-p", a.s.top_p, 0, 1, "the nucleus probability mass; 1 is off");
+  check_flag_range("--min-p", a.s.min_p, 0, 1, "a fraction of the top probability; 0 is off");
+  LT_CHECK(a.s.repetition_penalty > 0 && a.s.repetition_penalty <= 1e6, "--repetition-penalty: {} is out of range: it "
+           "must be > 0 and <= 1e6 (1 is off)", a.s.repetition_penalty);
+  check_flag_range("--no-repeat-ngram-size", a.s.no_repeat_ngram_size, 0, 1 << 20, "n-gram length; 0 is off");
+  check_flag_range("--context", a.context, 0, 1 << 30, "KV cache positions; 0: the model's, at most 4096");
+  if (a.context > 0) {
+    const ModelConfig mc = load_model_config(a.model);
+    LT_CHECK(a.context <= mc.max_seq_len, "--context: {} is more than the model's context of {} positions "
+             "(max_position_embeddings of {}); use --context {} or less", a.context, mc.max_seq_len, a.model,
+             mc.max_seq_len);
+  }
+}
+
 void run_generate(const GenerateArgs& a) {
+  check_generate_flags(a);
   set_num_threads(a.threads);
   std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
   LT_CHECK(!tok_path.empty(), "{}: a llama2.c checkpoint needs --tokenizer (e.g. tok512.bin)", a.model);
@@ -76,15 +100,13 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
-  c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most")->check(CLI::NonNegativeNumber);
-  c->add_option("--temperature", a->s.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
-  c->add_option("--top-p", a->s.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
-  c->add_option("--min-p", a->s.min_p, "drop tokens below min_p * max prob (0 = off)")->check(CLI::Range(0.0, 1.0));
-  c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)")
-      ->check(CLI::NonNegativeNumber);
+  c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
+  c->add_option("--temperature", a->s.temperature, "0 = greedy");
+  c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)");
+  c->add_option("--top-p", a->s.top_p, "nucleus sampling mass (1 = off)");
+  c->add_option("--min-p", a->s.min_p, "drop tokens below min_p * max prob (0 = off)");
+  c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)");
+  c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)");
   c->add_option("--seed", a->s.seed, "sampling seed");
   c->add_option("--stop", a->stop, "stop string (repeatable)");
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");

@@ -2,10 +2,12 @@
 // training run that `leantune train` with the same arguments would start, computed by the same
 // function the engine allocates from, without loading or allocating the model's weights.
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flag_check.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
 #include "io/model_files.h"
@@ -41,16 +43,31 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
     LT_CHECK(i + 1 < args.size(), "plan --generate: {} needs a value", a);
     const std::string& v = args[++i];
     auto num = [&] {
+      size_t used = 0;
+      long long x = 0;
       try {
-        return std::stoi(v);
+        x = std::stoll(v, &used);
       } catch (...) {
-        fail("plan --generate: {} '{}' is not a number", a, v);
+        used = 0;
       }
+      LT_CHECK(used == v.size() && !v.empty(), "plan --generate: {} '{}' is not a whole number", a,
+               v.size() > 40 ? v.substr(0, 40) + "..." : v);
+      return x;
     };
     if (a == "--model" || a == "-m" || a == "--base_model") model = v;
-    else if (a == "--context") io.context = num();
-    else if (a == "--prefill-block") io.prefill_block = num();
-    else if (a == "--threads") threads = num();
+    else if (a == "--context") {
+      const long long x = num();
+      check_flag_range("--context", double(x), 0, 1 << 30, "KV cache positions; 0: the model's, at most 4096");
+      io.context = int(x);
+    } else if (a == "--prefill-block") {
+      const long long x = num();
+      check_flag_range("--prefill-block", double(x), 0, 1 << 30, "tokens per prefill block; 0: min(context, 256)");
+      io.prefill_block = int(x);
+    } else if (a == "--threads") {
+      const long long x = num();
+      check_flag_range("--threads", double(x), 0, kMaxThreads, "worker threads; 0: one per hardware thread");
+      threads = int(x);
+    }
     else if (a == "--quantize") io.quantization = v;
     else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --double-quant)", a);
   }
@@ -59,6 +76,9 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
   const size_t baseline = process_baseline_bytes();
   ModelConfig mc = load_model_config(model);
   validate_config(mc, model);
+  LT_CHECK(io.context <= mc.max_seq_len, "plan --generate: --context {} is more than the model's context of {} "
+           "positions (max_position_embeddings of {}); use --context {} or less", io.context, mc.max_seq_len, model,
+           mc.max_seq_len);
   resolve_inference_options(mc, io);
   MemoryPlan p = plan_inference(mc, io);
   if (json) {
@@ -77,6 +97,20 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
              io.prefill_block, p.format_table(buffers));
   fmt::print("peak: with the process baseline of {} (measured once and cached): {}\n", format_bytes(baseline),
              format_bytes(p.total_bytes() + baseline));
+}
+
+// A number flag's value: the whole text must be a number ("12abc" and "nan" are errors).
+double number_flag(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  double x = NAN;
+  try {
+    x = std::stod(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  LT_CHECK(used == v.size() && !v.empty() && std::isfinite(x), "{}: '{}' is not a finite number", flag,
+           v.size() > 40 ? v.substr(0, 40) + "..." : v);
+  return x;
 }
 
 }  // namespace
@@ -115,24 +149,22 @@ void add_plan_command(CLI::App& app) {
       else if (a == "--actuary") actuary = true;
       else if (a == "--rank-report") ranks = true;
       else if (a == "--ranks" && i + 1 < rest.size()) {
-        zero_ranks = std::atoi(rest[++i].c_str());
-        LT_CHECK(zero_ranks >= 1, "--ranks: '{}' is not a number of ranks >= 1", rest[i]);
+        const double x = number_flag("--ranks", rest[++i]);
+        check_flag_range("--ranks", x, 1, 1 << 20, "data-parallel ranks (whole number)");
+        LT_CHECK(x == std::floor(x), "--ranks: {} is not a whole number of ranks", x);
+        zero_ranks = int(x);
       }
       else if (a == "--html" && i + 1 < rest.size()) html = rest[++i];
       else if (a == "--gpu" && i + 1 < rest.size()) gpus.push_back(find_gpu_profile(rest[++i]));
       else if (a == "--gpu-price" && i + 1 < rest.size()) {
-        try {
-          gpu_price = std::stod(rest[++i]);
-        } catch (...) {
-          fail("--gpu-price: '{}' is not a number (US dollars per GPU-hour)", rest[i]);
-        }
+        gpu_price = number_flag("--gpu-price", rest[++i]);
+        check_flag_range("--gpu-price", gpu_price, 0, 1e9, "US dollars per GPU-hour");
       }
       else if ((a == "--tokens" || a == "--price-per-hour") && i + 1 < rest.size()) {
-        try {
-          (a == "--tokens" ? tokens : price) = std::stod(rest[++i]);
-        } catch (...) {
-          fail("{}: '{}' is not a number", a, rest[i]);
-        }
+        const double x = number_flag(a, rest[++i]);
+        if (a == "--tokens") check_flag_range("--tokens", x, 0, 1e18, "tokens to train; 0: one run of max_steps");
+        else check_flag_range("--price-per-hour", x, 0, 1e9, "US dollars per hour of this machine");
+        (a == "--tokens" ? tokens : price) = x;
       } else args.push_back(a);
     }
     if (std::find(args.begin(), args.end(), "--generate") != args.end()) {

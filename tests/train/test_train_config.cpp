@@ -1,0 +1,224 @@
+// The training config's boundary (train/train_config.h): every numeric key is refused outside its
+// range with a message naming the key, the value and the range (YAML and flags alike), duplicate
+// keys name both lines, unknown keys get a suggestion, and every valid value (the boundaries, the
+// shipped example) still loads.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../io/io_test_util.h"
+#include "train/train_config.h"
+
+namespace lt {
+namespace {
+
+using test::error_of;
+using test::expect_contains;
+
+TrainConfig from_yaml(const std::string& text) { return parse_train_config_text(text, "run.yaml"); }
+
+struct Bad {
+  const char* key;
+  const char* value;
+  const char* range;  // a piece of the allowed range the message must state
+};
+
+// One invalid value per numeric key (several for the issue's named examples).
+const Bad kBad[] = {
+    {"lora_alpha", "0", "> 0"},
+    {"lora_alpha", "-8", "> 0"},
+    {"weight_decay", "-0.1", ">= 0"},
+    {"max_steps", "-1", ">= 0"},
+    {"learning_rate", "0", "> 0"},
+    {"learning_rate", "-0.001", "> 0"},
+    {"learning_rate", ".nan", "> 0"},
+    {"sequence_len", "0", ">= 2"},
+    {"sequence_len", "-5", ">= 2"},
+    {"micro_batch_size", "0", ">= 1"},
+    {"gradient_accumulation_steps", "-2", ">= 1"},
+    {"lora_r", "0", ">= 1"},
+    {"lora_dropout", "1", "< 1"},
+    {"lora_dropout", "-0.1", ">= 0"},
+    {"val_set_size", "1", "< 1"},
+    {"num_epochs", "0", ">= 1"},
+    {"warmup_steps", "-1", ">= 0"},
+    {"eval_steps", "-1", ">= 0"},
+    {"eval_batches", "-3", ">= 0"},
+    {"save_steps", "-1", ">= 0"},
+    {"logging_steps", "0", ">= 1"},
+    {"threads", "10000", "<= 1024"},
+    {"threads", "-1", ">= 0"},
+    {"max_grad_norm", "-1", ">= 0"},
+    {"initial_loss_scale", "0", "> 0"},
+    {"loss_scale_window", "0", ">= 1"},
+    {"zero_stage", "4", "<= 3"},
+    {"min_blank_lines", "0", ">= 1"},
+    {"micro_batch_size", "99999999999", ">= 1"},  // beyond int: a range error, not a type error
+};
+
+TEST(TrainConfigRanges, YamlValueOutOfRangeNamesKeyValueRangeAndLine) {
+  for (const Bad& b : kBad) {
+    SCOPED_TRACE(std::string(b.key) + ": " + b.value);
+    const std::string yaml = std::string("datasets: [d.txt]\n") + b.key + ": " + b.value + "\n";
+    const std::string msg = error_of([&] { from_yaml(yaml); });
+    expect_contains(msg, {"run.yaml: line 2", b.key, "out of range", b.range});
+    if (std::string(b.value) != ".nan") expect_contains(msg, {b.value});
+  }
+}
+
+TEST(TrainConfigRanges, FlagValueOutOfRangeNamesFlagValueAndRange) {
+  for (const Bad& b : kBad) {
+    SCOPED_TRACE(std::string(b.key) + " " + b.value);
+    std::string flag = std::string("--") + b.key;
+    for (auto& ch : flag)
+      if (ch == '_') ch = '-';
+    const std::string msg = error_of([&] { parse_train_args({"--base_model", "m", flag, b.value}); });
+    expect_contains(msg, {b.key, "out of range", b.range});
+  }
+}
+
+TEST(TrainConfigRanges, NegativeSeedIsARangeErrorAndTheLargestSeedLoads) {
+  expect_contains(error_of([&] { from_yaml("seed: -1\n"); }), {"seed", "-1", ">= 0", "18446744073709551615"});
+  EXPECT_EQ(from_yaml("seed: 18446744073709551615\n").seed, 18446744073709551615ull);
+  expect_contains(error_of([&] { from_yaml("seed: 18446744073709551616\n"); }), {"seed", "out of range"});
+}
+
+TEST(TrainConfigRanges, NegativeLayerIndexIsRefused) {
+  expect_contains(error_of([&] { from_yaml("layers_to_transform: [0, -1]\n"); }),
+                  {"layers_to_transform", "-1", ">= 0"});
+  expect_contains(error_of([&] { from_yaml("layers_to_transform: 2x\n"); }), {"layers_to_transform", "2x"});
+}
+
+TEST(TrainConfigRanges, WarmupBeyondMaxStepsIsAnError) {
+  expect_contains(error_of([&] { from_yaml("max_steps: 10\nwarmup_steps: 11\n"); }),
+                  {"warmup_steps", "11", "max_steps", "10"});
+  EXPECT_EQ(from_yaml("max_steps: 10\nwarmup_steps: 10\n").warmup_steps, 10);
+  EXPECT_EQ(from_yaml("warmup_steps: 50\n").warmup_steps, 50);  // max_steps 0: the epochs decide
+}
+
+TEST(TrainConfigRanges, NamedChoicesAreCheckedWithTheKey) {
+  expect_contains(error_of([&] { parse_train_args({"--lr_scheduler", "cosin"}); }), {"lr_scheduler", "cosin"});
+  expect_contains(error_of([&] { parse_train_args({"--method", "dora"}); }), {"method", "dora", "lora, full"});
+  expect_contains(error_of([&] { parse_train_args({"--gradient_checkpointing", "every:0"}); }),
+                  {"gradient_checkpointing"});
+}
+
+// The boundaries themselves are valid, and so is every key with a sensible value.
+TEST(TrainConfigRanges, BoundaryValuesLoad) {
+  const TrainConfig c = from_yaml(
+      "base_model: m\ndatasets: [d.txt]\nlora_dropout: 0\nmax_steps: 0\nweight_decay: 0\nthreads: 1024\n"
+      "zero_stage: -1\nval_set_size: 0\nmax_grad_norm: 0\neval_steps: 0\nsave_steps: 0\nsequence_len: 2\n"
+      "lora_alpha: 0.5\nlearning_rate: 1e-7\n");
+  validate_train_config(c);
+  EXPECT_EQ(c.threads, 1024);
+  EXPECT_EQ(c.sequence_len, 2);
+  EXPECT_FLOAT_EQ(c.lora.alpha, 0.5f);
+  validate_train_config(parse_train_args({"--base_model", "m", "--datasets", "d"}));  // the defaults
+}
+
+TEST(TrainConfigRanges, EveryDocumentedKeyLoads) {
+  const TrainConfig c = from_yaml(R"(base_model: m
+tokenizer: t
+datasets:
+  - path: a.jsonl
+    type: completion
+    min_blank_lines: 2
+    doc_separator: file
+eval_dataset: e.jsonl
+val_set_size: 0.2
+chat_template: llama3
+skip_bad_lines: true
+method: lora
+lora_r: 16
+lora_alpha: 32
+lora_dropout: 0.05
+lora_target_modules: [q_proj, v_proj]
+use_rslora: true
+lora_bias: none
+lora_init: gaussian
+layers_to_transform: [0, 1]
+freeze_embeddings: false
+freeze_lm_head: false
+micro_batch_size: 2
+gradient_accumulation_steps: 4
+sequence_len: 128
+sample_packing: false
+learning_rate: 1e-4
+lr_scheduler: linear
+warmup_steps: 5
+weight_decay: 0.01
+max_grad_norm: 1.0
+num_epochs: 3
+max_steps: 100
+gradient_checkpointing: every:2
+eval_steps: 10
+eval_batches: 2
+save_steps: 20
+logging_steps: 5
+output_dir: out
+seed: 7
+threads: 2
+memory_budget: 6GiB
+auto: false
+quantization: none
+double_quant: false
+quant_blocksize: 128
+int8_threshold: 6.0
+precision: fp32
+initial_loss_scale: 1024
+loss_scale_window: 100
+zero_stage: 1
+offload_optimizer: none
+zero_overlap: false
+)");
+  validate_train_config(c);
+  EXPECT_EQ(c.datasets[0].min_blank_lines, 2);
+  EXPECT_EQ(c.lora.r, 16);
+  EXPECT_EQ(c.max_steps, 100);
+  EXPECT_EQ(c.seed, 7u);
+}
+
+TEST(TrainConfigRanges, ShippedExampleLoads) {
+  TrainConfig c = load_train_config(std::string(LT_SOURCE_DIR) + "/examples/aesop_lora.yaml");
+  validate_train_config(c);
+}
+
+TEST(TrainConfigKeys, DuplicateKeyNamesTheKeyAndBothLines) {
+  expect_contains(error_of([&] { from_yaml("lora_r: 8\nlearning_rate: 1e-4\nlora_r: 16\n"); }),
+                  {"run.yaml", "'lora_r'", "twice", "line 1", "line 3"});
+  // inside a datasets entry too
+  expect_contains(error_of([&] { from_yaml("datasets:\n  - path: a.txt\n    path: b.txt\n"); }),
+                  {"'path'", "line 2", "line 3"});
+}
+
+TEST(TrainConfigKeys, DuplicateKeyInAFileNamesTheFile) {
+  test::TempDir dir;
+  const std::string path = dir / "dup.yaml";
+  test::write_bytes(path, "base_model: a\nbase_model: b\n");
+  expect_contains(error_of([&] { load_train_config(path); }), {path, "'base_model'", "line 1", "line 2"});
+}
+
+TEST(TrainConfigKeys, UnknownKeySuggestsTheNearestKnownOne) {
+  expect_contains(error_of([&] { from_yaml("lora_alpah: 16\n"); }),
+                  {"run.yaml: line 1", "unknown key 'lora_alpah'", "did you mean 'lora_alpha'"});
+  expect_contains(error_of([&] { parse_train_args({"--learning-rat", "1e-4"}); }),
+                  {"unknown key 'learning_rat'", "did you mean 'learning_rate'"});
+  const std::string far = error_of([&] { from_yaml("zzqqxx: 1\n"); });
+  expect_contains(far, {"unknown key 'zzqqxx'", "--help"});
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+}
+
+TEST(TrainConfigKeys, TextAndFileParseTheSame) {
+  test::TempDir dir;
+  const std::string yaml = "base_model: m\ndatasets: [a.txt, b.txt]\nlora_r: 4\nlearning_rate: 3e-4\n";
+  test::write_bytes(dir / "c.yaml", yaml);
+  const TrainConfig a = load_train_config(dir / "c.yaml"), b = parse_train_config_text(yaml, "c.yaml");
+  EXPECT_EQ(a.datasets.size(), 2u);
+  EXPECT_EQ(b.datasets.size(), 2u);
+  EXPECT_EQ(a.lora.r, b.lora.r);
+  EXPECT_EQ(a.learning_rate, b.learning_rate);
+}
+
+}  // namespace
+}  // namespace lt
