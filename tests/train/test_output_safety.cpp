@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "dist/comm.h"
+#include "dist/shard_checkpoint.h"
 #include "dist/zero_trainer.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
@@ -102,14 +103,17 @@ TEST(OutputSafety, CheckpointNamesFromDiskAreValidated) {
     write_file(out + "/LATEST", ok);
     EXPECT_EQ(read_latest(out), "checkpoint-4") << ok;
   }
-  for (const std::string bad : {"../victim", ".", "..", "", "checkpoint-", "checkpoint-4/..", "/tmp",
-                                "checkpoint-4/../../x", "checkpoint-x", "checkpoint-5", "checkpoint-6",
-                                std::string("checkpoint-4\0x", 14), std::string(5000, 'a')}) {
+  const std::vector<std::string> bads = {"../victim", ".", "..", "", "checkpoint-", "checkpoint-4/..", "/tmp",
+                                         "checkpoint-4/../../x", "checkpoint-x", "checkpoint-5", "checkpoint-6",
+                                         std::string("checkpoint-4\0x", 14), std::string(5000, 'a')};
+  for (const std::string& bad : bads) {
     write_file(out + "/LATEST", bad);
     const std::string e = error_of([&] { read_latest(out); });
     EXPECT_NE(e.find(out + "/LATEST"), std::string::npos) << "'" << bad << "': " << e;
     EXPECT_NE(e.find("nothing was opened or removed"), std::string::npos) << e;
     EXPECT_LT(e.size(), 700u) << "the content must be cut to an excerpt";
+    // `leantune consolidate --checkpoint OUT` follows LATEST the same way
+    EXPECT_NE(error_of([&] { find_sharded_checkpoint(out); }).find("nothing was opened or removed"), std::string::npos);
   }
   EXPECT_TRUE(is_checkpoint_name("checkpoint-12"));
   EXPECT_FALSE(is_checkpoint_name("checkpoint-12 "));
