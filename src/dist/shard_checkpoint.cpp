@@ -14,6 +14,7 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
+#include "train/output_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -33,30 +34,10 @@ TensorInfo f32_tensor(std::string name, std::vector<int64_t> shape, const float*
   return t;
 }
 
-nlohmann::json position_json(const TrainingPosition& p) {
-  nlohmann::json j = {{"step", p.step}, {"epoch", p.epoch}, {"position", p.position}, {"losses", p.losses}};
-  if (p.loss_scale > 0) {
-    j["loss_scale"] = p.loss_scale;
-    j["loss_scale_clean_steps"] = p.clean_steps;
-    j["skipped_steps"] = p.skipped_steps;
-  }
-  return j;
-}
+nlohmann::json position_json(const TrainingPosition& p) { return trainer_state_json(p); }
 
 TrainingPosition read_position(const nlohmann::json& j, const std::string& path) {
-  try {
-    TrainingPosition p;
-    p.step = j.at("step").get<int>();
-    p.epoch = j.at("epoch").get<int>();
-    p.position = j.at("position").get<size_t>();
-    p.losses = j.at("losses").get<std::vector<float>>();
-    p.loss_scale = j.value("loss_scale", 0.0f);
-    p.clean_steps = j.value("loss_scale_clean_steps", 0);
-    p.skipped_steps = j.value("skipped_steps", 0);
-    return p;
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: malformed checkpoint state: {}", path, e.what());
-  }
+  return trainer_state_from_json(j, path);
 }
 
 nlohmann::json read_json(const std::string& path) {
@@ -108,26 +89,16 @@ void copy_flat(const std::vector<Shard>& shards, const char* what, float* out, s
   }
 }
 
-std::string resolve(const std::string& path, const std::string& out_dir) {
-  if (path != "auto") return path;
-  fs::path latest = fs::path(out_dir) / "LATEST";
-  if (!fs::exists(latest)) return "";
-  return (fs::path(out_dir) / read_text_file(latest.string())).string();
-}
-
-}  // namespace
-
-std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
-                                    const TrainedModelInfo& info) {
+// save_sharded_checkpoint's writes: this rank's shard and its json, then (rank 0, after every
+// shard is on disk) the manifest.
+void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<TrainParam>& params,
+                       const TrainingPosition& pos, const TrainedModelInfo& info) {
   Communicator& comm = z.comm();
   const FlatLayout& L = z.layout();
   const int r = comm.rank(), R = comm.size();
-  const std::string name = fmt::format("checkpoint-{}", pos.step);
-  const fs::path dir = fs::path(out_dir) / name;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  LT_CHECK(fs::is_directory(dir), "rank {}: cannot create the checkpoint folder {}: {}", r, dir.string(), ec.message());
+  LT_CHECK(fs::is_directory(dir), "cannot create the checkpoint folder: {}", ec.message());
   const size_t lo = L.begin(r), hi = L.end(r), n = hi - lo;
   // the parameters of [lo, hi): stage 3's master shard as it is, else written piece by piece from
   // the model's tensors (no copy of the shard)
@@ -164,11 +135,35 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
     for (int q = 0; q < R; ++q)
       man["shards"].push_back({{"file", shard_name(q, R) + ".safetensors"}, {"begin", L.begin(q)}, {"end", L.end(q)}});
     write_text_file_atomic((dir / "manifest.json").string(), man.dump(1));
-    std::string previous;
-    const fs::path latest = fs::path(out_dir) / "LATEST";
-    if (fs::exists(latest)) previous = read_text_file(latest.string());
-    write_text_file_atomic(latest.string(), name);  // publish
-    if (!previous.empty() && previous != name) fs::remove_all(fs::path(out_dir) / previous, ec);
+  }
+}
+
+}  // namespace
+
+std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
+                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const TrainedModelInfo& info, const TrainHooks* hooks) {
+  Communicator& comm = z.comm();
+  const int r = comm.rank();
+  const std::string name = checkpoint_name(pos.step), previous = read_latest(out_dir);
+  const fs::path dir = fs::path(out_dir) / name;
+  // Each rank's files; a failure names the previous checkpoint, which LATEST still names. The
+  // folder is not removed here: the other ranks may still be writing into it (a multi-rank error
+  // aborts the job, and the next save of this step replaces the files).
+  try {
+    write_shard_files(dir, z, params, pos, info);
+  } catch (const std::exception& e) {
+    fail("{}{}: the checkpoint could not be written: {}. {}", comm.size() > 1 ? fmt::format("rank {}: ", r) : "",
+         dir.string(), e.what(),
+         previous.empty() ? std::string("No earlier checkpoint had been published.")
+                          : fmt::format("The previous checkpoint {} is intact and LATEST still names it (resume from "
+                                        "it with --resume auto once the cause is fixed).",
+                                        (fs::path(out_dir) / previous).string()));
+  }
+  if (r == 0) {
+    if (hooks && hooks->on_checkpoint_written) hooks->on_checkpoint_written(pos.step);
+    publish_checkpoint(out_dir, name, previous);
+    if (hooks && hooks->on_checkpoint_saved) hooks->on_checkpoint_saved(pos.step);
   }
   comm.barrier();
   return dir.string();
@@ -176,7 +171,7 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
 
 TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
                                          std::vector<TrainParam>& params) {
-  const std::string dir = resolve(path, out_dir);
+  const std::string dir = resolve_checkpoint(path, out_dir);
   if (dir.empty()) return {};
   const FlatLayout& L = z.layout();
   const size_t lo = z.own_begin(), hi = z.own_end();
@@ -274,10 +269,9 @@ namespace lt {
 
 std::string find_sharded_checkpoint(const std::string& path) {
   if (fs::exists(fs::path(path) / "manifest.json")) return path;
-  const fs::path latest = fs::path(path) / "LATEST";
-  LT_CHECK(fs::exists(latest), "{}: neither a sharded checkpoint (no manifest.json) nor an output folder (no LATEST)",
-           path);
-  const std::string dir = (fs::path(path) / read_text_file(latest.string())).string();
+  const std::string name = read_latest(path);  // validated: a checkpoint folder inside `path`
+  LT_CHECK(!name.empty(), "{}: neither a sharded checkpoint (no manifest.json) nor an output folder (no LATEST)", path);
+  const std::string dir = (fs::path(path) / name).string();
   LT_CHECK(fs::exists(fs::path(dir) / "manifest.json"), "{}: LATEST names {}, which has no manifest.json", path, dir);
   return dir;
 }

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "dist/zero.h"
+#include "train/trainer.h"
+#include "train/trainer_state.h"
 
 namespace lt {
 
@@ -24,22 +26,18 @@ struct TrainedModelInfo {
   std::string adapter_config;  // LoRA: the PEFT adapter_config.json text; else ""
 };
 
-struct TrainingPosition {
-  int step = 0, epoch = 0;
-  size_t position = 0;        // batches of the epoch already consumed (global, not per rank)
-  std::vector<float> losses;  // per optimizer step so far
-  // fp16: the loss scaler's state (loss_scale 0: none), as the single-process trainer saves it
-  float loss_scale = 0;
-  int clean_steps = 0, skipped_steps = 0;
-};
+// The step, data position, losses and loss scaler state: the single-process trainer's type.
+using TrainingPosition = TrainerState;
 
-// Collective: every rank of z.comm() calls it. Returns the checkpoint folder.
+// Collective: every rank of z.comm() calls it. Returns the checkpoint folder. A failed write is an
+// lt::Error saying whether the previous checkpoint (the one LATEST names) is intact; hooks (may be
+// null): on_checkpoint_written before LATEST is updated, on_checkpoint_saved after.
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
                                     const std::vector<TrainParam>& params, const TrainingPosition& pos,
-                                    const TrainedModelInfo& info = {});
+                                    const TrainedModelInfo& info = {}, const TrainHooks* hooks = nullptr);
 
 // path: a checkpoint folder, or "auto" for OUT/LATEST (a default TrainingPosition when there is
-// none). Fills the model's parameters (all of them) and this rank's moments; lt::Error naming the
+// none; a LATEST that names no checkpoint folder of OUT is an lt::Error). Fills the model's parameters (all of them) and this rank's moments; lt::Error naming the
 // file when a tensor is missing or the checkpoint was written for a different model.
 TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
                                          std::vector<TrainParam>& params);

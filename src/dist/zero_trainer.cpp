@@ -4,10 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <thread>
+#include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +22,7 @@
 #include "plan/budget.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
+#include "train/output_dir.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
 
@@ -152,7 +152,7 @@ ZeroOptions fit_zero_budget(const TrainConfig& c, const MemoryPlan& single_plan,
   throw Error(msg);
 }
 
-TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communicator& comm) {
+TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communicator& comm, const TrainHooks& hooks) {
   validate_train_config(c);
   set_num_threads(c.threads);
   const int R = comm.size(), rank = comm.rank();
@@ -200,7 +200,10 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     fmt::print("trainable parameters: {} ({} tensors), {} per rank's shard; {} training batches per epoch\n",
                model.trainable_count(), model.params().size(), zero.layout().shard, loader.batches_per_epoch());
 
-  if (lead) fs::create_directories(c.output_dir);
+  if (lead) {  // a previous run's outputs are refused (or replaced on purpose)
+    prepare_output_dir(c.output_dir, !c.resume.empty(), c.overwrite_output_dir);
+    fs::create_directories(c.output_dir);
+  }
   comm.barrier();
   const int accum = c.gradient_accumulation_steps, global_accum = R * accum;
   const int steps_per_epoch = std::max<int>(1, int(loader.batches_per_epoch()) / global_accum);
@@ -235,21 +238,19 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     }
     return n ? float(sum / double(n)) : NAN;
   };
-  std::FILE* metrics = nullptr;
-  if (lead) {
-    metrics = std::fopen((fs::path(c.output_dir) / "metrics.jsonl").c_str(), rs.step ? "a" : "w");
-    LT_CHECK(metrics, "{}/metrics.jsonl: cannot open for writing", c.output_dir);
-  }
+  // rank 0 writes metrics.jsonl; resumed, the records after the checkpoint go (those steps run again)
+  std::optional<MetricsLog> metrics;
+  if (lead)
+    metrics.emplace(c.output_dir, !rs.step ? -1 : rs.metrics_records >= 0 ? rs.metrics_records
+                                                                          : metrics_records_up_to(c.output_dir, rs.step));
   auto log_metric = [&](const nlohmann::json& j) {
-    if (!metrics) return;
-    std::fputs((j.dump() + "\n").c_str(), metrics);
-    std::fflush(metrics);
+    if (metrics) metrics->append(j);
   };
   if (float ev = evaluates ? evaluate() : NAN; lead && std::isfinite(ev)) {
     res.eval_losses.push_back(ev);
     res.first_eval_loss = ev;
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", rs.step, ev, std::exp(ev));
-    log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});
+    if (!rs.step) log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});  // not on resume
   }
 
   TrainedModelInfo info{c.method, c.base_model,
@@ -271,7 +272,16 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
       p.clean_steps = scaler.clean_steps();
       p.skipped_steps = skipped_steps;
     }
+    if (metrics) {  // rank 0's count goes into the manifest; the records it counts are on disk first
+      metrics->sync();
+      p.metrics_records = metrics->records();
+    }
     return p;
+  };
+  int saved_step = c.resume == "auto" && rs.step > 0 ? rs.step : -1;
+  auto checkpoint = [&]() {
+    save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info, &hooks);
+    saved_step = step;
   };
   comm.reset_stats();
   for (; step < total_steps;) {
@@ -309,8 +319,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     model.zero_grads();
     ++step;
     const float loss = float(sums[0] / global_accum);
-    if (const char* ms = std::getenv("LEANTUNE_TEST_STEP_SLEEP_MS"))  // test hook: slow steps down to kill one
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    if (hooks.on_step_end) hooks.on_step_end(step);
     res.losses.push_back(loss);
     tokens_seen += long(sums[1]);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -331,8 +340,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
         fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, e, std::exp(e));
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
       }
-    if (c.save_steps > 0 && step % c.save_steps == 0)
-      save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info);
+    if (c.save_steps > 0 && step % c.save_steps == 0) checkpoint();
   }
   const double step_comm = double(comm.stats().total()) / std::max(1, step - rs.step);
   if (lead && tokens_seen > 0) {
@@ -340,14 +348,15 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     fmt::print("throughput: {:.0f} tokens/s over {} rank{} ({:.1f} s); {:.0f} bytes communicated per step per rank\n",
                tokens_seen / s, R, R > 1 ? "s" : "", s, double(comm.stats().total()) / std::max(1, step - rs.step));
   }
+  // the final checkpoint before the final evaluation's record, so that a resume from it logs that once
+  if (saved_step != step) checkpoint();
   if (float fe = evaluates ? evaluate() : NAN; lead && std::isfinite(fe)) {
     res.eval_losses.push_back(fe);
     res.last_eval_loss = fe;
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, fe, std::exp(fe));
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
-  if (metrics) std::fclose(metrics);
-  save_sharded_checkpoint(c.output_dir, zero, model.params(), position(), info);
+  if (metrics) metrics->close();
   // the ledger before the outputs: writing a full model at stage 3 gathers it whole on rank 0
   write_rank_ledger(c.output_dir, rank_plan, model, zero, rank, step_comm, baseline + data_bytes);
   // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
@@ -381,10 +390,11 @@ ZeroOptions zero_options(const TrainConfig& c) {
   return z;
 }
 
-TrainResult run_training_zero(const TrainConfig& config, const ZeroOptions& zero, Communicator& comm) {
-  if (comm.size() == 1) return run(config, zero, comm);
+TrainResult run_training_zero(const TrainConfig& config, const ZeroOptions& zero, Communicator& comm,
+                              const TrainHooks& hooks) {
+  if (comm.size() == 1) return run(config, zero, comm, hooks);
   try {
-    return run(config, zero, comm);
+    return run(config, zero, comm, hooks);
   } catch (const std::exception& e) {
     // one rank's error would leave the others waiting in a collective: end the whole job
     std::fprintf(stderr, "error on rank %d of %d: %s\n", comm.rank(), comm.size(), e.what());

@@ -17,7 +17,8 @@
 
 namespace lt {
 
-TrainResult run_training_zero(const TrainConfig& config, const ZeroOptions& zero, Communicator& comm);
+TrainResult run_training_zero(const TrainConfig& config, const ZeroOptions& zero, Communicator& comm,
+                              const TrainHooks& hooks = {});
 
 // The ZeRO options of a config: zero_stage (-1 counts as 0), offload_optimizer, offload_dir.
 ZeroOptions zero_options(const TrainConfig& config);

@@ -136,6 +136,7 @@ TrainConfig base_config(const std::string& model, const std::string& tok, const 
   c.logging_steps = 25;
   c.eval_batches = 4;
   c.source = "demo";
+  c.overwrite_output_dir = true;  // the demo's own folders: a second demo replaces the first one's runs
   return c;
 }
 

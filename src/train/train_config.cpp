@@ -295,6 +295,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   else if (key == "seed") c.seed = parse_seed(S(), where);
   else if (key == "threads") c.threads = I();
   else if (key == "resume") c.resume = S();
+  else if (key == "overwrite_output_dir") c.overwrite_output_dir = B();
   else if (key == "memory_budget") c.memory_budget = S();
   else if (key == "auto") c.auto_fit = B();
   else if (key == "quantization") c.quantization = S();
@@ -382,6 +383,9 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
     if (eq != std::string::npos) {
       key = arg.substr(0, eq);
       value = arg.substr(eq + 1);
+    } else if ((key == "overwrite-output-dir" || key == "overwrite_output_dir") &&
+               (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0)) {
+      value = "true";  // a flag: --overwrite-output-dir alone
     } else {
       LT_CHECK(i + 1 < args.size(), "--{} needs a value", key);
       value = args[++i];

@@ -50,6 +50,8 @@ struct TrainConfig {
   uint64_t seed = 42;
   int threads = 0;
   std::string resume;                     // checkpoint folder to resume from ("auto": output_dir/LATEST)
+  bool overwrite_output_dir = false;      // a run without resume into a previous run's output_dir replaces
+                                          // its outputs (else it refuses; train/output_dir.h)
   std::string memory_budget;              // e.g. "6GiB": stop before allocating when the plan exceeds it
   bool auto_fit = false;                  // auto: with memory_budget, pick micro-batch and checkpointing
   std::string quantization = "none";      // none | nf4 | fp4 | int8: frozen linear weights of a LoRA run (QLoRA)

@@ -6,7 +6,9 @@
 // loss scaler's state (dropout masks are keyed by step, so there is no RNG state): a resumed run
 // repeats an uninterrupted one bit for bit at the same thread count. Each checkpoint is written to
 // a new folder and then published by atomically replacing output_dir/LATEST, so a crash mid-write
-// leaves the previous checkpoint loadable.
+// leaves the previous checkpoint loadable. A checkpoint name read from LATEST is validated before
+// anything is opened or removed (train/output_dir.h), and on resume metrics.jsonl is cut back to the
+// records written up to the checkpoint, so it reads as if the run had not stopped.
 #include "train/trainer.h"
 
 #include <unistd.h>
@@ -14,9 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -41,9 +41,11 @@
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
+#include "train/output_dir.h"
 #include "train/report.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
+#include "train/trainer_state.h"
 
 namespace fs = std::filesystem;
 
@@ -84,54 +86,39 @@ std::vector<AdapterTensor> adapter_tensors(TrainModel& m) {
   return out;
 }
 
-void save_checkpoint(const std::string& out_dir, TrainModel& m, int step, int epoch, size_t position,
-                     const std::vector<float>& losses, const nlohmann::json& extra = {}) {
-  std::string name = fmt::format("checkpoint-{}", step);
-  fs::path dir = fs::path(out_dir) / name;
-  fs::create_directories(dir);
-  std::vector<TensorInfo> ts;
-  for (const auto& p : m.params()) {
-    for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
-      TensorInfo t;
-      t.name = prefix + p.name;
-      t.dtype = DType::F32;
-      t.shape = p.shape;
-      t.data = ptr;
-      t.nbytes = p.n * sizeof(float);
-      ts.push_back(t);
+// Writes checkpoint-<step> (tensors, moments, trainer_state.json), then publishes it in LATEST and
+// removes the previous one. A failed write removes the unfinished folder and says the previous
+// checkpoint is intact.
+void save_checkpoint(const std::string& out_dir, TrainModel& m, const TrainerState& state, const TrainHooks& hooks) {
+  const std::string name = checkpoint_name(state.step), previous = read_latest(out_dir);
+  if (name != previous) fs::remove_all(fs::path(out_dir) / name);  // left by a run killed before publishing it
+  write_checkpoint_folder(out_dir, name, previous, [&](const std::string& dir) {
+    std::vector<TensorInfo> ts;
+    for (const auto& p : m.params()) {
+      for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+        TensorInfo t;
+        t.name = prefix + p.name;
+        t.dtype = DType::F32;
+        t.shape = p.shape;
+        t.data = ptr;
+        t.nbytes = p.n * sizeof(float);
+        ts.push_back(t);
+      }
     }
-  }
-  save_safetensors((dir / "state.safetensors").string(), ts);
-  nlohmann::json j;
-  j["step"] = step;
-  j["epoch"] = epoch;
-  j["position"] = position;
-  j["losses"] = losses;
-  if (extra.is_object()) j.update(extra);  // fp16: the loss scaler's state
-  write_text_file_atomic((dir / "trainer_state.json").string(), j.dump(1));
-  // Test hook: die here, after the new files are written but before they are published.
-  if (const char* crash = std::getenv("LEANTUNE_TEST_CRASH_AT_CHECKPOINT"); crash && std::atoi(crash) == step) std::abort();
-  std::string previous;
-  if (fs::exists(fs::path(out_dir) / "LATEST")) previous = read_text_file((fs::path(out_dir) / "LATEST").string());
-  write_text_file_atomic((fs::path(out_dir) / "LATEST").string(), name);  // publish
-  if (!previous.empty() && previous != name) fs::remove_all(fs::path(out_dir) / previous);
+    save_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
+    write_text_file_atomic((fs::path(dir) / "trainer_state.json").string(), trainer_state_json(state).dump(1));
+  });
+  if (hooks.on_checkpoint_written) hooks.on_checkpoint_written(state.step);
+  publish_checkpoint(out_dir, name, previous);
+  if (hooks.on_checkpoint_saved) hooks.on_checkpoint_saved(state.step);
 }
 
-struct ResumeState {
-  int step = 0, epoch = 0;
-  size_t position = 0;
-  std::vector<float> losses;
-  float loss_scale = 0;  // fp16 runs: the loss scaler's state (0: none saved)
-  int clean_steps = 0, skipped_steps = 0;
-};
-
-ResumeState load_checkpoint(const std::string& path, const std::string& out_dir, TrainModel& m) {
-  std::string dir = path;
-  if (path == "auto") {
-    fs::path latest = fs::path(out_dir) / "LATEST";
-    if (!fs::exists(latest)) return {};
-    dir = (fs::path(out_dir) / read_text_file(latest.string())).string();
-  }
+TrainerState load_checkpoint(const std::string& path, const std::string& out_dir, TrainModel& m) {
+  const std::string dir = resolve_checkpoint(path, out_dir);
+  if (dir.empty()) return {};
+  // the state first: a corrupt step is reported before megabytes of tensors are read
+  const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
+  TrainerState r = parse_trainer_state(read_text_file(state_path), state_path);
   TensorSet ts;
   ts.source = dir;
   load_safetensors(dir + "/state.safetensors", ts);
@@ -141,22 +128,7 @@ ResumeState load_checkpoint(const std::string& path, const std::string& out_dir,
       convert_to_f32(ptr, t.data, t.dtype, p.n);
     }
   }
-  nlohmann::json j;
-  std::string state_path = dir + "/trainer_state.json";
-  try {
-    j = nlohmann::json::parse(read_text_file(state_path));
-    ResumeState r;
-    r.step = j.at("step").get<int>();
-    r.epoch = j.at("epoch").get<int>();
-    r.position = j.at("position").get<size_t>();
-    r.losses = j.at("losses").get<std::vector<float>>();
-    r.loss_scale = j.value("loss_scale", 0.0f);
-    r.clean_steps = j.value("loss_scale_clean_steps", 0);
-    r.skipped_steps = j.value("skipped_steps", 0);
-    return r;
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: malformed checkpoint state: {}", state_path, e.what());
-  }
+  return r;
 }
 
 std::string format_eta(double s) {
@@ -243,12 +215,12 @@ size_t training_data_bytes(const TrainingData& d, const TrainConfig& c) {
   return d.tokenizer_bytes + d.example_bytes + batch_bytes(c.micro_batch_size, c.sequence_len) * (1 + eval);
 }
 
-TrainResult run_training(const TrainConfig& c) {
-  if (c.zero_stage >= 0 || world().size() > 1) return run_training_zero(c, zero_options(c), world());
-  return run_training_single(c);
+TrainResult run_training(const TrainConfig& c, const TrainHooks& hooks) {
+  if (c.zero_stage >= 0 || world().size() > 1) return run_training_zero(c, zero_options(c), world(), hooks);
+  return run_training_single(c, hooks);
 }
 
-TrainResult run_training_single(const TrainConfig& requested) {
+TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& hooks) {
   validate_train_config(requested);
   set_num_threads(requested.threads);
   const size_t baseline = process_baseline_bytes();
@@ -288,6 +260,8 @@ TrainResult run_training_single(const TrainConfig& requested) {
   fmt::print("trainable parameters: {} ({} tensors); {} training batches per epoch, {} eval batches\n",
              model.trainable_count(), model.params().size(), loader.batches_per_epoch(), eval_batches.size());
 
+  // everything checked and loaded: a previous run's outputs are refused (or replaced on purpose)
+  prepare_output_dir(c.output_dir, !c.resume.empty(), c.overwrite_output_dir);
   fs::create_directories(c.output_dir);
   const int accum = c.gradient_accumulation_steps;
   const int steps_per_epoch = std::max<int>(1, int(loader.batches_per_epoch()) / accum);
@@ -308,7 +282,7 @@ TrainResult run_training_single(const TrainConfig& requested) {
   }
   TrainResult res;
   res.output_dir = c.output_dir;
-  ResumeState rs;
+  TrainerState rs;
   if (!c.resume.empty()) {
     rs = load_checkpoint(c.resume, c.output_dir, model);
     if (rs.step > 0) fmt::print("resumed from step {} (epoch {}, batch {})\n", rs.step, rs.epoch, rs.position);
@@ -330,19 +304,17 @@ TrainResult run_training_single(const TrainConfig& requested) {
     }
     return n ? float(sum / double(n)) : NAN;
   };
-  std::FILE* metrics = std::fopen((fs::path(c.output_dir) / "metrics.jsonl").c_str(), rs.step ? "a" : "w");
-  LT_CHECK(metrics, "{}/metrics.jsonl: cannot open for writing", c.output_dir);
-  auto log_metric = [&](const nlohmann::json& j) {
-    std::fputs((j.dump() + "\n").c_str(), metrics);
-    std::fflush(metrics);
-  };
+  // resumed: the records after the checkpoint go (the steps after it run again)
+  MetricsLog metrics(c.output_dir, !rs.step ? -1 : rs.metrics_records >= 0 ? rs.metrics_records
+                                                                           : metrics_records_up_to(c.output_dir, rs.step));
+  auto log_metric = [&](const nlohmann::json& j) { metrics.append(j); };
   const bool tty = isatty(fileno(stdout));
   float ev = evaluate();
   if (std::isfinite(ev)) {
     res.eval_losses.push_back(ev);
     res.first_eval_loss = ev;
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", rs.step, ev, std::exp(ev));
-    log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});
+    if (!rs.step) log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});  // not on resume
   }
 
   Batch batch;
@@ -357,10 +329,19 @@ TrainResult run_training_single(const TrainConfig& requested) {
   LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
   int skipped_steps = rs.skipped_steps;
-  auto scaler_state = [&]() -> nlohmann::json {
-    if (!fp16) return nullptr;
-    return {{"loss_scale", scaler.scale()}, {"loss_scale_clean_steps", scaler.clean_steps()},
-            {"skipped_steps", skipped_steps}};
+  // the checkpoint's state; metrics.jsonl is synced first so the records it counts are on disk
+  int saved_step = c.resume == "auto" && rs.step > 0 ? rs.step : -1;
+  auto checkpoint = [&]() {
+    TrainerState st{step, loader.epoch(), loader.position(), res.losses};
+    if (fp16) {
+      st.loss_scale = scaler.scale();
+      st.clean_steps = scaler.clean_steps();
+      st.skipped_steps = skipped_steps;
+    }
+    metrics.sync();
+    st.metrics_records = metrics.records();
+    save_checkpoint(c.output_dir, model, st, hooks);
+    saved_step = step;
   };
   model.set_ledger(&ledger);  // the first step's timeline, layer by layer
   for (; step < total_steps;) {
@@ -404,8 +385,7 @@ TrainResult run_training_single(const TrainConfig& requested) {
     }
     ++step;
     float loss = float(loss_sum / accum);
-    if (const char* ms = std::getenv("LEANTUNE_TEST_STEP_SLEEP_MS"))  // test hook: slow steps down to kill one
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    if (hooks.on_step_end) hooks.on_step_end(step);
     res.losses.push_back(loss);
     tokens_seen += tokens_step;
     double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -439,8 +419,7 @@ TrainResult run_training_single(const TrainConfig& requested) {
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
       }
     }
-    if (c.save_steps > 0 && step % c.save_steps == 0)
-      save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses, scaler_state());
+    if (c.save_steps > 0 && step % c.save_steps == 0) checkpoint();
   }
   if (tty) fmt::print("\n");
   if (tokens_seen > 0 && compute_seconds > 0) {
@@ -453,6 +432,8 @@ TrainResult run_training_single(const TrainConfig& requested) {
                o.checkpointing != Checkpointing::None ? fmt::format("; with recomputation {:.1f}% of peak",
                    100.0 * training_flops_per_token(mc, o).total() * tps / peak) : "");
   }
+  // the final checkpoint before the final evaluation's record, so that a resume from it logs that once
+  if (saved_step != step) checkpoint();
   float fe = evaluate();
   if (std::isfinite(fe)) {
     res.eval_losses.push_back(fe);
@@ -460,8 +441,7 @@ TrainResult run_training_single(const TrainConfig& requested) {
     fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, fe, std::exp(fe));
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
-  std::fclose(metrics);
-  save_checkpoint(c.output_dir, model, step, loader.epoch(), loader.position(), res.losses, scaler_state());
+  metrics.close();
   if (c.method == "lora") {
     std::string adir = (fs::path(c.output_dir) / "adapter").string();
     fs::create_directories(adir);

@@ -2,6 +2,7 @@
 // clipping, gradient accumulation, staged unfreezing, evaluation, progress and metrics, PEFT
 // adapter output and exact-resume checkpoints.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,11 +22,19 @@ struct TrainResult {
   std::string output_dir;
 };
 
+// Callbacks into a run, for tests that inject faults (tests/tools/fault_train.cpp) and for callers
+// that watch progress. Each is optional; `step` counts optimizer steps taken (1 after the first).
+struct TrainHooks {
+  std::function<void(int step)> on_step_end;           // after a step's loss is known, before its metrics record
+  std::function<void(int step)> on_checkpoint_written; // a checkpoint's files are on disk, LATEST not yet updated
+  std::function<void(int step)> on_checkpoint_saved;   // LATEST names the new checkpoint
+};
+
 // One process, or ZeRO data parallelism over world() (dist/zero_trainer.h) when config.zero_stage
 // is set or mpirun started several ranks.
-TrainResult run_training(const TrainConfig& config);
+TrainResult run_training(const TrainConfig& config, const TrainHooks& hooks = {});
 // The single-process trainer, whatever the launcher.
-TrainResult run_training_single(const TrainConfig& config);
+TrainResult run_training_single(const TrainConfig& config, const TrainHooks& hooks = {});
 
 // The tokenizer and the tokenized train / eval examples of a run, with the bytes they hold (the
 // ledger's data category): the examples' token vectors counted exactly, the tokenizer's tables as

@@ -2,9 +2,11 @@
 # ctest dist_kill_rank: SIGKILL rank 1 of a 2-rank ZeRO-2 run in the middle of training. Every rank
 # must end, mpirun must exit non-zero within 60 s naming the killed rank, and the last published
 # checkpoint must resume both on 2 ranks and on 1 process (re-sharded, same global batch).
-# Usage: kill_rank.sh LEANTUNE_BIN SHARED_DIR MPIEXEC
+# The killed runs are leantune_fault_train (tests/tools/fault_train.cpp: `leantune train` with a
+# sleep after each step through its test hooks, so that the kill lands mid-run).
+# Usage: kill_rank.sh LEANTUNE_BIN SHARED_DIR MPIEXEC FAULT_TRAIN_BIN
 set -u
-BIN=$1 SHARED=$2 MPIEXEC=$3
+BIN=$1 SHARED=$2 MPIEXEC=$3 FAULT=$4
 OUT=$(mktemp -d /tmp/lt_kill_rank.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -22,7 +24,7 @@ save_steps: 2
 YAML
 die() { echo "FAIL: $*"; echo "--- log:"; cat "$OUT/log" 2>/dev/null; exit 1; }
 
-LEANTUNE_TEST_STEP_SLEEP_MS=100 "$MPIEXEC" -np 2 --oversubscribe "$BIN" train "$OUT/cfg.yaml" --zero 2 \
+"$MPIEXEC" -np 2 --oversubscribe "$FAULT" --fault-sleep-ms 100 "$OUT/cfg.yaml" --zero 2 \
   --max_steps 1000 --output_dir "$OUT/run" > "$OUT/log" 2>&1 &
 MPID=$!
 for _ in $(seq 600); do [ -f "$OUT/run/LATEST" ] && break; sleep 0.1; done
@@ -41,8 +43,8 @@ grep -Eq "rank 1 .*(exited|killed|signal)|rank 1 of 2" "$OUT/log" || die "no mes
 echo "killed rank 1: mpirun exited $RC; $(grep -Em1 'rank 1' "$OUT/log")"
 
 # a rank that stops without dying (SIGSTOP): the other's watchdog ends the job after the timeout
-LEANTUNE_DIST_TIMEOUT_S=3 LEANTUNE_TEST_STEP_SLEEP_MS=100 "$MPIEXEC" -np 2 --oversubscribe -x LEANTUNE_DIST_TIMEOUT_S \
-  "$BIN" train "$OUT/cfg.yaml" --zero 1 --max_steps 1000 --output_dir "$OUT/stopped" > "$OUT/log2" 2>&1 &
+LEANTUNE_DIST_TIMEOUT_S=3 "$MPIEXEC" -np 2 --oversubscribe -x LEANTUNE_DIST_TIMEOUT_S \
+  "$FAULT" --fault-sleep-ms 100 "$OUT/cfg.yaml" --zero 1 --max_steps 1000 --output_dir "$OUT/stopped" > "$OUT/log2" 2>&1 &
 SPID=$!
 for _ in $(seq 600); do [ -f "$OUT/stopped/LATEST" ] && break; sleep 0.1; done
 STOPPED=""

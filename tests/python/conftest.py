@@ -18,3 +18,12 @@ def leantune_bin():
 @pytest.fixture(scope="session")
 def shared_dir():
     return pathlib.Path(os.environ.get("LEANTUNE_SHARED", str(ROOT.parent / "shared")))
+
+
+@pytest.fixture(scope="session")
+def fault_bin(leantune_bin):
+    """leantune_fault_train (tests/tools/fault_train.cpp): `leantune train` with fault injection."""
+    b = os.environ.get("LEANTUNE_FAULT_BIN", str(pathlib.Path(leantune_bin).parent / "leantune_fault_train"))
+    if not os.path.exists(b):
+        pytest.fail(f"leantune_fault_train not found at {b}; build it (LT_BUILD_TESTS) or set LEANTUNE_FAULT_BIN")
+    return b

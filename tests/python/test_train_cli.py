@@ -36,8 +36,10 @@ def setup(tmp_path_factory):
     return d, base, model
 
 
-def train(leantune_bin, d, base, out, *extra, env=None, wait=True):
-    cmd = [leantune_bin, "train", "--base-model", str(base), "--datasets", str(d / "data.txt"), "--max-steps", "8",
+def train(leantune_bin, d, base, out, *extra, env=None, wait=True, fault=None):
+    # fault: arguments for leantune_fault_train (the same run, with --fault-* hooks) instead of leantune
+    prog = [fault[0], *fault[1:]] if fault else [leantune_bin, "train"]
+    cmd = [*prog, "--base-model", str(base), "--datasets", str(d / "data.txt"), "--max-steps", "8",
            "--learning-rate", "1e-2", "--lora-target-modules", "all-linear", "--lora-r", "4", "--lora-alpha", "8",
            "--micro-batch-size", "2", "--sequence-len", "32", "--threads", "1", "--output-dir", str(out),
            "--lora-dropout", "0.1", *extra]
@@ -115,7 +117,13 @@ def final_losses(out):
     return json.loads((out / latest / "trainer_state.json").read_text())["losses"]
 
 
-def test_sigkill_then_resume_repeats_the_uninterrupted_losses(leantune_bin, setup, tmp_path):
+def metrics_records(out):
+    """metrics.jsonl without its wall-clock fields (throughput, memory), which differ between runs."""
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "rss_bytes")} for r in recs]
+
+
+def test_sigkill_then_resume_repeats_the_uninterrupted_losses(leantune_bin, fault_bin, setup, tmp_path):
     d, base, _ = setup
     r = train(leantune_bin, d, base, tmp_path / "full", "--save-steps", "2", "--max-steps", "12")
     assert r.returncode == 0, r.stderr
@@ -123,7 +131,7 @@ def test_sigkill_then_resume_repeats_the_uninterrupted_losses(leantune_bin, setu
     assert len(expected) == 12
     out = tmp_path / "killed"
     p = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "12", wait=False,
-              env=dict(os.environ, LEANTUNE_TEST_STEP_SLEEP_MS="150"))
+              fault=[fault_bin, "--fault-sleep-ms", "150"])
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a middle checkpoint is published
         latest = out / "LATEST"
@@ -139,19 +147,23 @@ def test_sigkill_then_resume_repeats_the_uninterrupted_losses(leantune_bin, setu
     r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "12", "--resume", "auto")
     assert r.returncode == 0, r.stderr
     assert final_losses(out) == expected, f"killed at {killed_at}"
+    # the steps between the checkpoint and the kill ran twice, but metrics.jsonl holds each once
+    assert metrics_records(out) == metrics_records(tmp_path / "full"), f"killed at {killed_at}"
 
 
-def test_crash_during_checkpoint_write_keeps_the_previous_one(leantune_bin, setup, tmp_path):
+def test_crash_during_checkpoint_write_keeps_the_previous_one(leantune_bin, fault_bin, setup, tmp_path):
     d, base, _ = setup
     out = tmp_path / "crash"
-    env = dict(os.environ, LEANTUNE_TEST_CRASH_AT_CHECKPOINT="6")
-    r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "8", env=env)
+    r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "8",
+              fault=[fault_bin, "--fault-abort-at-checkpoint", "6"])
     assert r.returncode != 0
     assert (out / "LATEST").read_text() == "checkpoint-4"
     r = train(leantune_bin, d, base, out, "--save-steps", "2", "--max-steps", "8", "--resume", "auto")
     assert r.returncode == 0, r.stderr
     r2 = train(leantune_bin, d, base, tmp_path / "clean", "--save-steps", "2", "--max-steps", "8")
+    assert r2.returncode == 0, r2.stderr
     assert final_losses(out) == final_losses(tmp_path / "clean")
+    assert metrics_records(out) == metrics_records(tmp_path / "clean")
 
 
 def test_diverging_run_stops_with_a_diagnostic_and_keeps_the_last_checkpoint(leantune_bin, setup, tmp_path):

@@ -1,12 +1,15 @@
 // `leantune logits`: a test and debugging aid. Prefills the given token ids, then feeds the
 // `--decode` ids one at a time through the KV cache, and writes the last-token logits after the
 // prefill and after each decode step as raw little-endian f32 rows ((1 + n_decode) × V) to --out.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "io/atomic_file.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 
@@ -51,16 +54,20 @@ void add_logits_command(CLI::App& app) {
     auto model = LlamaModel::load(a->model, io, a->reference ? ops_ref() : ops_cpu());
     if (!a->adapter.empty()) model->merge_adapter(a->adapter);
     const int V = model->config().vocab_size;
-    std::FILE* f = std::fopen(a->out.c_str(), "wb");
-    LT_CHECK(f, "{}: cannot open for writing", a->out);
-    model->forward(prompt.data(), int(prompt.size()), 0);
-    std::fwrite(model->logits(), sizeof(float), V, f);
-    int pos = int(prompt.size());
-    for (int id : dec) {
-      model->forward(&id, 1, pos++);
-      std::fwrite(model->logits(), sizeof(float), V, f);
-    }
-    LT_CHECK(std::fclose(f) == 0, "{}: write failed", a->out);
+    // the whole file or nothing under --out: a temporary file, checked writes, fsync, rename
+    write_file_atomic(a->out, [&](std::FILE* f) {
+      auto row = [&] {
+        LT_CHECK(std::fwrite(model->logits(), sizeof(float), size_t(V), f) == size_t(V), "{}: write failed: {}",
+                 a->out, std::strerror(errno));
+      };
+      model->forward(prompt.data(), int(prompt.size()), 0);
+      row();
+      int pos = int(prompt.size());
+      for (int id : dec) {
+        model->forward(&id, 1, pos++);
+        row();
+      }
+    });
   });
 }
 

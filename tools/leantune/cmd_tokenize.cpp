@@ -4,7 +4,9 @@
 //   --input FILE.json   a JSON array of strings; prints a JSON array of {"ids": [...], "decoded": "..."}
 //   --no-special        do not add BOS/EOS (special tokens written in the text are still recognized)
 //   --skip-special      drop special tokens when decoding (--input only)
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -21,6 +23,12 @@ struct TokenizeArgs {
   std::string tokenizer, text, input;
   bool no_special = false, skip_special = false;
 };
+
+// The output goes to stdout (redirected to a file, a full disk must not pass as success).
+void write_stdout(const std::string& s) {
+  LT_CHECK(std::fwrite(s.data(), 1, s.size(), stdout) == s.size() && std::fflush(stdout) == 0,
+           "tokenize: writing the output to stdout failed: {}", std::strerror(errno));
+}
 
 void run_tokenize(const TokenizeArgs& a) {
   auto tok = Tokenizer::load(a.tokenizer);
@@ -39,15 +47,13 @@ void run_tokenize(const TokenizeArgs& a) {
       std::vector<int> ids = tok->encode(in[i].get<std::string>(), add_special);
       out.push_back({{"ids", ids}, {"decoded", tok->decode(ids, a.skip_special)}});
     }
-    std::string s = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fputc('\n', stdout);
+    write_stdout(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     return;
   }
   std::vector<int> ids = tok->encode(a.text, add_special);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
-  std::printf("%s\n", line.c_str());
+  write_stdout(line + "\n");
 }
 
 }  // namespace

@@ -17,7 +17,9 @@ void add_train_command(CLI::App& app) {
       "lora_r lora_alpha lora_dropout lora_target_modules use_rslora lora_bias layers_to_transform micro_batch_size "
       "gradient_accumulation_steps sequence_len sample_packing learning_rate lr_scheduler warmup_steps "
       "weight_decay max_grad_norm num_epochs max_steps gradient_checkpointing unfreeze_schedule eval_steps "
-      "eval_batches save_steps logging_steps output_dir seed threads resume skip_bad_lines min_blank_lines. "
+      "eval_batches save_steps logging_steps output_dir seed threads resume overwrite_output_dir skip_bad_lines "
+      "min_blank_lines. A run into an output_dir holding a previous run's outputs refuses unless given --resume auto "
+      "(continue it) or --overwrite-output-dir (replace them). "
       "--profile FILE writes a Chrome trace of every op and prints a per-op table.");
   c->callback([c] {
     // --profile FILE: every op of the run timed; Chrome trace to FILE and a per-op table at the end

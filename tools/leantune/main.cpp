@@ -1,6 +1,8 @@
 // leantune: fine-tune and run Llama-family models on the CPU. Subcommands register from cmd_*.cpp;
 // user errors (lt::Error) are printed as one line and exit with status 1.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "commands.h"
 #include "core/error.h"
@@ -32,6 +34,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "leantune: error: %s\n", e.what());
+    return 1;
+  }
+  // stdout redirected to a file: a failed write (a full disk) is an error, not a silent success
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "leantune: error: writing the output to stdout failed: %s\n", std::strerror(errno));
     return 1;
   }
   return 0;
