@@ -4,7 +4,8 @@ set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev libpcre2-dev
       libfmt-dev libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
-      python3 python3-venv libopenmpi-dev openmpi-bin)
+      python3 python3-venv libopenmpi-dev openmpi-bin
+      clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian packages, a .venv with the PyPI oracles), builds, and runs
 # every test: the GoogleTest suite and the Python parity tests (CTest), then the GoogleTest suite
-# again in an AddressSanitizer + UBSan build. Each stage runs even when an earlier one failed; the
-# summary at the end names every stage that failed and the exit status is non-zero if any did.
+# again in an AddressSanitizer + UBSan build, then a short smoke run of every libFuzzer harness.
+# Each stage runs even when an earlier one failed; the summary at the end names every stage that
+# failed and the exit status is non-zero if any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-build-deps.sh
@@ -27,6 +28,9 @@ if ninja -C build-asan -j"$(nproc)" leantune_tests leantune; then
 else
   failed+=("sanitizer build")
 fi
+
+echo "== fuzz smoke: every libFuzzer harness for 10 s (clang; scripts/fuzz.sh)"
+bash scripts/fuzz.sh 10 || failed+=("fuzz smoke")
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== FAILED stages: ${failed[*]}"
