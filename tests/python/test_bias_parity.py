@@ -1,7 +1,8 @@
 # An HF Llama with attention_bias (q, k, v AND o_proj biases) and mlp_bias (gate, up, down biases),
 # against transformers and PEFT (the oracles): next-token logits, full fine-tuning gradients of
-# every tensor including the seven biases, LoRA gradients with PEFT's bias="all", a full
-# fine-tune's saved folder loading in transformers with its trained biases; and checkpoint
+# every tensor including the seven biases, LoRA gradients with PEFT's bias="none" / "all", a full
+# fine-tune's saved folder loading in transformers with its trained biases, a LoRA adapter with
+# trained biases loading in PEFT (and in us) and merging into a folder transformers loads; and checkpoint
 # accounting: an extra tensor, a missing bias, or a bias the config does not give the model is an
 # error naming the tensor (and the file), never a silent drop.
 import json
@@ -107,9 +108,9 @@ def test_lora_bias_option_matches_peft(leantune_bin, tmp_path, biased, bias):
     assert len(grads) == 2 * 7 * model.config.num_hidden_layers + n_bias
 
 
-def test_full_fine_tune_folder_loads_in_transformers_with_trained_biases(leantune_bin, tmp_path, biased):
+def add_tokenizer_and_data(folder, tmp_path):
+    # a byte-level BPE tokenizer trained here (vocab 290 < the model's 300) and a text dataset
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-    _, folder = biased
     words = "the fox crow wolf lamb said once upon a time there was grapes sour cheese".split()
     rng = np.random.default_rng(0)
     docs = [" ".join(rng.choice(words, size=rng.integers(8, 30))) + "." for _ in range(60)]
@@ -120,12 +121,20 @@ def test_full_fine_tune_folder_loads_in_transformers_with_trained_biases(leantun
     tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=290, special_tokens=["<|eos|>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.save(str(folder / "tokenizer.json"))
-    out = tmp_path / "out"
-    r = subprocess.run([leantune_bin, "train", "--base-model", str(folder), "--datasets", str(tmp_path / "data.txt"),
-                        "--method", "full", "--max-steps", "3", "--learning-rate", "1e-2", "--micro-batch-size", "2",
-                        "--sequence-len", "32", "--threads", "1", "--output-dir", str(out)],
-                       capture_output=True, text=True)
+    return tmp_path / "data.txt"
+
+
+def train(leantune_bin, folder, data, out, *extra):
+    r = subprocess.run([leantune_bin, "train", "--base-model", str(folder), "--datasets", str(data), "--max-steps", "3",
+                        "--learning-rate", "1e-2", "--micro-batch-size", "2", "--sequence-len", "32", "--threads", "1",
+                        "--output-dir", str(out), *extra], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_full_fine_tune_folder_loads_in_transformers_with_trained_biases(leantune_bin, tmp_path, biased):
+    _, folder = biased
+    out = tmp_path / "out"
+    train(leantune_bin, folder, add_tokenizer_and_data(folder, tmp_path), out, "--method", "full")
     before, after = load_file(str(folder / "model.safetensors")), load_file(str(out / "model" / "model.safetensors"))
     assert set(after) == set(before)
     for b in BIASES:
@@ -136,6 +145,33 @@ def test_full_fine_tune_folder_loads_in_transformers_with_trained_biases(leantun
     ours = our_logits(leantune_bin, out / "model", ids, tmp_path).reshape(DECODE_STEPS, -1)
     # the same 1e-4 bound as the parity test above: the same model, f32 on both sides
     assert np.abs(ours - hf_logits(tuned.eval(), ids)[:DECODE_STEPS]).max() <= 1e-4
+
+
+def test_lora_trained_biases_reach_peft_and_merge(leantune_bin, tmp_path, biased):
+    # LoRA on q, o and up with bias "all": those three modules' biases are saved where PEFT keeps a
+    # wrapped module's bias (base_layer.bias), the other four under their plain names
+    from peft import PeftModel
+    _, folder = biased
+    out = tmp_path / "out"
+    train(leantune_bin, folder, add_tokenizer_and_data(folder, tmp_path), out, "--lora-target-modules",
+          "q_proj,o_proj,up_proj", "--lora-bias", "all", "--lora-r", "4", "--lora-alpha", "8")
+    saved = load_file(str(out / "adapter" / "adapter_model.safetensors"))
+    prefix = "base_model.model.model.layers.1."
+    assert prefix + "self_attn.o_proj.base_layer.bias" in saved and prefix + "mlp.down_proj.bias" in saved
+    ids = np.random.default_rng(6).integers(0, 290, size=PROMPT_LEN + DECODE_STEPS).tolist()
+    pm = PeftModel.from_pretrained(build_biased(), str(out / "adapter")).eval()
+    ref = hf_logits(pm, ids)[:DECODE_STEPS]
+    assert np.abs(hf_logits(build_biased(), ids)[:DECODE_STEPS] - ref).max() > 1e-2, "training changed nothing"
+    # we load the adapter PEFT loads (biases included) to the same logits; 1e-4 as above
+    ours = our_logits(leantune_bin, folder, ids, tmp_path, ("--adapter", str(out / "adapter"))).reshape(DECODE_STEPS, -1)
+    assert np.abs(ours - ref).max() <= 1e-4
+    r = subprocess.run([leantune_bin, "merge", "--model", str(folder), "--adapter", str(out / "adapter"), "--out",
+                        str(tmp_path / "merged")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    merged, info = LlamaForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    # 1e-4: f32 throughout; merging W + s·B·A reorders one sum per weight (~1e-7 relative)
+    assert np.abs(hf_logits(merged.eval(), ids)[:DECODE_STEPS] - ref).max() <= 1e-4
 
 
 def run_logits(leantune_bin, folder, tmp_path):
