@@ -2,9 +2,9 @@
 # against transformers and PEFT (the oracles): next-token logits, full fine-tuning gradients of
 # every tensor including the seven biases, LoRA gradients with PEFT's bias="none" / "all", a full
 # fine-tune's saved folder loading in transformers with its trained biases, a LoRA adapter with
-# trained biases loading in PEFT (and in us) and merging into a folder transformers loads; and checkpoint
-# accounting: an extra tensor, a missing bias, or a bias the config does not give the model is an
-# error naming the tensor (and the file), never a silent drop.
+# trained biases loading in PEFT (and in us) and merging into a folder transformers loads; and
+# checkpoint accounting: an extra tensor, a missing bias, or a bias the config does not give the
+# model is an error naming the tensor (and the file), never a silent drop.
 import json
 import shutil
 import subprocess
