@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "model/llama_model.h"
 #include "train/train_model.h"
 
 using namespace lt;
@@ -171,6 +172,31 @@ TEST(TrainModelGrad, EveryProjectionBiasMatchesFiniteDifferences) {
   o.lora.bias = "lora_only";
   o.lora.target_modules = {"o_proj", "down_proj"};
   EXPECT_EQ(biases_of(check_fd(o, 2e-2, true), 1), (std::vector<std::string>{"o_proj.bias", "down_proj.bias"}));
+}
+
+// The seven biases are buffers of both plans: frozen weights for inference and LoRA, trainable
+// tensors (with gradient and AdamW moments) for full fine-tuning.
+TEST(TrainModelGrad, EveryBiasIsABufferOfTheInferenceAndTrainingPlans) {
+  TinyModel tm(true);
+  auto cat_of = [](const MemoryPlan& p, const std::string& name) {
+    int found = -1;
+    for (const auto& b : p.buffers)
+      if (b.name == name) found = int(b.cat);
+    return found;
+  };
+  TrainModelOptions full;
+  full.method = "full";
+  full.seq_len = 6;
+  TrainModelOptions lora = full;
+  lora.method = "lora";
+  const MemoryPlan inf = plan_inference(tm.cfg, {}), tf = plan_training(tm.cfg, full), tl = plan_training(tm.cfg, lora);
+  for (const char* b : {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"}) {
+    const std::string n = std::string("model.layers.1.") + b + ".bias";
+    EXPECT_EQ(cat_of(inf, n), int(Category::FrozenWeights)) << n;
+    EXPECT_EQ(cat_of(tl, n), int(Category::FrozenWeights)) << n;
+    EXPECT_EQ(cat_of(tf, n), int(Category::TrainableParams)) << n;
+    EXPECT_EQ(cat_of(tf, "grad." + n), int(Category::Grads)) << n;
+  }
 }
 
 TEST(TrainModelGrad, EveryCheckpointingModeGivesIdenticalGradientsAndLessMemory) {
