@@ -141,11 +141,13 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.rope_scaling = parse_rope_scaling(j, where);
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
+  // Biases as transformers builds the modules: Qwen2 always has q/k/v biases (o_proj none, and
+  // it has no attention_bias / mlp_bias fields); Llama's attention_bias covers q, k, v and o,
+  // mlp_bias gate, up and down; Mistral has no biases whatever the config says.
   if (c.arch == "qwen2") {
-    c.attention_bias = true;  // Qwen2 always has q/k/v biases (o_proj has none)
-    c.mlp_bias = false;
-  } else {
-    c.attention_bias = f.opt_bool("attention_bias", false);
+    c.attention_bias = true;
+  } else if (c.arch == "llama") {
+    c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
     c.mlp_bias = f.opt_bool("mlp_bias", false);
   }
   // Sliding-window attention: Mistral applies it when sliding_window is set; Qwen2 only with

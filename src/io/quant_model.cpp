@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint_tensors.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 
@@ -93,6 +94,7 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
   check_quant_spec(spec);
   ModelFiles files = load_model_files(model);
   const ModelConfig& mc = files.config;
+  check_checkpoint_tensors(mc, files.tensors);  // before quantizing: a stray tensor is named now, not on load
   if (!mc.quantization.empty()) {
     const QuantSpec s = model_quant_spec(mc);
     fail("{}: the model is already quantized ({}, block size {}, double quant {}); quantizing it again to {} would "

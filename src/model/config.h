@@ -3,7 +3,9 @@
 // Dimension letters: C model width, L layers, NH heads, NKV key/value heads, HS head size,
 // F MLP width, V vocabulary.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace lt {
 
@@ -35,8 +37,12 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   RopeLayout rope_layout = RopeLayout::Halves;
   bool tie_embeddings = false;  // lm_head shares the embedding table
-  bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
-  bool mlp_bias = false;
+  // Linear biases, as transformers applies them: Llama's attention_bias gives q, k, v AND o_proj
+  // a bias, Qwen2 always has q/k/v biases and none on o_proj, Llama's mlp_bias gives gate, up
+  // and down a bias. has_bias() is what every module asks.
+  bool attention_bias = false;  // q/k/v projections have biases
+  bool o_proj_bias = false;     // o_proj has a bias
+  bool mlp_bias = false;        // gate/up/down projections have biases
   int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
@@ -47,6 +53,14 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // Whether projection m (q, k, v, o, gate, up, down: llama_linear_modules() order) has a bias.
+  bool has_bias(int m) const { return m <= 2 ? attention_bias : m == 3 ? o_proj_bias : mlp_bias; }
+  // (in, out) of projection m: its weight is (out, in), its bias (out).
+  std::pair<int64_t, int64_t> linear_shape(int m) const {
+    const int64_t C = dim, QD = q_dim(), KVD = kv_dim(), F = hidden_dim;
+    const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
+    return {in[m], out[m]};
+  }
 };
 
 // Checks the config is usable (positive sizes, NH divisible by NKV, ...); throws naming `where`.

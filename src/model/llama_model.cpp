@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "io/checkpoint_tensors.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
@@ -22,6 +23,12 @@
 namespace lt {
 
 static std::string layer_name(int l, const char* rest) { return fmt::format("model.layers.{}.{}", l, rest); }
+
+// "model.layers.{l}.{self_attn|mlp}.{module}.{what}" for projection m
+static std::string linear_name(int l, int m, const char* what) {
+  const std::string& mod = llama_linear_modules()[size_t(m)];
+  return fmt::format("model.layers.{}.{}.{}.{}", l, llama_module_parent(mod), mod, what);
+}
 
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   if (o.context <= 0) o.context = std::min(c.max_seq_len, 4096);
@@ -46,13 +53,6 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
   return true;
 }
 
-// (in, out) of linear m: q, k, v, o, gate, up, down
-static std::pair<int64_t, int64_t> linear_shape(const ModelConfig& c, int m) {
-  const int64_t C = c.dim, QD = c.q_dim(), KVD = c.kv_dim(), F = c.hidden_dim;
-  const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
-  return {in[m], out[m]};
-}
-
 MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   InferenceOptions o = opts;
   resolve_inference_options(c, o);
@@ -64,8 +64,12 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   const bool quant = inference_quant_spec(c, o, &qs);
   // a linear weight: f32, or its quantized storage (the HF name either way)
   auto lin = [&](int l, int m, const char* rest) {
-    auto [in, out] = linear_shape(c, m);
+    auto [in, out] = c.linear_shape(m);
     p.add(layer_name(l, rest), W, quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * f);
+  };
+  // a linear's bias (f32 whatever the weight), when the model has one
+  auto bias = [&](int l, int m) {
+    if (c.has_bias(m)) p.add(linear_name(l, m, "bias"), W, size_t(c.linear_shape(m).second) * f);
   };
   p.add("model.embed_tokens.weight", W, V * C * f);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -73,16 +77,14 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     lin(l, 0, "self_attn.q_proj.weight");
     lin(l, 1, "self_attn.k_proj.weight");
     lin(l, 2, "self_attn.v_proj.weight");
-    if (c.attention_bias) {
-      p.add(layer_name(l, "self_attn.q_proj.bias"), W, QD * f);
-      p.add(layer_name(l, "self_attn.k_proj.bias"), W, KVD * f);
-      p.add(layer_name(l, "self_attn.v_proj.bias"), W, KVD * f);
-    }
+    for (int m = 0; m < 3; ++m) bias(l, m);
     lin(l, 3, "self_attn.o_proj.weight");
+    bias(l, 3);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
     lin(l, 4, "mlp.gate_proj.weight");
     lin(l, 5, "mlp.up_proj.weight");
     lin(l, 6, "mlp.down_proj.weight");
+    for (int m = 4; m < 7; ++m) bias(l, m);
   }
   p.add("model.norm.weight", W, C * f);
   if (!c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
@@ -103,7 +105,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   if (quant) {
     size_t ws = 0, load = 0;
     for (int m = 0; m < 7; ++m) {
-      auto [in, out] = linear_shape(c, m);
+      auto [in, out] = c.linear_shape(m);
       ws = std::max(ws, quant_workspace_bytes(qs, int(TB), int(in), int(out)));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
@@ -116,6 +118,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
 LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, InferenceOptions opts, const Ops& ops)
     : cfg_(config), opts_(opts), ops_(ops) {
   validate_config(cfg_, tensors.source);
+  check_checkpoint_tensors(cfg_, tensors);
   resolve_inference_options(cfg_, opts_);
   plan_ = plan_inference(cfg_, opts_);
   arenas_.allocate(plan_);
@@ -191,12 +194,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     L.wq = take_linear(L, l, 0, "self_attn.q_proj.weight", {QD, C});
     L.wk = take_linear(L, l, 1, "self_attn.k_proj.weight", {KVD, C});
     L.wv = take_linear(L, l, 2, "self_attn.v_proj.weight", {KVD, C});
-    L.bq = L.bk = L.bv = nullptr;
-    if (cfg_.attention_bias) {
-      L.bq = take(layer_name(l, "self_attn.q_proj.bias"), {QD});
-      L.bk = take(layer_name(l, "self_attn.k_proj.bias"), {KVD});
-      L.bv = take(layer_name(l, "self_attn.v_proj.bias"), {KVD});
-    }
+    for (int m = 0; m < 7; ++m)
+      L.bias[m] = cfg_.has_bias(m) ? take(linear_name(l, m, "bias"), {cfg_.linear_shape(m).second}) : nullptr;
     L.wo = take_linear(L, l, 3, "self_attn.o_proj.weight", {C, QD});
     L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
     L.w_gate = take_linear(L, l, 4, "mlp.gate_proj.weight", {F, C});
@@ -226,25 +225,23 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
     float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
-    float* Bias[7] = {L.bq, L.bk, L.bv, nullptr, nullptr, nullptr, nullptr};
-    const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
-    const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
     for (int m = 0; m < 7; ++m) {
+      const auto [in, out] = cfg_.linear_shape(m);
       if (ad.tensors.find(peft_lora_key(l, mods[m], true))) {
-        const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mods[m], true), {R, in[m]});
-        const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mods[m], false), {out[m], R});
+        const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mods[m], true), {R, in});
+        const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mods[m], false), {out, R});
         std::vector<float> fa(size_t(A.numel())), fb(size_t(B.numel()));
         convert_to_f32(fa.data(), A.data, A.dtype, fa.size());
         convert_to_f32(fb.data(), B.data, B.dtype, fb.size());
-        cpu::gemm_f32(false, false, int(out[m]), int(in[m]), int(R), s, fb.data(), int(R), fa.data(), int(in[m]), 1.0f,
-                      W[m], int(in[m]));
+        cpu::gemm_f32(false, false, int(out), int(in), int(R), s, fb.data(), int(R), fa.data(), int(in), 1.0f,
+                      W[m], int(in));
         ++merged;
       }
       if (ad.tensors.find(peft_bias_key(l, mods[m]))) {
-        LT_CHECK(Bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mods[m], l);
+        LT_CHECK(L.bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mods[m], l);
         LT_CHECK(sign > 0, "{}: cannot unmerge an adapter that carries trained biases", dir);
-        const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mods[m]), {out[m]});
-        convert_to_f32(Bias[m], bt.data, bt.dtype, size_t(bt.numel()));
+        const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mods[m]), {out});
+        convert_to_f32(L.bias[m], bt.data, bt.dtype, size_t(bt.numel()));
       }
     }
   }
@@ -292,19 +289,19 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     float* k = L.k_cache + size_t(pos0) * KVD;  // (T, KVD) rows of the cache
     float* v = L.v_cache + size_t(pos0) * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
-    linear(q_, xn_, L, 0, L.bq, T, C, QD);
-    linear(k, xn_, L, 1, L.bk, T, C, KVD);
-    linear(v, xn_, L, 2, L.bv, T, C, KVD);
+    linear(q_, xn_, L, 0, L.bias[0], T, C, QD);
+    linear(k, xn_, L, 1, L.bias[1], T, C, KVD);
+    linear(v, xn_, L, 2, L.bias[2], T, C, KVD);
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
     ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS);
-    linear(xn_, att_, L, 3, nullptr, T, QD, C);
+    linear(xn_, att_, L, 3, L.bias[3], T, QD, C);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
-    linear(gate_, xn_, L, 4, nullptr, T, C, F);
-    linear(up_, xn_, L, 5, nullptr, T, C, F);
+    linear(gate_, xn_, L, 4, L.bias[4], T, C, F);
+    linear(up_, xn_, L, 5, L.bias[5], T, C, F);
     ops_.swiglu_forward(gate_, gate_, up_, T, F);
-    linear(xn_, gate_, L, 6, nullptr, T, F, C);
+    linear(xn_, gate_, L, 6, L.bias[6], T, F, C);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
   }
 }

@@ -40,7 +40,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 struct LayerWeights {
   float* attn_norm;                 // (C)
   float *wq, *wk, *wv, *wo;         // (QD, C) (KVD, C) (KVD, C) (C, QD)
-  float *bq, *bk, *bv;              // (QD) (KVD) (KVD), null without attention_bias
+  float* bias[7];                   // per projection (its out size), null where the model has none
   float* ffn_norm;                  // (C)
   float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
   QuantTensor q[7];                 // quantized q, k, v, o, gate, up, down (when the model is quantized)

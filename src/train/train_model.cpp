@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/ledger.h"
 #include "core/mapped_file.h"
+#include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
@@ -104,8 +105,6 @@ bool targets_layer(const LoraConfig& lc, int l) {
   return lc.layers_to_transform.empty() ||
          std::find(lc.layers_to_transform.begin(), lc.layers_to_transform.end(), l) != lc.layers_to_transform.end();
 }
-
-bool module_has_bias(const ModelConfig& c, int m) { return c.attention_bias && m <= 2; }
 
 std::string hf_linear_name(int l, int m, const char* what) {
   const auto& mod = llama_linear_modules()[m];
@@ -296,7 +295,7 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
       if (half && full) p.add(wn + "." + o.precision, Category::Workspace, size_t(in) * out * 2);
       const auto& mod = llama_linear_modules()[m];
       bool adapted = !full && targets_module(o.lora, mod) && targets_layer(o.lora, l);
-      if (module_has_bias(c, m)) {
+      if (c.has_bias(m)) {
         bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
         weight(hf_linear_name(l, m, "bias"), out, train_bias);
       }
@@ -380,7 +379,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
       store_(store) {
   validate_config(cfg_, ts.source);
-  LT_CHECK(!cfg_.mlp_bias, "{}: MLP biases are not supported", ts.source);
+  check_checkpoint_tensors(cfg_, ts);
   LT_CHECK(!(opts_.store_params || opts_.store_grads) ||
                (store_ && store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads),
            "TrainModel: store_params / store_grads need a TrainableStore holding exactly those");
@@ -530,7 +529,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         load(wn, {out, in}, l, true, &lin->w, &lin->dw);
         if (half_ != DType::F32) lin->w16 = arenas_.get_as<uint16_t>(wn + half_suffix);  // filled by zero_grads()
       }
-      if (module_has_bias(cfg_, m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
+      if (cfg_.has_bias(m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
       auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
       if (!full && is_trainable(an)) {
         // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0

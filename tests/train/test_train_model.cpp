@@ -1,6 +1,6 @@
 // The training model end to end: finite differences on a tiny random Llama (LoRA on all seven
-// modules with a non-zero B, and full fine-tuning), checkpointing giving identical gradients, and
-// the plan matching what was allocated.
+// modules with a non-zero B, and full fine-tuning; q/k/v biases, or a bias on every projection),
+// checkpointing giving identical gradients, and the plan matching what was allocated.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "model/llama_model.h"
 #include "train/train_model.h"
 
 using namespace lt;
@@ -19,9 +20,12 @@ struct TinyModel {
   std::vector<std::vector<float>> store;
   TensorSet ts;
 
-  TinyModel() {
+  // every_bias: all seven projections have biases (HF Llama attention_bias + mlp_bias); else
+  // q/k/v only (Qwen2)
+  explicit TinyModel(bool every_bias = false) {
     cfg.dim = 8; cfg.n_layers = 2; cfg.n_heads = 2; cfg.n_kv_heads = 1; cfg.head_dim = 4; cfg.hidden_dim = 12;
     cfg.vocab_size = 11; cfg.max_seq_len = 64; cfg.attention_bias = true;
+    cfg.o_proj_bias = cfg.mlp_bias = every_bias;
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0, 0.4f);
     auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {
@@ -49,6 +53,11 @@ struct TinyModel {
       add(p + "mlp.gate_proj.weight", {F, C}, false);
       add(p + "mlp.up_proj.weight", {F, C}, false);
       add(p + "mlp.down_proj.weight", {C, F}, false);
+      if (!every_bias) continue;
+      add(p + "self_attn.o_proj.bias", {C}, false);
+      add(p + "mlp.gate_proj.bias", {F}, false);
+      add(p + "mlp.up_proj.bias", {F}, false);
+      add(p + "mlp.down_proj.bias", {C}, false);
     }
     add("model.norm.weight", {C}, true);
     add("lm_head.weight", {V, C}, false);
@@ -71,9 +80,11 @@ struct Batch2 {
   }
 };
 
-void check_fd(TrainModelOptions o, double tol) {
-  TinyModel tm;
+// Returns the names of the tensors checked.
+std::vector<std::string> check_fd(TrainModelOptions o, double tol, bool every_bias = false) {
+  TinyModel tm(every_bias);
   TrainModel m(tm.cfg, tm.ts, o, ops_ref());
+  std::vector<std::string> names;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 0.3f);
   for (auto& p : m.params())  // non-zero B so that A gets a gradient too
@@ -99,8 +110,20 @@ void check_fd(TrainModelOptions o, double tol) {
       EXPECT_LE(err, tol) << p.name << "[" << i << "] fd " << fd << " analytic " << p.g[i];
       ++checked;
     }
+    names.push_back(p.name);
   }
   EXPECT_GT(checked, 40);
+  return names;
+}
+
+// The trainable biases among `names`, by projection suffix ("q_proj.bias", ...).
+std::vector<std::string> biases_of(const std::vector<std::string>& names, int layer) {
+  std::vector<std::string> out;
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  for (const auto& n : names)
+    if (n.rfind(prefix, 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0)
+      out.push_back(n.substr(n.rfind('.', n.size() - 6) + 1));
+  return out;
 }
 
 }  // namespace
@@ -124,6 +147,56 @@ TEST(TrainModelGrad, FullFineTuningMatchesFiniteDifferences) {
   o.micro_batch = 2;
   o.seq_len = 6;
   check_fd(o, 2e-2);
+}
+
+// HF Llama attention_bias + mlp_bias: the o_proj and MLP biases' gradients (and what flows
+// through them) match finite differences, full fine-tuning and LoRA with bias "all".
+TEST(TrainModelGrad, EveryProjectionBiasMatchesFiniteDifferences) {
+  TrainModelOptions o;
+  o.method = "full";
+  o.micro_batch = 2;
+  o.seq_len = 6;
+  auto full = check_fd(o, 2e-2, true);
+  const std::vector<std::string> all7 = {"q_proj.bias", "k_proj.bias", "v_proj.bias", "o_proj.bias",
+                                         "gate_proj.bias", "up_proj.bias", "down_proj.bias"};
+  EXPECT_EQ(biases_of(full, 1), all7);
+  o.method = "lora";
+  o.lora.r = 2;
+  o.lora.alpha = 4;
+  o.lora.target_modules = {"all-linear"};
+  o.lora.bias = "all";
+  EXPECT_EQ(biases_of(check_fd(o, 2e-2, true), 0), all7);
+  // LoRA freezes the biases unless the bias option says otherwise; lora_only: the adapted modules'
+  o.lora.bias = "none";
+  EXPECT_TRUE(biases_of(check_fd(o, 2e-2, true), 0).empty());
+  o.lora.bias = "lora_only";
+  o.lora.target_modules = {"o_proj", "down_proj"};
+  EXPECT_EQ(biases_of(check_fd(o, 2e-2, true), 1), (std::vector<std::string>{"o_proj.bias", "down_proj.bias"}));
+}
+
+// The seven biases are buffers of both plans: frozen weights for inference and LoRA, trainable
+// tensors (with gradient and AdamW moments) for full fine-tuning.
+TEST(TrainModelGrad, EveryBiasIsABufferOfTheInferenceAndTrainingPlans) {
+  TinyModel tm(true);
+  auto cat_of = [](const MemoryPlan& p, const std::string& name) {
+    int found = -1;
+    for (const auto& b : p.buffers)
+      if (b.name == name) found = int(b.cat);
+    return found;
+  };
+  TrainModelOptions full;
+  full.method = "full";
+  full.seq_len = 6;
+  TrainModelOptions lora = full;
+  lora.method = "lora";
+  const MemoryPlan inf = plan_inference(tm.cfg, {}), tf = plan_training(tm.cfg, full), tl = plan_training(tm.cfg, lora);
+  for (const char* b : {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"}) {
+    const std::string n = std::string("model.layers.1.") + b + ".bias";
+    EXPECT_EQ(cat_of(inf, n), int(Category::FrozenWeights)) << n;
+    EXPECT_EQ(cat_of(tl, n), int(Category::FrozenWeights)) << n;
+    EXPECT_EQ(cat_of(tf, n), int(Category::TrainableParams)) << n;
+    EXPECT_EQ(cat_of(tf, "grad." + n), int(Category::Grads)) << n;
+  }
 }
 
 TEST(TrainModelGrad, EveryCheckpointingModeGivesIdenticalGradientsAndLessMemory) {

@@ -29,7 +29,7 @@ static std::vector<int> read_i32(const std::string& path, size_t n) {
 
 void add_grad_command(CLI::App& app) {
   struct Args {
-    std::string model, adapter, tokens, labels, out, method = "lora", ckpt = "none";
+    std::string model, adapter, tokens, labels, out, method = "lora", ckpt = "none", lora_bias = "none";
     std::vector<std::string> targets = {"all-linear"};
     int B = 1, T = 0, r = 8, threads = 0;
     float alpha = 16, dropout = 0, adamw_lr = 0, weight_decay = 0.01f;
@@ -48,6 +48,7 @@ void add_grad_command(CLI::App& app) {
   c->add_option("--lora-alpha", a->alpha, "alpha");
   c->add_flag("--rslora", a->rslora, "alpha / sqrt(r) scaling");
   c->add_option("--lora-target-modules", a->targets, "modules");
+  c->add_option("--lora-bias", a->lora_bias, "none | all | lora_only: which biases LoRA trains (PEFT's bias)");
   c->add_option("--checkpointing", a->ckpt, "none | every | every:K");
   c->add_option("--threads,-t", a->threads, "threads");
   c->add_option("--out,-o", a->out, "output folder")->required();
@@ -62,6 +63,7 @@ void add_grad_command(CLI::App& app) {
     o.lora.alpha = a->alpha;
     o.lora.use_rslora = a->rslora;
     o.lora.target_modules = a->targets;
+    o.lora.bias = a->lora_bias;
     o.micro_batch = a->B;
     o.seq_len = a->T;
     o.loss_chunk = 37;  // deliberately not dividing B*T

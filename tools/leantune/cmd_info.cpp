@@ -27,11 +27,11 @@ void add_info_command(CLI::App& app) {
     const auto& m = files.config;
     validate_config(m, a->model);
     fmt::print("model: {} ({})\n  dim {} layers {} heads {} kv_heads {} head_dim {} ffn {} vocab {} max_seq {}\n"
-               "  rope_theta {} rope_scaling {} rope_layout {} norm_eps {} tied {} qkv_bias {}\n",
+               "  rope_theta {} rope_scaling {} rope_layout {} norm_eps {} tied {} bias q/k/v {} o {} mlp {}\n",
                a->model, m.arch, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.hidden_dim, m.vocab_size,
                m.max_seq_len, m.rope_theta, m.rope_scaling.type.empty() ? "none" : m.rope_scaling.type,
                m.rope_layout == RopeLayout::Halves ? "halves" : "interleaved", m.norm_eps, m.tie_embeddings,
-               m.attention_bias);
+               m.attention_bias, m.o_proj_bias, m.mlp_bias);
     InferenceOptions io;
     io.context = a->context;
     resolve_inference_options(m, io);
