@@ -62,7 +62,7 @@ const KeyRange kRanges[] = {
     {"val_set_size", 0, 1, false, true, "the fraction of the data held out for evaluation",
      [](const TrainConfig& c) { return c.val_set_size; }},
     {"min_blank_lines", 1, kIntMax, false, false, "blank lines that separate two documents",
-     [](const TrainConfig& c) { return c.datasets.empty() ? 1.0 : double(c.datasets[0].min_blank_lines); }},
+     [](const TrainConfig& c) { return double(c.min_blank_lines); }},
     {"lora_r", 1, 65536, false, false, "the LoRA rank; at most min(in, out) of each adapted projection",
      [](const TrainConfig& c) { return double(c.lora.r); }},
     {"lora_alpha", 0, 1e9, true, false, "the LoRA scale is lora_alpha / lora_r",
@@ -231,6 +231,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
     if (v.IsSequence()) {
       for (const auto& d : v) {
         DatasetSpec ds;
+        ds.min_blank_lines = c.min_blank_lines;
         if (d.IsScalar()) {
           ds.path = as<std::string>(d, key, where);
         } else {
@@ -250,10 +251,13 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
         c.datasets.push_back(ds);
       }
     } else {
-      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p});
+      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p, c.min_blank_lines});
     }
-  } else if (key == "dataset") c.datasets = {{S()}};
-  else if (key == "min_blank_lines") { for (auto& d : c.datasets) d.min_blank_lines = I(); }
+  } else if (key == "dataset") c.datasets = {{S(), c.min_blank_lines}};
+  else if (key == "min_blank_lines") {  // every dataset listed so far, and those listed after it
+    c.min_blank_lines = I();
+    for (auto& d : c.datasets) d.min_blank_lines = c.min_blank_lines;
+  }
   else if (key == "eval_dataset") c.eval_dataset = S();
   else if (key == "val_set_size") c.val_set_size = D();
   else if (key == "chat_template") c.chat_template = S();
