@@ -117,12 +117,14 @@ std::string range_text(const KeyRange& r) {
   return s;
 }
 
-// lt::Error naming the key, the value and the allowed range when `value` is outside it (NaN too).
-void check_range(const std::string& key, double value, const std::string& where) {
+// lt::Error naming the key, the value (as written, when `text` is given) and the allowed range
+// when `value` is outside it (NaN too).
+void check_range(const std::string& key, double value, const std::string& where, const std::string& text = "") {
   const KeyRange* r = find_range(key);
   if (!r) return;
   const bool ok = (r->lo_open ? value > r->lo : value >= r->lo) && (r->hi_open ? value < r->hi : value <= r->hi);
-  LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, value, range_text(*r), r->note);
+  const std::string shown = text.empty() ? fmt::format("{}", value) : text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, shown, range_text(*r), r->note);
 }
 
 // seed: a whole number from 0 to 2^64 - 1.
@@ -213,14 +215,14 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   auto S = [&] { return as<std::string>(v, key, where); };
   auto I = [&] {  // read wide, so an out-of-range value is reported as such, not as a wrong type
     const long long x = as<long long>(v, key, where);
-    check_range(key, double(x), where);
+    check_range(key, double(x), where, v.IsScalar() ? v.Scalar() : "");
     LT_CHECK(x >= INT_MIN && x <= INT_MAX, "{}: {}: {} is out of range (a whole number of at most {})", where, key, x,
              INT_MAX);
     return int(x);
   };
   auto D = [&] {
     const double x = as<double>(v, key, where);
-    check_range(key, x, where);
+    check_range(key, x, where, v.IsScalar() ? v.Scalar() : "");
     return x;
   };
   auto B = [&] { return as<bool>(v, key, where); };
