@@ -46,6 +46,7 @@ std::vector<std::string> as_list(const YAML::Node& n, const std::string& key, co
 
 // ---- allowed values of every numeric key -------------------------------------------------------
 constexpr double kIntMax = double(INT_MAX);
+constexpr double kInf = std::numeric_limits<double>::infinity();  // no upper bound (the value must still be finite)
 
 struct KeyRange {
   const char* key;
@@ -75,13 +76,13 @@ const KeyRange kRanges[] = {
      [](const TrainConfig& c) { return double(c.gradient_accumulation_steps); }},
     {"sequence_len", 2, 1 << 24, false, false, "tokens per sequence; also at most the model's max_position_embeddings",
      [](const TrainConfig& c) { return double(c.sequence_len); }},
-    {"learning_rate", 0, 1e3, true, false, "the peak AdamW learning rate, e.g. 2e-4",
+    {"learning_rate", 0, kInf, true, false, "the peak AdamW learning rate, e.g. 2e-4",
      [](const TrainConfig& c) { return c.learning_rate; }},
     {"warmup_steps", 0, kIntMax, false, false, "optimizer steps of linear warmup; at most max_steps",
      [](const TrainConfig& c) { return double(c.warmup_steps); }},
-    {"weight_decay", 0, 1e3, false, false, "decoupled AdamW weight decay; 0 turns it off",
+    {"weight_decay", 0, kInf, false, false, "decoupled AdamW weight decay; 0 turns it off",
      [](const TrainConfig& c) { return c.weight_decay; }},
-    {"max_grad_norm", 0, 1e30, false, false, "the gradient-norm clip; 0 turns clipping off",
+    {"max_grad_norm", 0, kInf, false, false, "the gradient-norm clip; 0 turns clipping off",
      [](const TrainConfig& c) { return c.max_grad_norm; }},
     {"num_epochs", 1, 1e6, false, false, "passes over the training data (max_steps > 0 stops earlier)",
      [](const TrainConfig& c) { return double(c.num_epochs); }},
@@ -114,6 +115,7 @@ const KeyRange* find_range(const std::string& key) {
 std::string range_text(const KeyRange& r) {
   std::string s = fmt::format("{} {}", r.lo_open ? ">" : ">=", r.lo);
   if (std::isfinite(r.hi)) s += fmt::format(" and {} {}", r.hi_open ? "<" : "<=", r.hi);
+  else s = "a finite number " + s;
   return s;
 }
 
@@ -122,7 +124,8 @@ std::string range_text(const KeyRange& r) {
 void check_range(const std::string& key, double value, const std::string& where, const std::string& text = "") {
   const KeyRange* r = find_range(key);
   if (!r) return;
-  const bool ok = (r->lo_open ? value > r->lo : value >= r->lo) && (r->hi_open ? value < r->hi : value <= r->hi);
+  const bool ok = std::isfinite(value) && (r->lo_open ? value > r->lo : value >= r->lo) &&
+                  (r->hi_open ? value < r->hi : value <= r->hi);
   const std::string shown = text.empty() ? fmt::format("{}", value) : text.size() > 40 ? text.substr(0, 40) + "..." : text;
   LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, shown, range_text(*r), r->note);
 }
