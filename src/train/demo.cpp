@@ -1,5 +1,6 @@
 #include "train/demo.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -158,7 +159,7 @@ void run_demo(const DemoOptions& o) {
     c.lora.target_modules = {"all-linear"};
     c.max_steps = o.lora_steps;
     c.learning_rate = 2e-3;
-    c.warmup_steps = 5;
+    c.warmup_steps = std::min(5, o.lora_steps);  // warmup_steps <= max_steps (train_config.h)
     c.sequence_len = 256;
     c.micro_batch_size = 8;
     for (auto& d : c.datasets) d.min_blank_lines = 2;
@@ -182,7 +183,7 @@ void run_demo(const DemoOptions& o) {
   c1.method = "full";
   c1.max_steps = o.pretrain_steps;
   c1.learning_rate = 3e-3;
-  c1.warmup_steps = 20;
+  c1.warmup_steps = std::min(20, o.pretrain_steps);
   c1.weight_decay = 0.01;
   c1.sequence_len = 64;
   c1.micro_batch_size = 16;
@@ -199,7 +200,7 @@ void run_demo(const DemoOptions& o) {
   c2.lora.target_modules = {"all-linear"};
   c2.max_steps = o.lora_steps;
   c2.learning_rate = 5e-3;
-  c2.warmup_steps = 10;
+  c2.warmup_steps = std::min(10, o.lora_steps);
   c2.sequence_len = 64;
   c2.micro_batch_size = 16;
   run_training(c2);

@@ -46,6 +46,7 @@ std::vector<std::string> as_list(const YAML::Node& n, const std::string& key, co
 
 // ---- allowed values of every numeric key -------------------------------------------------------
 constexpr double kIntMax = double(INT_MAX);
+constexpr double kInf = std::numeric_limits<double>::infinity();  // no upper bound (the value must still be finite)
 
 struct KeyRange {
   const char* key;
@@ -62,7 +63,7 @@ const KeyRange kRanges[] = {
     {"val_set_size", 0, 1, false, true, "the fraction of the data held out for evaluation",
      [](const TrainConfig& c) { return c.val_set_size; }},
     {"min_blank_lines", 1, kIntMax, false, false, "blank lines that separate two documents",
-     [](const TrainConfig& c) { return c.datasets.empty() ? 1.0 : double(c.datasets[0].min_blank_lines); }},
+     [](const TrainConfig& c) { return double(c.min_blank_lines); }},
     {"lora_r", 1, 65536, false, false, "the LoRA rank; at most min(in, out) of each adapted projection",
      [](const TrainConfig& c) { return double(c.lora.r); }},
     {"lora_alpha", 0, 1e9, true, false, "the LoRA scale is lora_alpha / lora_r",
@@ -75,13 +76,13 @@ const KeyRange kRanges[] = {
      [](const TrainConfig& c) { return double(c.gradient_accumulation_steps); }},
     {"sequence_len", 2, 1 << 24, false, false, "tokens per sequence; also at most the model's max_position_embeddings",
      [](const TrainConfig& c) { return double(c.sequence_len); }},
-    {"learning_rate", 0, 1e3, true, false, "the peak AdamW learning rate, e.g. 2e-4",
+    {"learning_rate", 0, kInf, true, false, "the peak AdamW learning rate, e.g. 2e-4",
      [](const TrainConfig& c) { return c.learning_rate; }},
     {"warmup_steps", 0, kIntMax, false, false, "optimizer steps of linear warmup; at most max_steps",
      [](const TrainConfig& c) { return double(c.warmup_steps); }},
-    {"weight_decay", 0, 1e3, false, false, "decoupled AdamW weight decay; 0 turns it off",
+    {"weight_decay", 0, kInf, false, false, "decoupled AdamW weight decay; 0 turns it off",
      [](const TrainConfig& c) { return c.weight_decay; }},
-    {"max_grad_norm", 0, 1e30, false, false, "the gradient-norm clip; 0 turns clipping off",
+    {"max_grad_norm", 0, kInf, false, false, "the gradient-norm clip; 0 turns clipping off",
      [](const TrainConfig& c) { return c.max_grad_norm; }},
     {"num_epochs", 1, 1e6, false, false, "passes over the training data (max_steps > 0 stops earlier)",
      [](const TrainConfig& c) { return double(c.num_epochs); }},
@@ -114,15 +115,19 @@ const KeyRange* find_range(const std::string& key) {
 std::string range_text(const KeyRange& r) {
   std::string s = fmt::format("{} {}", r.lo_open ? ">" : ">=", r.lo);
   if (std::isfinite(r.hi)) s += fmt::format(" and {} {}", r.hi_open ? "<" : "<=", r.hi);
+  else s = "a finite number " + s;
   return s;
 }
 
-// lt::Error naming the key, the value and the allowed range when `value` is outside it (NaN too).
-void check_range(const std::string& key, double value, const std::string& where) {
+// lt::Error naming the key, the value (as written, when `text` is given) and the allowed range
+// when `value` is outside it (NaN too).
+void check_range(const std::string& key, double value, const std::string& where, const std::string& text = "") {
   const KeyRange* r = find_range(key);
   if (!r) return;
-  const bool ok = (r->lo_open ? value > r->lo : value >= r->lo) && (r->hi_open ? value < r->hi : value <= r->hi);
-  LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, value, range_text(*r), r->note);
+  const bool ok = std::isfinite(value) && (r->lo_open ? value > r->lo : value >= r->lo) &&
+                  (r->hi_open ? value < r->hi : value <= r->hi);
+  const std::string shown = text.empty() ? fmt::format("{}", value) : text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  LT_CHECK(ok, "{}: {}: {} is out of range: it must be {} ({})", where, key, shown, range_text(*r), r->note);
 }
 
 // seed: a whole number from 0 to 2^64 - 1.
@@ -213,14 +218,14 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
   auto S = [&] { return as<std::string>(v, key, where); };
   auto I = [&] {  // read wide, so an out-of-range value is reported as such, not as a wrong type
     const long long x = as<long long>(v, key, where);
-    check_range(key, double(x), where);
+    check_range(key, double(x), where, v.IsScalar() ? v.Scalar() : "");
     LT_CHECK(x >= INT_MIN && x <= INT_MAX, "{}: {}: {} is out of range (a whole number of at most {})", where, key, x,
              INT_MAX);
     return int(x);
   };
   auto D = [&] {
     const double x = as<double>(v, key, where);
-    check_range(key, x, where);
+    check_range(key, x, where, v.IsScalar() ? v.Scalar() : "");
     return x;
   };
   auto B = [&] { return as<bool>(v, key, where); };
@@ -231,6 +236,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
     if (v.IsSequence()) {
       for (const auto& d : v) {
         DatasetSpec ds;
+        ds.min_blank_lines = c.min_blank_lines;
         if (d.IsScalar()) {
           ds.path = as<std::string>(d, key, where);
         } else {
@@ -250,10 +256,13 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
         c.datasets.push_back(ds);
       }
     } else {
-      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p});
+      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p, c.min_blank_lines});
     }
-  } else if (key == "dataset") c.datasets = {{S()}};
-  else if (key == "min_blank_lines") { for (auto& d : c.datasets) d.min_blank_lines = I(); }
+  } else if (key == "dataset") c.datasets = {{S(), c.min_blank_lines}};
+  else if (key == "min_blank_lines") {  // every dataset listed so far, and those listed after it
+    c.min_blank_lines = I();
+    for (auto& d : c.datasets) d.min_blank_lines = c.min_blank_lines;
+  }
   else if (key == "eval_dataset") c.eval_dataset = S();
   else if (key == "val_set_size") c.val_set_size = D();
   else if (key == "chat_template") c.chat_template = S();

@@ -21,6 +21,7 @@ struct TrainConfig {
   std::string base_model;                 // HF folder, .safetensors, or llama2.c .bin
   std::string tokenizer;                  // default: the model folder
   std::vector<DatasetSpec> datasets;
+  int min_blank_lines = 1;                // top-level min_blank_lines: every dataset without its own
   std::string eval_dataset;               // separate eval set (else val_set_size of datasets)
   double val_set_size = 0.1;              // fraction held out for evaluation
   std::string chat_template = "chatml";   // chatml | llama3 | llama2 | alpaca

@@ -82,7 +82,7 @@ TEST(PeftAdapterMatch, OtherHiddenSizeNamesTheTensorAndBothShapes) {
   TempDir dir;
   write_adapter(dir.path, 2, /*C=*/6);
   expect_contains(error_of([&] { check_adapter_matches_model(load_peft_adapter(dir.path), base(2, 9), dir.path); }),
-                  {"lora_A", "[2, 6]", "[2, 9]", "hidden size 9"});
+                  {"layers.0.mlp.down_proj.lora_B.weight", "[6, 2]", "[9, 2]", "(out 9, in 10)", "hidden size 9"});
   expect_contains(error_of([&] { check_adapter_matches_model(load_peft_adapter(dir.path), base(2, 6, 12), dir.path); }),
                   {"down_proj", "[2, 10]", "[2, 12]"});
 }

@@ -110,7 +110,7 @@ TEST(MemoryPlanChecked, BufferOrSumPast2To62NamesTheBuffer) {
 }
 
 TEST(PlanInputs, BudgetAndPricesOutOfRange) {
-  expect_contains(error_of([&] { parse_bytes("1e30GiB"); }), {"1e30GiB", "2^62"});
+  expect_contains(error_of([&] { parse_bytes("1000000000000000000000GiB"); }), {"1000000000000000000000GiB", "2^62"});
   EXPECT_EQ(parse_bytes("4TiB"), size_t(4) << 40);
   TrainModelOptions o = lora(4, {"q_proj"});
   expect_contains(error_of([&] { actuary_report(small_model(), o, 1000, 1e6, -1.0); }), {"price-per-hour", "-1", ">= 0"});

@@ -108,11 +108,12 @@ def test_bench_prompt_past_context(leantune_bin, stories):
 
 
 def test_lora_rank_above_projection(leantune_bin, stories):
-    # stories260K: k_proj / v_proj are (out 32, in 64)
+    # stories260K: k_proj / v_proj are (out 32, in 64); train's default targets are q_proj, v_proj,
+    # bench's all-linear (k_proj is the first of them that rank 40 exceeds)
     refused(leantune_bin, "plan", "--base-model", stories[0], "--lora-r", "40",
+            must_name=("lora_r", "40", "v_proj", "(out 32, in 64)"))
+    refused(leantune_bin, "bench", "--train", "-m", stories[0], "--lora-r", "40", "--threads", "1", "--steps", "1",
             must_name=("lora_r", "40", "k_proj", "(out 32, in 64)"))
-    refused(leantune_bin, "bench", "--train", "-m", stories[0], "--lora-r", "100", "--threads", "1", "--steps", "1",
-            must_name=("lora_r", "100", "(out 32, in 64)"))
 
 
 def test_plan_negative_prices(leantune_bin, stories):
@@ -190,3 +191,15 @@ def test_merge_refuses_an_adapter_of_another_model(leantune_bin, tmp_path):
             "-o", tmp_path / "m4", must_name=("lora_A.weight", "non-finite"))
     for m in ("m1", "m2", "m3", "m4"):
         assert not (tmp_path / m / "model.safetensors").exists()
+
+
+def test_plan_of_a_model_too_large_for_64_bits(leantune_bin, tmp_path):
+    # int-sized dimensions: vocabulary x hidden size x 4 bytes alone passes 2^64
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2 ** 30,
+           "intermediate_size": 2 ** 31 - 1, "num_hidden_layers": 2, "num_attention_heads": 2 ** 20,
+           "num_key_value_heads": 2 ** 20, "head_dim": 2 ** 10, "vocab_size": 2 ** 31 - 1,
+           "max_position_embeddings": 4096}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = refused(leantune_bin, "plan", "--base_model", tmp_path, "--method", "full", "--sequence_len", "16",
+                  "--micro_batch_size", "1", must_name=("configuration is too large", "2^62"))
+    assert "e+" in out  # the size is stated, not a wrapped small number

@@ -33,6 +33,8 @@ const Bad kBad[] = {
     {"learning_rate", "0", "> 0"},
     {"learning_rate", "-0.001", "> 0"},
     {"learning_rate", ".nan", "> 0"},
+    {"learning_rate", ".inf", "a finite number > 0"},
+    {"weight_decay", ".inf", "a finite number >= 0"},
     {"sequence_len", "0", ">= 2"},
     {"sequence_len", "-5", ">= 2"},
     {"micro_batch_size", "0", ">= 1"},
@@ -63,7 +65,7 @@ TEST(TrainConfigRanges, YamlValueOutOfRangeNamesKeyValueRangeAndLine) {
     const std::string yaml = std::string("datasets: [d.txt]\n") + b.key + ": " + b.value + "\n";
     const std::string msg = error_of([&] { from_yaml(yaml); });
     expect_contains(msg, {"run.yaml: line 2", b.key, "out of range", b.range});
-    if (std::string(b.value) != ".nan") expect_contains(msg, {b.value});
+    expect_contains(msg, {b.value});  // as written
   }
 }
 
@@ -84,6 +86,15 @@ TEST(TrainConfigRanges, NegativeSeedIsARangeErrorAndTheLargestSeedLoads) {
   expect_contains(error_of([&] { from_yaml("seed: 18446744073709551616\n"); }), {"seed", "out of range"});
 }
 
+// min_blank_lines at the top applies to every dataset, listed before or after it.
+TEST(TrainConfigRanges, TopLevelMinBlankLinesAppliesWhateverTheOrder) {
+  const TrainConfig before = from_yaml("min_blank_lines: 3\ndatasets: [a.txt, {path: b.txt, min_blank_lines: 2}]\n");
+  EXPECT_EQ(before.datasets[0].min_blank_lines, 3);
+  EXPECT_EQ(before.datasets[1].min_blank_lines, 2);  // its own wins
+  const TrainConfig after = from_yaml("datasets: [a.txt]\nmin_blank_lines: 4\n");
+  EXPECT_EQ(after.datasets[0].min_blank_lines, 4);
+}
+
 TEST(TrainConfigRanges, NegativeLayerIndexIsRefused) {
   expect_contains(error_of([&] { from_yaml("layers_to_transform: [0, -1]\n"); }),
                   {"layers_to_transform", "-1", ">= 0"});
@@ -91,10 +102,13 @@ TEST(TrainConfigRanges, NegativeLayerIndexIsRefused) {
 }
 
 TEST(TrainConfigRanges, WarmupBeyondMaxStepsIsAnError) {
-  expect_contains(error_of([&] { from_yaml("max_steps: 10\nwarmup_steps: 11\n"); }),
+  // a cross-key check, made once the file and every flag are read
+  expect_contains(error_of([&] { parse_train_args({"--max_steps", "10", "--warmup_steps", "11"}); }),
                   {"warmup_steps", "11", "max_steps", "10"});
-  EXPECT_EQ(from_yaml("max_steps: 10\nwarmup_steps: 10\n").warmup_steps, 10);
-  EXPECT_EQ(from_yaml("warmup_steps: 50\n").warmup_steps, 50);  // max_steps 0: the epochs decide
+  TrainConfig c = from_yaml("base_model: m\ndatasets: [d]\nmax_steps: 10\nwarmup_steps: 11\n");
+  expect_contains(error_of([&] { validate_train_config(c); }), {"warmup_steps", "11", "max_steps (10)"});
+  EXPECT_EQ(parse_train_args({"--max_steps", "10", "--warmup_steps", "10"}).warmup_steps, 10);
+  EXPECT_EQ(parse_train_args({"--warmup_steps", "50"}).warmup_steps, 50);  // max_steps 0: the epochs decide
 }
 
 TEST(TrainConfigRanges, NamedChoicesAreCheckedWithTheKey) {
