@@ -160,7 +160,7 @@ const char* const kKnownKeys[] = {
     "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
     "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
     "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
-    "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap"};
+    "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
