@@ -78,7 +78,14 @@ std::string resolve_checkpoint(const std::string& path, const std::string& out_d
 
 void publish_checkpoint(const std::string& out_dir, const std::string& name, const std::string& previous) {
   LT_ASSERT(is_checkpoint_name(name) && (previous.empty() || is_checkpoint_name(previous)));
-  write_text_file_atomic((fs::path(out_dir) / "LATEST").string(), name);
+  try {
+    write_text_file_atomic((fs::path(out_dir) / "LATEST").string(), name);
+  } catch (const Error& e) {
+    fail("{}: the checkpoint was written but could not be published: {}. {}", (fs::path(out_dir) / name).string(),
+         e.what(), previous.empty() ? std::string("No earlier checkpoint had been published.")
+                                    : fmt::format("The previous checkpoint {} is intact and LATEST still names it.",
+                                                  (fs::path(out_dir) / previous).string()));
+  }
   if (previous.empty() || previous == name) return;
   std::error_code ec;
   fs::remove_all(fs::path(out_dir) / previous, ec);

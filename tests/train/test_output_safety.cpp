@@ -25,6 +25,7 @@
 #include "dist/zero_trainer.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
+#include "train/train_config.h"
 #include "train/trainer.h"
 #include "train/trainer_state.h"
 
@@ -178,6 +179,16 @@ TEST(OutputSafety, ASecondRunRefusesUnlessItResumesOrOverwrites) {
   fs::remove_all(out);
 }
 
+// --overwrite-output-dir is a flag (no value needed), and also a key with a value like the others.
+TEST(OutputSafety, OverwriteOutputDirIsAFlag) {
+  EXPECT_FALSE(parse_train_args({"--max_steps", "3"}).overwrite_output_dir);
+  TrainConfig c = parse_train_args({"--overwrite-output-dir", "--max_steps", "3"});
+  EXPECT_TRUE(c.overwrite_output_dir);
+  EXPECT_EQ(c.max_steps, 3);
+  EXPECT_TRUE(parse_train_args({"--max_steps", "3", "--overwrite_output_dir"}).overwrite_output_dir);
+  EXPECT_FALSE(parse_train_args({"--overwrite-output-dir", "false"}).overwrite_output_dir);
+}
+
 // A run stopped between checkpoints (an exception from the step hook stands in for the kill) and
 // resumed: the steps after the checkpoint run twice, but metrics.jsonl holds each record once, equal
 // (but for the wall-clock fields) to an uninterrupted run's; and the losses are bit-identical.
@@ -214,7 +225,7 @@ TEST(OutputSafety, ResumeLeavesMetricsAsIfTheRunHadNotStopped) {
 }
 
 TEST(OutputSafety, ZeroResumeLeavesMetricsAsIfTheRunHadNotStopped) {
-  if (world().size() > 1) GTEST_SKIP() << "one rank: the hook's exception would abort the job";
+  if (world().size() > 1) GTEST_SKIP() << "several ranks: the hook's exception would abort the job";
   const std::string ref = fresh_dir("zmetrics_ref"), out = fresh_dir("zmetrics_cut");
   SelfCommunicator self;
   ZeroOptions z;
