@@ -83,7 +83,9 @@ name=full_fp32_mb8x1_killed_resumed
 [[ $name =~ $ONLY ]] || exit 0
 dir="$WORK/$name"
 args=(--method full --micro_batch_size 8 --gradient_accumulation_steps 1 --save_steps 2)
-LEANTUNE_TEST_STEP_SLEEP_MS=150 "$BIN" train "$WORK/base.yaml" --output_dir "$dir" "${args[@]}" > "$OUT/$name.log" 2>&1 &
+# leantune_fault_train (built next to leantune with the tests) slows each step so the kill lands mid-run
+"$(dirname "$BIN")/leantune_fault_train" "$WORK/base.yaml" --fault-sleep-ms 150 --output_dir "$dir" "${args[@]}" \
+  > "$OUT/$name.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 1200); do
   [[ -f "$dir/LATEST" ]] && [[ "$(cat "$dir/LATEST")" =~ ^checkpoint-(6|8|10)$ ]] && break

@@ -3,8 +3,9 @@
 // shards of S = ceil(Ψ/R) floats (the last padded with virtual zeros); rank r owns [r·S, r·S+S).
 // The tensors also form units in execution order (train/trainable_store.h: the embedding, each
 // decoder layer, the final norm and lm_head), each a contiguous flat range; M = the largest unit.
-// Each rank scales its micro-batch gradients by 1/(R·accumulation), so a SUM over ranks is the
-// global mean gradient. By stage:
+// Each rank divides its micro-batches' summed token-loss gradients by the label-token count of the
+// whole step (all ranks, all accumulation steps: all-reduced before the first backward), so a SUM
+// over ranks is the gradient of the mean loss over the step's label tokens. By stage:
 //   0: the model holds parameters and gradients; the step all-reduces the gradients and every
 //      rank runs AdamW on everything (moments: Ψ each).
 //   1: as 0, but each rank runs AdamW on its shard only (moments: S each); the parameters are then

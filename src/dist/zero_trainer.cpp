@@ -164,7 +164,9 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
            c.sequence_len, mc.max_seq_len);
   const size_t baseline = process_baseline_bytes();
   TrainingData data = load_training_data(c);
-  const size_t data_bytes = training_data_bytes(data, c);
+  // with several ranks, one more batch: the scratch for the micro-batches of the other ranks
+  const size_t data_bytes =
+      training_data_bytes(data, c) + (comm.size() > 1 ? batch_bytes(c.micro_batch_size, c.sequence_len) : 0);
   TrainModelOptions o = train_model_options(c);
   o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
   UnfreezeSchedule unfreeze;
@@ -260,7 +262,9 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
   int skipped_steps = rs.skipped_steps;
-  Batch batch;
+  // this rank's micro-batches of a step, loaded before its first backward (and, with several
+  // ranks, a scratch batch for the other ranks' micro-batches, which every rank reads past)
+  std::vector<Batch> batches(size_t(accum + (R > 1)));
   model.zero_grads();
   const auto t_start = Clock::now();
   long tokens_seen = 0;
@@ -291,23 +295,32 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
         zero.set_frozen(i, !unfreeze.layer_trainable(l, step), unfreeze.lr_factor(l, step));
       }
     const float loss_scale = fp16 ? scaler.scale() : 1.0f;
-    double sums[2] = {0, 0};  // loss over this rank's micro-batches, tokens
+    // the loss and gradients of the step: the sum over every label token of all ranks' micro-batches
+    // divided by their label-token count, all-reduced before the first backward
+    double sums[3] = {0, 0, 0};  // label tokens of the whole step, then this rank's loss sum and tokens
     for (int j = 0; j < global_accum; ++j) {
-      if (!loader.next(batch)) {
+      Batch& b = j / accum == rank ? batches[size_t(j % accum)] : batches.back();
+      if (!loader.next(b)) {
         loader.start_epoch(++epoch);
-        LT_CHECK(loader.next(batch), "the training set yields no batch");
+        LT_CHECK(loader.next(b), "the training set yields no batch");
       }
-      if (j / accum != rank) continue;
-      zero.set_last_micro_batch(j % accum == accum - 1);
+      if (j / accum == rank) sums[0] += b.n_label_tokens;
+    }
+    comm.allreduce_sum(sums, 1);
+    const auto step_labels = int64_t(sums[0]);
+    for (int a = 0; a < accum; ++a) {
+      const Batch& batch = batches[size_t(a)];
+      const int j = rank * accum + a;
+      zero.set_last_micro_batch(a == accum - 1);
       const float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
-                                             batch.doc_start.data(), loss_scale / float(global_accum),
-                                             uint64_t(step) * uint64_t(global_accum) + uint64_t(j));
+                                             batch.doc_start.data(), loss_scale,
+                                             uint64_t(step) * uint64_t(global_accum) + uint64_t(j), step_labels);
       LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} is "
                "intact; try a lower learning_rate", l, step + 1, j, c.output_dir);
-      sums[0] += l;
-      sums[1] += double(batch.B) * batch.T;
+      sums[1] += double(l) * batch.n_label_tokens;
+      sums[2] += double(batch.B) * batch.T;
     }
-    comm.allreduce_sum(sums, 2);
+    comm.allreduce_sum(sums + 1, 2);
     const float lr = lr_at(so, step, total_steps);
     // AdamW counts the updates it made; fp16 skips a step whose gradients overflowed
     const float gnorm = zero.step(ao, lr, step + 1 - skipped_steps, float(c.max_grad_norm), loss_scale, fp16);
@@ -318,10 +331,10 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
                  loss_scale, scaler.scale());
     model.zero_grads();
     ++step;
-    const float loss = float(sums[0] / global_accum);
+    const float loss = step_labels ? float(sums[1] / double(step_labels)) : 0.0f;
     if (hooks.on_step_end) hooks.on_step_end(step);
     res.losses.push_back(loss);
-    tokens_seen += long(sums[1]);
+    tokens_seen += long(sums[2]);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
     nlohmann::json mj = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", apply ? gnorm : 0.0f},
                          {"tokens_per_s", tokens_seen / std::max(elapsed, 1e-9)}, {"epoch", epoch},

@@ -3,7 +3,7 @@
 // unscaled (multiplied by 1/scale, exact: the scale is a power of two) before clipping. When any
 // gradient is Inf/NaN the step is skipped and the scale halved; after `growth_interval`
 // consecutive clean steps it doubles.
-// Usage: forward_backward(..., scaler.scale() / accum, ...); bool ok = scaler.unscale(groups);
+// Usage: forward_backward(..., scaler.scale(), step, step_label_tokens); ok = scaler.unscale(groups);
 //        if (scaler.update(ok)) adamw_step(...); zero_grads();
 #pragma once
 #include <span>

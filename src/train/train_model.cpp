@@ -971,7 +971,15 @@ float TrainModel::run(const int* tokens, const int* labels, const int* positions
 }
 
 float TrainModel::forward_backward(const int* tokens, const int* labels, const int* positions, const int* doc_start,
-                                   float loss_scale, uint64_t dropout_step) {
+                                   float loss_scale, uint64_t dropout_step, int64_t step_label_tokens) {
+  // the loss kernel divides by this micro-batch's label count: rescale by own / step (in double,
+  // so with own == step the scale is exactly loss_scale)
+  if (step_label_tokens > 0)
+    if (const int own = count_loss_labels(labels, N_, cfg_.vocab_size); own > 0) {
+      LT_CHECK(own <= step_label_tokens, "a micro-batch has {} label tokens but its step's count is {}", own,
+               step_label_tokens);
+      loss_scale = float(double(loss_scale) * own / double(step_label_tokens));
+    }
   return run(tokens, labels, positions, doc_start, loss_scale, true, dropout_step);
 }
 

@@ -98,10 +98,13 @@ class TrainModel {
 
   // Forward and backward over one micro-batch (B*T tokens, labels already shifted, -100 ignored).
   // Gradients ACCUMULATE into the parameters' g (call zero_grads() after an optimizer step).
-  // Returns the mean loss over the non-ignored labels; loss_scale multiplies the gradients
-  // (1 / accumulation steps). dropout_step selects the LoRA dropout masks.
+  // Returns the mean loss over this micro-batch's non-ignored labels. The gradients are those of
+  // loss_scale * (sum of this micro-batch's token losses) / step_label_tokens: the label-token
+  // count of the whole optimizer step (every micro-batch of the accumulation, every rank), so that
+  // accumulated gradients equal the larger batch's; 0 means this micro-batch's own count (its
+  // mean loss). loss_scale: the fp16 loss scale, else 1. dropout_step selects the LoRA dropout masks.
   float forward_backward(const int* tokens, const int* labels, const int* positions, const int* doc_start,
-                         float loss_scale, uint64_t dropout_step);
+                         float loss_scale, uint64_t dropout_step, int64_t step_label_tokens = 0);
   // Forward only: the mean loss (evaluation).
   float forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start);
   // Zeroes the gradients and refreshes the 16-bit working copies of the trainable weights from

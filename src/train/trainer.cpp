@@ -1,5 +1,7 @@
-// The training loop. A step = gradient_accumulation_steps micro-batches (gradients accumulate,
-// each micro-batch's loss scaled by 1/accum), then clipping, a finiteness check, AdamW at the
+// The training loop. A step = gradient_accumulation_steps micro-batches, all loaded first; the
+// step's loss is the sum of every label token's loss over them divided by their label-token count,
+// so accumulation gives the larger batch's gradients (each micro-batch's gradients accumulate,
+// scaled by its share of that count), then clipping, a finiteness check, AdamW at the
 // scheduled lr, zeroed gradients. fp16 runs scale the loss dynamically (train/loss_scaler.h): the
 // gradients are unscaled before clipping and a step whose gradients overflowed is skipped.
 // Checkpoints hold the trainable tensors, both AdamW moments, the step, the data position and the
@@ -212,7 +214,9 @@ size_t training_data_bytes(const TrainingData& d, const TrainConfig& c) {
     eval = make_eval_batches(d.eval, c.micro_batch_size, c.sequence_len, c.sample_packing, 0).size();
     if (c.eval_batches > 0) eval = std::min(eval, size_t(c.eval_batches));
   }
-  return d.tokenizer_bytes + d.example_bytes + batch_bytes(c.micro_batch_size, c.sequence_len) * (1 + eval);
+  // a step's micro-batches are all held (the step's label count comes before its first backward)
+  return d.tokenizer_bytes + d.example_bytes +
+         batch_bytes(c.micro_batch_size, c.sequence_len) * (size_t(c.gradient_accumulation_steps) + eval);
 }
 
 TrainResult run_training(const TrainConfig& c, const TrainHooks& hooks) {
@@ -317,7 +321,7 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
     if (!rs.step) log_metric({{"step", rs.step}, {"eval_loss", ev}, {"eval_ppl", std::exp(ev)}});  // not on resume
   }
 
-  Batch batch;
+  std::vector<Batch> batches(static_cast<size_t>(accum));  // a step's micro-batches, loaded before its first backward
   model.zero_grads();
   auto t_start = Clock::now();
   long tokens_seen = 0;
@@ -355,18 +359,25 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
       }
     const auto step_t0 = Clock::now();
     const float loss_scale = fp16 ? scaler.scale() : 1.0f;
-    double loss_sum = 0;
+    // the step's loss and gradients: the sum over the label tokens of all its micro-batches divided
+    // by their count, which the first backward needs (transformers' num_items_in_batch)
+    int64_t step_labels = 0;
+    for (Batch& b : batches) {
+      if (!loader.next(b)) {
+        loader.start_epoch(++epoch);
+        LT_CHECK(loader.next(b), "the training set yields no batch");
+      }
+      step_labels += b.n_label_tokens;
+    }
+    double loss_sum = 0;  // token losses of the step
     int tokens_step = 0;
     for (int a = 0; a < accum; ++a) {
-      if (!loader.next(batch)) {
-        loader.start_epoch(++epoch);
-        LT_CHECK(loader.next(batch), "the training set yields no batch");
-      }
+      const Batch& batch = batches[size_t(a)];
       float l = model.forward_backward(batch.tokens.data(), batch.labels.data(), batch.positions.data(),
-                                       batch.doc_start.data(), loss_scale / float(accum), uint64_t(step) * accum + a);
+                                       batch.doc_start.data(), loss_scale, uint64_t(step) * accum + a, step_labels);
       LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} "
                "is intact; try a lower learning_rate", l, step + 1, a, c.output_dir);
-      loss_sum += l;
+      loss_sum += double(l) * batch.n_label_tokens;
       tokens_step += batch.B * batch.T;
     }
     // fp16: unscale; a step with an Inf/NaN gradient is skipped and the scale backs off
@@ -384,7 +395,7 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
       model.set_ledger(nullptr);
     }
     ++step;
-    float loss = float(loss_sum / accum);
+    float loss = step_labels ? float(loss_sum / double(step_labels)) : 0.0f;
     if (hooks.on_step_end) hooks.on_step_end(step);
     res.losses.push_back(loss);
     tokens_seen += tokens_step;

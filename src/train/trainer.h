@@ -15,7 +15,7 @@
 namespace lt {
 
 struct TrainResult {
-  std::vector<float> losses;      // training loss per optimizer step (mean over its micro-batches)
+  std::vector<float> losses;      // training loss per optimizer step (mean over all its label tokens)
   std::vector<float> eval_losses; // at each evaluation, in order
   float first_eval_loss = 0, last_eval_loss = 0;
   int steps = 0;                  // optimizer steps taken (in total, including before a resume)
@@ -47,7 +47,7 @@ struct TrainingData {
 TrainingData load_training_data(const TrainConfig& config);
 // The four int vectors (tokens, labels, positions, document starts) of one B x T batch.
 size_t batch_bytes(int B, int T);
-// The data category of a run: tokenizer, examples, the working batch and the eval batches.
+// The data category of a run: tokenizer, examples, a step's micro-batches and the eval batches.
 size_t training_data_bytes(const TrainingData& d, const TrainConfig& c);
 
 // Applies memory_budget / auto to a config before anything is allocated: returns the config to
