@@ -148,7 +148,7 @@ def trained_tokenizers():
     t.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
                                                      special_tokens=[("<|begin_of_text|>", 0)])
     t.add_tokens([AddedToken("<extra>", special=False, normalized=False)])
-    out.append(("llama3", t.to_str(pretty=True)))
+    out.append(("llama3", t.to_str()))
     # GPT-2 style: ByteLevel with its own regex and add_prefix_space.
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
@@ -156,16 +156,16 @@ def trained_tokenizers():
     t.post_processor = processors.ByteLevel(trim_offsets=True)
     t.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=290, special_tokens=["<|endoftext|>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    out.append(("gpt2", t.to_str(pretty=True)))
+    out.append(("gpt2", t.to_str()))
     # Llama 2 style SentencePiece BPE: Prepend/Replace normalizer, byte fallback.
     t = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                    decoders.Strip(" ", 1, 0)])
     bytes_ = [f"<0x{b:02X}>" for b in range(256)]
-    t.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=340, special_tokens=["<unk>", "<s>", "</s>"] + bytes_))
+    t.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"] + bytes_))
     t.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", 1)])
-    out.append(("sentencepiece", t.to_str(pretty=True)))
+    out.append(("sentencepiece", t.to_str()))
     return out
 
 

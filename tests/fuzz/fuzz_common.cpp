@@ -66,9 +66,11 @@ const Tokenizer& small_tokenizer() {
 }
 
 void exercise_tokenizer(const Tokenizer& tok) {
+  static const char kBadUtf8[] = "bad \xff\xfe utf8 \xc3 \x00 nul";
   static const std::string kTexts[] = {
       "", " ", "Hello world", "  two  spaces\n\nnew\tlines\r\n", "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80",
-      std::string("bad \xff\xfe utf8 \xc3 \x00 nul", 24), "<s></s><unk><|im_start|>user<|im_end|><|endoftext|>",
+      std::string(kBadUtf8, sizeof kBadUtf8 - 1),
+      "<s></s><unk><|im_start|>user<|im_end|><|endoftext|>",
       "don't I'LL 12345 3.14 <0x41>"};
   int V = tok.vocab_size();
   (void)tok.bos_id(), (void)tok.eos_id();

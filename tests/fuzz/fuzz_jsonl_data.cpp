@@ -1,6 +1,7 @@
 // libFuzzer harness: a JSONL dataset through load_jsonl_file (a path: the bytes go through a
 // memfd) with the small in-memory tokenizer. The input's length picks the chat template and
 // whether bad lines are skipped, so every template sees every record shape.
+#include "core/error.h"
 #include "fuzz_common.h"
 #include "train/data.h"
 
