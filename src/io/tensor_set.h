@@ -35,7 +35,8 @@ class TensorSet {
   // Adds a tensor; lt::Error if the name is already present.
   void add(TensorInfo t);
   const TensorInfo* find(const std::string& name) const;
-  // The tensor `name` with exactly `shape`; lt::Error naming file, tensor, and expected vs actual shape.
+  // The floating-point (F32, F16, BF16) tensor `name` with exactly `shape`; lt::Error naming file,
+  // tensor, and expected vs actual shape or dtype.
   const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const std::map<std::string, TensorInfo>& all() const { return tensors_; }
   std::string source;  // folder or file the set was loaded from (for messages)
