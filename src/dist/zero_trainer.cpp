@@ -164,6 +164,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
            c.sequence_len, mc.max_seq_len);
   const size_t baseline = process_baseline_bytes();
   TrainingData data = load_training_data(c);
+  check_tokenizer_fits_model(*data.tokenizer, mc.vocab_size, c.base_model);
   const size_t data_bytes = training_data_bytes(data, c);
   TrainModelOptions o = train_model_options(c);
   o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
