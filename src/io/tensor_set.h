@@ -35,11 +35,13 @@ class TensorSet {
   // Adds a tensor; lt::Error if the name is already present.
   void add(TensorInfo t);
   const TensorInfo* find(const std::string& name) const;
-  // The floating-point (F32, F16, BF16) tensor `name` with exactly `shape`; lt::Error naming file,
-  // tensor, and expected vs actual shape or dtype.
+  // The tensor `name` with exactly `shape`; lt::Error naming file, tensor, and expected vs actual shape.
   const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const std::map<std::string, TensorInfo>& all() const { return tensors_; }
   std::string source;  // folder or file the set was loaded from (for messages)
+  // lt::Error naming the file and tensor when a model weight ("*.weight", "*.bias"; not the
+  // suffixed parts of a quantized weight) is not F32, F16 or BF16, the dtypes read as weights.
+  void check_weight_dtypes() const;
 
  private:
   std::vector<std::shared_ptr<MappedFile>> files_;

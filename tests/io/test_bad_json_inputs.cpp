@@ -1,7 +1,7 @@
 // Hostile JSON in every model file leantune reads: 100,000-deep nesting (which used to overflow
 // the stack when a message printed the value back) at the top level and inside a field of
 // config.json, a safetensors header, model.safetensors.index.json and adapter_config.json; long
-// values cut to an excerpt in messages; and a tensor of a dtype the loaders cannot use, named
+// values cut to an excerpt in messages; and a model weight of a dtype the loaders cannot use, named
 // with its file and the dtypes that are supported.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "core/json_parse.h"
 #include "io/hf_model.h"
+#include "io/model_files.h"
 #include "io_test_util.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
@@ -86,13 +87,27 @@ TEST(BadJsonValues, MessagesCutLongValuesToAnExcerpt) {
   EXPECT_LT(msg.size(), 300u);
 }
 
-TEST(TensorDtype, IntegerTensorNamesFileTensorAndSupportedDtypes) {
+TEST(TensorDtype, IntegerWeightNamesFileTensorAndSupportedDtypes) {
   TempDir d;
-  const std::string header = R"({"w": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]}})";
-  write_bytes(d / "m.safetensors", safetensors_bytes(header, std::string(8, '\0')));
+  const std::string header = R"({"a.weight": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]},
+                                 "b.weight": {"dtype": "I32", "shape": [2], "data_offsets": [8, 16]},
+                                 "b.weight.codes": {"dtype": "U8", "shape": [8], "data_offsets": [16, 24]}})";
+  write_bytes(d / "m.safetensors", safetensors_bytes(header, std::string(24, '\0')));
   TensorSet ts;
-  load_safetensors(d / "m.safetensors", ts);  // loading any dtype is fine; taking it as weights is not
-  EXPECT_LT_ERROR(ts.get("w", {2}), {d / "m.safetensors", "tensor 'w'", "dtype I32", "F32, F16 or BF16"});
+  load_safetensors(d / "m.safetensors", ts);  // any dtype loads; only model weights must be floats
+  EXPECT_LT_ERROR(ts.check_weight_dtypes(),
+                  {d / "m.safetensors", "tensor 'b.weight'", "dtype I32", "F32, F16 or BF16"});
+  // the same file as a model: load_model_files checks its weights
+  write_bytes(d / "config.json", R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 16})");
+  EXPECT_LT_ERROR(load_model_files(d / "m.safetensors"), {d / "m.safetensors", "'b.weight'", "I32"});
+  // quantized parts and non-weight tensors keep their dtypes
+  TensorSet ok;
+  const std::string h2 = R"({"w.weight.codes": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]},
+                             "step": {"dtype": "I64", "shape": [1], "data_offsets": [8, 16]}})";
+  write_bytes(d / "ok.safetensors", safetensors_bytes(h2, std::string(16, '\0')));
+  load_safetensors(d / "ok.safetensors", ok);
+  ok.check_weight_dtypes();  // no throw
 }
 
 }  // namespace
