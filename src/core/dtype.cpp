@@ -77,7 +77,8 @@ void convert_to_f32(float* dst, const void* src, DType t, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
       return;
     }
-    default: fail("cannot convert dtype {} to F32", dtype_name(t));
+    default:
+      fail("cannot convert dtype {} to F32: only F32, F16 and BF16 tensors can be read as weights", dtype_name(t));
   }
 }
 

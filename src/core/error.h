@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace lt {
 
@@ -16,6 +17,12 @@ template <class... A>
 [[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) {
   throw Error(fmt::format(f, std::forward<A>(a)...));
 }
+
+// A short, printable excerpt of user-provided text (a value, token or line from a file) for an
+// error message: at most `max_chars` characters, control characters and invalid UTF-8 bytes
+// escaped (\n, \t, \xNN), and "…" appended when cut. Messages never echo
+// unbounded input: a 10 MB token or a deeply nested value would make them unreadable or huge.
+std::string excerpt(std::string_view text, size_t max_chars = 80);
 
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line, const std::string& msg);
 

@@ -7,11 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <utility>
 #include <vector>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -70,11 +68,29 @@ void release_mapped_pages(const void* data, size_t n) {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "{}: cannot open: {}", path, std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  int fd = ::open(path.c_str(), O_RDONLY);
+  LT_CHECK(fd >= 0, "{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("{}: is a directory, expected a file", path);
+  }
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      fail("{}: cannot read: {}", path, std::strerror(e));
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace lt

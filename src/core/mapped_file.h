@@ -29,7 +29,8 @@ class MappedFile {
 // live MappedFile (tensors built in memory) is left untouched.
 void release_mapped_pages(const void* data, size_t n);
 
-// Reads a whole (small) file into a string; throws naming the path.
+// Reads a whole (small) file into a string; lt::Error naming the path when it is missing,
+// unreadable or a directory.
 std::string read_text_file(const std::string& path);
 
 }  // namespace lt

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
@@ -40,13 +41,7 @@ TrainingPosition read_position(const nlohmann::json& j, const std::string& path)
   return trainer_state_from_json(j, path);
 }
 
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-}
+nlohmann::json read_json(const std::string& path) { return load_json_file(path); }
 
 // One shard file of a manifest, mapped: its flat range and its three tensors.
 struct Shard {

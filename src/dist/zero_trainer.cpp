@@ -164,6 +164,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
            c.sequence_len, mc.max_seq_len);
   const size_t baseline = process_baseline_bytes();
   TrainingData data = load_training_data(c);
+  check_tokenizer_fits_model(*data.tokenizer, mc.vocab_size, c.base_model);
   // with several ranks, one more batch: the scratch for the micro-batches of the other ranks
   const size_t data_bytes =
       training_data_bytes(data, c) + (comm.size() > 1 ? batch_bytes(c.micro_batch_size, c.sequence_len) : 0);

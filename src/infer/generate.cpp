@@ -19,8 +19,7 @@ GenerateResult generate(LlamaModel& model, const Tokenizer& tok, const std::stri
   LT_CHECK(!r.prompt_ids.empty(), "the prompt encodes to no tokens; give a prompt or keep BOS");
   LT_CHECK(int(r.prompt_ids.size()) < model.context(), "the prompt has {} tokens; the context holds {}",
            r.prompt_ids.size(), model.context());
-  LT_CHECK(tok.vocab_size() <= cfg.vocab_size, "tokenizer has {} tokens but the model's vocabulary is {}",
-           tok.vocab_size(), cfg.vocab_size);
+  check_tokenizer_fits_model(tok, cfg.vocab_size, "");
   int eos = tok.eos_id() >= 0 ? tok.eos_id() : cfg.eos_token_id;
 
   Sampler sampler(opts.sampler, cfg.vocab_size);

@@ -28,6 +28,22 @@ uint64_t splitmix64(uint64_t& x) {
 
 inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
+// NaN or +inf in the model's logits is a broken forward pass (NaN/inf weights, an overflow), not
+// a sampling problem: say so before any stage mixes it into the scores. -inf is a legal mask.
+void check_logits_finite(const float* logits, int V) {
+  int first = -1, count = 0;
+  for (int i = 0; i < V; ++i)
+    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity()) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  if (count == 0) return;
+  fail("the model's logits hold {} non-finite value(s) of {} (the first, for token id {}, is {}): the forward pass "
+       "produced NaN/inf, so the model weights hold NaN/inf or the activations overflowed; check the model file "
+       "(e.g. with `leantune logits`) and its dtype",
+       count, V, first, logits[first]);
+}
+
 }  // namespace
 
 Sampler::Sampler(SamplerOptions opts, int vocab_size) : opts_(opts), V_(vocab_size) {
@@ -109,7 +125,16 @@ int Sampler::argmax(const float* logits) const {
   return best;
 }
 
+// No candidate is left: every logit is -inf, from the model or from the n-gram bans.
+void Sampler::fail_all_banned() const {
+  if (opts_.no_repeat_ngram_size > 0)
+    fail("sampler: every token is banned or -inf (no_repeat_ngram_size={}, vocab {}); lower no_repeat_ngram_size",
+         opts_.no_repeat_ngram_size, V_);
+  fail("sampler: every one of the model's {} logits is -inf; the model gives no token a probability", V_);
+}
+
 int Sampler::sample(float* logits, std::span<const int> context) {
+  check_logits_finite(logits, V_);
   const bool penalise = opts_.repetition_penalty != 1.0f, ban = opts_.no_repeat_ngram_size > 0;
   if (penalise || ban) {
     for (size_t t = 0; t < context.size(); ++t)
@@ -121,8 +146,7 @@ int Sampler::sample(float* logits, std::span<const int> context) {
 
   if (opts_.temperature == 0.0f) {
     const int best = argmax(logits);
-    LT_CHECK(best >= 0, "sampler: every token is banned or -inf (no_repeat_ngram_size={}, vocab {}); "
-             "lower no_repeat_ngram_size or check the logits", opts_.no_repeat_ngram_size, V_);
+    if (best < 0) fail_all_banned();
     return best;
   }
 
@@ -135,8 +159,7 @@ int Sampler::sample(float* logits, std::span<const int> context) {
     if (T != 1.0f) logits[i] /= T;
     if (logits[i] > kNegInf) cand[n++] = i;
   }
-  LT_CHECK(n > 0, "sampler: every token is banned or -inf (no_repeat_ngram_size={}, vocab {}); "
-           "lower no_repeat_ngram_size or check the logits", opts_.no_repeat_ngram_size, V_);
+  if (n == 0) fail_all_banned();
   auto better = [logits](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
 
   // Top-k: HF keeps every score >= the k-th largest, so ties with the k-th stay in.

@@ -38,7 +38,8 @@ class Sampler {
   // Picks the next token. `logits` (V) is modified in place: on return it holds the scores after
   // the repetition penalty, the n-gram bans (-inf) and, when sampling, the temperature, i.e. what
   // HF's processors hand to the top-k warper. `context` is every token so far (prompt +
-  // generated); ids must lie in [0, V). Throws lt::Error if every token ends up banned.
+  // generated); ids must lie in [0, V). Throws lt::Error if every token ends up banned, or
+  // when the logits hold NaN or +inf (a broken forward pass, reported as such).
   int sample(float* logits, std::span<const int> context);
 
   // Restarts the random sequence as if constructed with `seed`.
@@ -53,6 +54,7 @@ class Sampler {
   void apply_repetition_penalty(float* logits, std::span<const int> context);
   void apply_no_repeat_ngram(float* logits, std::span<const int> context);
   int argmax(const float* logits) const;
+  [[noreturn]] void fail_all_banned() const;
   uint64_t next_u64();   // xoshiro256**
   double next_unit();    // uniform in [0, 1), 53 random bits
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "io/safetensors.h"
 
 namespace lt {
@@ -33,10 +34,10 @@ struct Fields {
     return it == j.end() || it->is_null() ? nullptr : &*it;
   }
   int to_int(const json& v, const char* key) const {
-    LT_CHECK(v.is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, v.dump());
+    LT_CHECK(v.is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, json_excerpt(v));
     bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
                                      : v.get<int64_t>() >= std::numeric_limits<int>::min();
-    LT_CHECK(ok, "{}: field '{}' is out of range: {}", where, key, v.dump());
+    LT_CHECK(ok, "{}: field '{}' is out of range: {}", where, key, json_excerpt(v));
     return int(v.get<int64_t>());
   }
   int req_int(const char* key) const {
@@ -51,19 +52,19 @@ struct Fields {
   float opt_float(const char* key, float def) const {
     const json* v = find(key);
     if (!v) return def;
-    LT_CHECK(v->is_number(), "{}: field '{}' must be a number, got {}", where, key, v->dump());
+    LT_CHECK(v->is_number(), "{}: field '{}' must be a number, got {}", where, key, json_excerpt(*v));
     return v->get<float>();
   }
   bool opt_bool(const char* key, bool def) const {
     const json* v = find(key);
     if (!v) return def;
-    LT_CHECK(v->is_boolean(), "{}: field '{}' must be true or false, got {}", where, key, v->dump());
+    LT_CHECK(v->is_boolean(), "{}: field '{}' must be true or false, got {}", where, key, json_excerpt(*v));
     return v->get<bool>();
   }
   std::string opt_string(const char* key) const {
     const json* v = find(key);
     if (!v) return "";
-    LT_CHECK(v->is_string(), "{}: field '{}' must be a string, got {}", where, key, v->dump());
+    LT_CHECK(v->is_string(), "{}: field '{}' must be a string, got {}", where, key, json_excerpt(*v));
     return v->get<std::string>();
   }
   // An int, or a list of ints (the first is taken), or absent (-1).
@@ -84,14 +85,15 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) it = j.find("rope_parameters");
   if (it == j.end() || it->is_null()) return rs;
-  LT_CHECK(it->is_object(), "{}: field 'rope_scaling' must be an object or null, got {}", where, it->dump());
+  LT_CHECK(it->is_object(), "{}: field 'rope_scaling' must be an object or null, got {}", where, json_excerpt(*it));
   std::string sub = where + " (rope_scaling)";
   Fields f{*it, sub};
   std::string type = f.opt_string("rope_type");
   if (type.empty()) type = f.opt_string("type");
   LT_CHECK(!type.empty(), "{}: field 'rope_scaling' has no 'rope_type' (or 'type')", where);
   if (type == "default") return rs;
-  LT_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3 (or null)", where, type);
+  LT_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3 (or null)", where,
+           excerpt(type));
   rs.type = type;
   const json* factor = f.find("factor");
   LT_CHECK(factor, "{}: missing required field 'rope_scaling.factor'", where);
@@ -106,12 +108,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", where, e.what());
-  }
+  json j = parse_json(json_text, where);
   LT_CHECK(j.is_object(), "{}: config must be a JSON object, got {}", where, j.type_name());
   Fields f{j, where};
 
@@ -120,7 +117,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   LT_CHECK(mt, "{}: missing required field 'model_type'", where);
   c.arch = f.opt_string("model_type");
   LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2",
-           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", c.arch, where);
+           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", excerpt(c.arch), where);
 
   c.dim = f.req_int("hidden_size");
   c.n_layers = f.req_int("num_hidden_layers");
@@ -162,10 +159,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     const std::string method = qf.opt_string("quant_method");
     LT_CHECK(method == "leantune", "{}: quantization_config.quant_method '{}' is not supported: leantune reads the "
              "quantized folders that `leantune quantize` writes (quant_method \"leantune\"); start from the "
-             "unquantized model", where, method);
+             "unquantized model", where, excerpt(method));
     c.quantization = qf.opt_string("type");
     LT_CHECK(c.quantization == "nf4" || c.quantization == "fp4" || c.quantization == "int8",
-             "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, c.quantization);
+             "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, excerpt(c.quantization));
     c.quant_blocksize = qf.opt_int("blocksize", 64);
     c.quant_double_quant = qf.opt_bool("double_quant", false);
   }
@@ -187,12 +184,7 @@ TensorSet load_hf_weights(const std::string& dir) {
   }
   LT_CHECK(is_file(index_path), "{}: no model.safetensors or model.safetensors.index.json in this folder", dir);
 
-  json index;
-  try {
-    index = json::parse(read_text_file(index_path));
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", index_path, e.what());
-  }
+  json index = load_json_file(index_path);
   auto wm = index.is_object() ? index.find("weight_map") : index.end();
   LT_CHECK(index.is_object() && wm != index.end() && wm->is_object(), "{}: missing object field 'weight_map'",
            index_path);

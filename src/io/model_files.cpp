@@ -21,6 +21,7 @@ ModelFiles load_model_files(const std::string& path) {
     HfModelFiles hf = load_hf_folder(path);
     m.config = std::move(hf.config);
     m.tensors = std::move(hf.tensors);
+    m.tensors.check_weight_dtypes();
     return m;
   }
   const std::string ext = ".safetensors";
@@ -34,6 +35,7 @@ ModelFiles load_model_files(const std::string& path) {
     m.config = load_hf_config(config);
     m.tensors.source = path;
     load_safetensors(path, m.tensors);
+    m.tensors.check_weight_dtypes();
     return m;
   }
   Llama2cModel l = load_llama2c(path);

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -196,22 +197,17 @@ void save_peft_adapter(const std::string& dir, const LoraConfig& config, const s
 }
 
 LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
+  nlohmann::json j = parse_json(text, path);
   LT_CHECK(j.is_object(), "{}: expected a JSON object", path);
   auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
   auto type_error = [&](const char* k, const char* expected) {
-    fail("{}: key '{}' must be {} (got {})", path, k, expected, j[k].dump());
+    fail("{}: key '{}' must be {} (got {})", path, k, expected, json_excerpt(j[k]));
   };
 
   LT_CHECK(has("peft_type"), "{}: missing 'peft_type' (expected \"LORA\")", path);
   if (!j["peft_type"].is_string()) type_error("peft_type", "a string");
   const std::string peft_type = j["peft_type"];
-  LT_CHECK(peft_type == "LORA", "{}: peft_type is '{}'; only LORA adapters are supported", path, peft_type);
+  LT_CHECK(peft_type == "LORA", "{}: peft_type is '{}'; only LORA adapters are supported", path, excerpt(peft_type));
 
   LoraConfig c;
   LT_CHECK(has("r"), "{}: missing 'r' (the LoRA rank)", path);
@@ -240,7 +236,7 @@ LoraConfig parse_peft_adapter_config(const std::string& text, const std::string&
     if (!j["bias"].is_string()) type_error("bias", "a string");
     c.bias = j["bias"];
     LT_CHECK(c.bias == "none" || c.bias == "all" || c.bias == "lora_only",
-             "{}: bias '{}' is not one of none, all, lora_only", path, c.bias);
+             "{}: bias '{}' is not one of none, all, lora_only", path, excerpt(c.bias));
   }
   if (has("init_lora_weights")) {
     const auto& v = j["init_lora_weights"];
@@ -254,14 +250,15 @@ LoraConfig parse_peft_adapter_config(const std::string& text, const std::string&
     LT_CHECK(s == "all-linear",
              "{}: target_modules '{}' is a regular expression, which is not supported (use a list of module "
              "names or \"all-linear\")",
-             path, s);
+             path, excerpt(s));
     c.target_modules = {"all-linear"};
   } else if (tm.is_array()) {
     c.target_modules.clear();
     for (const auto& m : tm) {
       if (!m.is_string()) type_error("target_modules", "a list of strings");
       const std::string name = m;
-      LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path, name,
+      LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path,
+               excerpt(name),
                fmt::join(llama_linear_modules(), ", "));
       c.target_modules.push_back(name);
     }
@@ -288,12 +285,12 @@ LoraConfig parse_peft_adapter_config(const std::string& text, const std::string&
     const auto& p = j["layers_pattern"];
     const bool ok = (p.is_string() && p.get<std::string>() == "layers") ||
                     (p.is_array() && p.size() == 1 && p[0].is_string() && p[0].get<std::string>() == "layers");
-    LT_CHECK(ok, "{}: layers_pattern {} is not supported (Llama layers are model.layers)", path, p.dump());
+    LT_CHECK(ok, "{}: layers_pattern {} is not supported (Llama layers are model.layers)", path, json_excerpt(p));
   }
 
   // Features we do not implement: refuse them rather than load something that computes otherwise.
   auto unsupported_if = [&](bool cond, const char* key, const char* why) {
-    LT_CHECK(!cond, "{}: '{}' = {} is not supported ({})", path, key, j[key].dump(), why);
+    LT_CHECK(!cond, "{}: '{}' = {} is not supported ({})", path, key, json_excerpt(j[key]), why);
   };
   auto non_empty = [&](const char* k) {
     return has(k) && !((j[k].is_object() || j[k].is_array() || j[k].is_string()) && j[k].empty());

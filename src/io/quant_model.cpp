@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint_tensors.h"
@@ -108,11 +109,7 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
   nlohmann::json cfg;
   if (hf) {
     const std::string path = (src_dir / "config.json").string();
-    try {
-      cfg = nlohmann::json::parse(read_text_file(path));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: malformed JSON: {}", path, e.what());
-    }
+    cfg = load_json_file(path);
   } else {
     cfg = hf_config_of(mc);
   }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "io/atomic_file.h"
 
 namespace lt {
@@ -37,33 +38,36 @@ uint64_t read_u64_le(const uint8_t* p) {
 
 // A non-negative JSON integer, or lt::Error naming `what`.
 uint64_t get_index(const json& j, const std::string& path, const std::string& tensor, const char* what) {
-  LT_CHECK(j.is_number_integer(), "{}: tensor '{}': {} must be an integer, got {}", path, tensor, what, j.dump());
-  LT_CHECK(j.is_number_unsigned(), "{}: tensor '{}': {} must not be negative, got {}", path, tensor, what, j.dump());
+  LT_CHECK(j.is_number_integer(), "{}: tensor '{}': {} must be an integer, got {}", path, excerpt(tensor), what,
+           json_excerpt(j));
+  LT_CHECK(j.is_number_unsigned(), "{}: tensor '{}': {} must not be negative, got {}", path, excerpt(tensor), what,
+           json_excerpt(j));
   return j.get<uint64_t>();
 }
 
 Entry parse_entry(const std::string& path, const std::string& name, const json& v) {
-  LT_CHECK(v.is_object(), "{}: tensor '{}': entry must be a JSON object, got {}", path, name, v.type_name());
+  LT_CHECK(v.is_object(), "{}: tensor '{}': entry must be a JSON object, got {}", path, excerpt(name), v.type_name());
   Entry e;
   e.name = name;
   auto dt = v.find("dtype");
-  LT_CHECK(dt != v.end() && dt->is_string(), "{}: tensor '{}': missing or non-string \"dtype\"", path, name);
+  LT_CHECK(dt != v.end() && dt->is_string(), "{}: tensor '{}': missing or non-string \"dtype\"", path, excerpt(name));
   const std::string& dts = dt->get_ref<const std::string&>();
   LT_CHECK(parse_safetensors_dtype(dts, &e.dtype),
-           "{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16, I32, I64, U8, I8)", path, name, dts);
+           "{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16, I32, I64, U8, I8)", path, excerpt(name),
+           excerpt(dts));
 
   auto sh = v.find("shape");
-  LT_CHECK(sh != v.end() && sh->is_array(), "{}: tensor '{}': missing or non-array \"shape\"", path, name);
+  LT_CHECK(sh != v.end() && sh->is_array(), "{}: tensor '{}': missing or non-array \"shape\"", path, excerpt(name));
   for (const auto& d : *sh) {
     uint64_t x = get_index(d, path, name, "each shape dimension");
     LT_CHECK(x <= uint64_t(std::numeric_limits<int64_t>::max()), "{}: tensor '{}': shape dimension {} is too large",
-             path, name, x);
+             path, excerpt(name), x);
     e.shape.push_back(int64_t(x));
   }
 
   auto off = v.find("data_offsets");
   LT_CHECK(off != v.end() && off->is_array() && off->size() == 2,
-           "{}: tensor '{}': \"data_offsets\" must be an array [begin, end]", path, name);
+           "{}: tensor '{}': \"data_offsets\" must be an array [begin, end]", path, excerpt(name));
   e.begin = get_index((*off)[0], path, name, "data_offsets begin");
   e.end = get_index((*off)[1], path, name, "data_offsets end");
   return e;
@@ -73,15 +77,17 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 void check_entry(const std::string& path, const Entry& e, uint64_t buf_start, uint64_t buf_size) {
   uint64_t esize = dtype_size(e.dtype), bytes = esize;
   for (int64_t d : e.shape)
-    LT_CHECK(!__builtin_mul_overflow(bytes, uint64_t(d), &bytes), "{}: tensor '{}': shape is too large", path, e.name);
-  LT_CHECK(e.begin <= e.end, "{}: tensor '{}': data_offsets end {} is before begin {}", path, e.name, e.end, e.begin);
+    LT_CHECK(!__builtin_mul_overflow(bytes, uint64_t(d), &bytes), "{}: tensor '{}': shape is too large", path,
+             excerpt(e.name));
+  LT_CHECK(e.begin <= e.end, "{}: tensor '{}': data_offsets end {} is before begin {}", path, excerpt(e.name), e.end,
+           e.begin);
   LT_CHECK(e.end <= buf_size, "{}: tensor '{}': data ends at byte {} past the end of the data buffer ({} bytes)", path,
-           e.name, e.end, buf_size);
+           excerpt(e.name), e.end, buf_size);
   LT_CHECK(e.end - e.begin == bytes,
            "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but a {} tensor of shape [{}] needs {}", path,
-           e.name, e.begin, e.end, e.end - e.begin, dtype_name(e.dtype), fmt::join(e.shape, ", "), bytes);
+           excerpt(e.name), e.begin, e.end, e.end - e.begin, dtype_name(e.dtype), fmt::join(e.shape, ", "), bytes);
   LT_CHECK((buf_start + e.begin) % esize == 0,
-           "{}: tensor '{}': data at file offset {} is not aligned to its {}-byte {} elements", path, e.name,
+           "{}: tensor '{}': data at file offset {} is not aligned to its {}-byte {} elements", path, excerpt(e.name),
            buf_start + e.begin, esize, dtype_name(e.dtype));
 }
 
@@ -109,12 +115,7 @@ SafetensorsMetadata load_safetensors(const std::string& path, TensorSet& out) {
            path, n, size);
   LT_CHECK(n <= kMaxHeaderBytes, "{}: header length {} is larger than the {} byte limit", path, n, kMaxHeaderBytes);
 
-  json header;
-  try {
-    header = json::parse(reinterpret_cast<const char*>(p + 8), reinterpret_cast<const char*>(p + 8 + n));
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON header: {}", path, e.what());
-  }
+  json header = parse_json(std::string_view(reinterpret_cast<const char*>(p + 8), n), path + " (JSON header)");
   LT_CHECK(header.is_object(), "{}: JSON header must be an object, got {}", path, header.type_name());
 
   SafetensorsMetadata meta;
@@ -124,7 +125,8 @@ SafetensorsMetadata load_safetensors(const std::string& path, TensorSet& out) {
     if (key == "__metadata__") {
       LT_CHECK(v.is_object(), "{}: \"__metadata__\" must be an object of strings", path);
       for (const auto& [mk, mv] : v.items()) {
-        LT_CHECK(mv.is_string(), "{}: \"__metadata__\" entry '{}' must be a string, got {}", path, mk, mv.type_name());
+        LT_CHECK(mv.is_string(), "{}: \"__metadata__\" entry '{}' must be a string, got {}", path, excerpt(mk),
+                 mv.type_name());
         meta[mk] = mv.get<std::string>();
       }
       continue;
@@ -139,8 +141,8 @@ SafetensorsMetadata load_safetensors(const std::string& path, TensorSet& out) {
   std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < order.size(); ++i)
     LT_CHECK(order[i - 1]->end <= order[i]->begin, "{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path,
-             order[i - 1]->name, order[i - 1]->begin, order[i - 1]->end, order[i]->name, order[i]->begin,
-             order[i]->end);
+             excerpt(order[i - 1]->name), order[i - 1]->begin, order[i - 1]->end, excerpt(order[i]->name),
+             order[i]->begin, order[i]->end);
 
   for (auto& e : entries) {
     TensorInfo t;

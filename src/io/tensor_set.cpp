@@ -1,4 +1,8 @@
+// TensorSet: named tensors over mapped files; get() checks the shape, check_weight_dtypes() that
+// model weights are of a dtype the loaders convert to f32.
 #include "io/tensor_set.h"
+
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,6 +28,20 @@ const TensorInfo& TensorSet::get(const std::string& name, const std::vector<int6
   LT_CHECK(t->shape == shape, "{}: tensor '{}' has shape [{}], expected [{}] from the model config", t->file, name,
            fmt::join(t->shape, ", "), fmt::join(shape, ", "));
   return *t;
+}
+
+void TensorSet::check_weight_dtypes() const {
+  auto ends_with = [](const std::string& s, const char* tail) {
+    const size_t n = std::strlen(tail);
+    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+  };
+  for (const auto& [name, t] : tensors_) {
+    if (!ends_with(name, ".weight") && !ends_with(name, ".bias")) continue;
+    LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+             "{}: tensor '{}' has dtype {}; leantune reads model weights stored as F32, F16 or BF16. Save the "
+             "checkpoint with floating-point weights (torch_dtype float32, float16 or bfloat16)",
+             t.file, name, dtype_name(t.dtype));
+  }
 }
 
 }  // namespace lt

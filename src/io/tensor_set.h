@@ -39,6 +39,9 @@ class TensorSet {
   const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const std::map<std::string, TensorInfo>& all() const { return tensors_; }
   std::string source;  // folder or file the set was loaded from (for messages)
+  // lt::Error naming the file and tensor when a model weight ("*.weight", "*.bias"; not the
+  // suffixed parts of a quantized weight) is not F32, F16 or BF16, the dtypes read as weights.
+  void check_weight_dtypes() const;
 
  private:
   std::vector<std::shared_ptr<MappedFile>> files_;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "io/atomic_file.h"
 
@@ -17,7 +18,7 @@ double cached_measurement(const std::string& key, const std::function<double()>&
   fs::path file = dir / "calibration.json";
   nlohmann::json j = nlohmann::json::object();
   try {
-    if (fs::exists(file)) j = nlohmann::json::parse(read_text_file(file.string()));
+    if (fs::exists(file)) j = load_json_file(file.string());
     if (j.contains(key)) return j[key].get<double>();
   } catch (...) {
     j = nlohmann::json::object();  // a damaged cache is measured again

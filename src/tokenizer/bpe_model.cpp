@@ -10,19 +10,30 @@
 #include <queue>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "tokenizer/utf8.h"
 
 namespace lt {
 
 using json = nlohmann::json;
 
-BpeModel::BpeModel(const json& model, const std::string& path) {
+int TokenIdLimit::check(long long id, const char* list, std::string_view token) const {
+  const size_t limit = n_vocab + n_added;
+  LT_CHECK(id >= 0 && static_cast<unsigned long long>(id) < limit,
+           "{}: {} token '{}' has id {}; ids must be in 0..{} (the file has {} vocab entries and {} added tokens, "
+           "and each id names one token), so the file is damaged",
+           path, list, excerpt(token), id, limit == 0 ? 0 : limit - 1, n_vocab, n_added);
+  return static_cast<int>(id);
+}
+
+BpeModel::BpeModel(const json& model, const TokenIdLimit& limit) {
+  const std::string& path = limit.path;
   LT_CHECK(model.contains("vocab") && model["vocab"].is_object(), "{}: model.vocab is missing or not an object", path);
   for (auto& [tok, idv] : model["vocab"].items()) {
-    LT_CHECK(idv.is_number_integer(), "{}: model.vocab['{}'] is not an integer id", path, tok);
-    long long id = idv.get<long long>();
-    LT_CHECK(id >= 0 && id < (1 << 24), "{}: model.vocab['{}'] has id {} out of range", path, tok, id);
-    vocab_.emplace(tok, static_cast<int>(id));
+    LT_CHECK(idv.is_number_integer(), "{}: model.vocab['{}'] is not an integer id (got {})", path, excerpt(tok),
+             json_excerpt(idv));
+    const int id = limit.check(idv.get<long long>(), "model.vocab", tok);
+    vocab_.emplace(tok, id);
     if (static_cast<size_t>(id) >= id_to_token_.size()) {
       id_to_token_.resize(id + 1);
       has_id_.resize(id + 1, false);
@@ -36,7 +47,8 @@ BpeModel::BpeModel(const json& model, const std::string& path) {
   fuse_unk_ = get_bool("fuse_unk");
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     unk_id_ = token_to_id(model["unk_token"].get<std::string>());
-    LT_CHECK(unk_id_ >= 0, "{}: model.unk_token '{}' is not in the vocabulary", path, model["unk_token"].get<std::string>());
+    LT_CHECK(unk_id_ >= 0, "{}: model.unk_token '{}' is not in the vocabulary", path,
+             excerpt(model["unk_token"].get<std::string>()));
   }
   if (model.contains("continuing_subword_prefix") && model["continuing_subword_prefix"].is_string())
     continuing_prefix_ = model["continuing_subword_prefix"].get<std::string>();
@@ -55,7 +67,7 @@ BpeModel::BpeModel(const json& model, const std::string& path) {
         const std::string& s = m.get_ref<const std::string&>();
         size_t sp = s.find(' ');
         LT_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
-                 "{}: merge {} ('{}') is not two tokens separated by one space", path, rank, s);
+                 "{}: merge {} ('{}') is not two tokens separated by one space", path, rank, excerpt(s));
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       } else {
@@ -65,12 +77,14 @@ BpeModel::BpeModel(const json& model, const std::string& path) {
         b = m[1].get<std::string>();
       }
       int ia = token_to_id(a), ib = token_to_id(b);
-      LT_CHECK(ia >= 0 && ib >= 0, "{}: merge {} ('{}' '{}') uses a token not in the vocabulary", path, rank, a, b);
+      LT_CHECK(ia >= 0 && ib >= 0, "{}: merge {} ('{}' '{}') uses a token not in the vocabulary", path, rank, excerpt(a),
+               excerpt(b));
       std::string merged = a + (continuing_prefix_.empty() || b.rfind(continuing_prefix_, 0) != 0
                                     ? b
                                     : b.substr(continuing_prefix_.size()));
       int im = token_to_id(merged);
-      LT_CHECK(im >= 0, "{}: merge {} ('{}' '{}') gives '{}', which is not in the vocabulary", path, rank, a, b, merged);
+      LT_CHECK(im >= 0, "{}: merge {} ('{}' '{}') gives '{}', which is not in the vocabulary", path, rank, excerpt(a),
+               excerpt(b), excerpt(merged));
       merges_.insert_or_assign(key(ia, ib), Merge{rank, im});  // a repeated pair: the last wins, as in tokenizers
       ++rank;
     }

@@ -11,10 +11,20 @@
 
 namespace lt {
 
+// The bound on the token ids of one tokenizer.json: each id names one token, so with N vocab
+// entries and M added tokens every id is below N + M (a larger one is a damaged file).
+struct TokenIdLimit {
+  std::string path;  // the tokenizer.json, named in errors
+  size_t n_vocab = 0, n_added = 0;
+  // `id` as an int; lt::Error naming the file, the list (model.vocab / added_tokens), the token
+  // and the id when it is negative or not below n_vocab + n_added.
+  int check(long long id, const char* list, std::string_view token) const;
+};
+
 class BpeModel {
  public:
-  // Parses the "model" object; `path` is named in errors.
-  BpeModel(const nlohmann::json& model, const std::string& path);
+  // Parses the "model" object; ids are checked against `limit`, whose path is named in errors.
+  BpeModel(const nlohmann::json& model, const TokenIdLimit& limit);
 
   // Appends the ids of one pre-tokenized word, as tokenizers' BPE::tokenize does.
   void tokenize(std::string_view word, std::vector<int>& out) const;

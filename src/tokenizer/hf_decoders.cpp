@@ -211,7 +211,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& path) {
     return m;
   }
   fail("{}: unsupported decoder type '{}' (supported: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)",
-       path, t);
+       path, excerpt(t));
 }
 
 }  // namespace lt::hf

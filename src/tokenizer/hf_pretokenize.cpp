@@ -90,7 +90,7 @@ Behavior parse_behavior(const json& j, const std::string& path) {
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  fail("{}: unknown Split behavior '{}'", path, b);
+  fail("{}: unknown Split behavior '{}'", path, excerpt(b));
 }
 
 struct Seg {
@@ -247,7 +247,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& pa
     return r;
   }
   if (t == "NFC") return std::make_unique<IdentityNormalizer>();
-  fail("{}: unsupported normalizer type '{}' (supported: Sequence, Prepend, Replace, NFC)", path, t);
+  fail("{}: unsupported normalizer type '{}' (supported: Sequence, Prepend, Replace, NFC)", path, excerpt(t));
 }
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::string& path) {
@@ -282,7 +282,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::strin
       if (s == "always") m->scheme = MetaspacePre::kAlways;
       else if (s == "first") m->scheme = MetaspacePre::kFirst;
       else if (s == "never") m->scheme = MetaspacePre::kNever;
-      else fail("{}: unknown Metaspace prepend_scheme '{}'", path, s);
+      else fail("{}: unknown Metaspace prepend_scheme '{}'", path, excerpt(s));
     } else if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean()) {
       m->scheme = j["add_prefix_space"].get<bool>() ? MetaspacePre::kAlways : MetaspacePre::kNever;
     }
@@ -296,7 +296,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::strin
     s->behavior = j.value("individual_digits", false) ? Behavior::kIsolated : Behavior::kContiguous;
     return s;
   }
-  fail("{}: unsupported pre_tokenizer type '{}' (supported: Sequence, Split, ByteLevel, Metaspace, Digits)", path, t);
+  fail("{}: unsupported pre_tokenizer type '{}' (supported: Sequence, Split, ByteLevel, Metaspace, Digits)", path, excerpt(t));
 }
 
 }  // namespace lt::hf

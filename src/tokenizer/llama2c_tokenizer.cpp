@@ -1,5 +1,5 @@
-// llama2.c tokenizer.bin: int32 max_token_length, then per token: float32 score, int32 length,
-// length bytes (the vocabulary size is the number of entries until end of file). Ids 0, 1, 2 are
+// llama2.c tokenizer.bin: int32 max_token_length, then per token: float32 score (finite), int32
+// length, length bytes (the vocabulary size is the number of entries until end of file). Ids 0, 1, 2 are
 // <unk>, BOS and EOS; ids 3..258 are the byte-fallback pieces "<0xNN>" (id = byte + 3).
 // encode() follows run.c's encode(): UTF-8 code points looked up in the vocabulary (bytes + 3 when
 // absent), a dummy-prefix " " when the text is non-empty, then repeatedly merge the adjacent pair
@@ -10,6 +10,7 @@
 #include "tokenizer/llama2c_tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <queue>
@@ -24,8 +25,9 @@ namespace {
 
 class Llama2cTokenizer final : public Tokenizer {
  public:
-  Llama2cTokenizer(std::vector<std::string> pieces, std::vector<float> scores)
+  Llama2cTokenizer(const std::string& path, std::vector<std::string> pieces, std::vector<float> scores)
       : pieces_(std::move(pieces)), scores_(std::move(scores)) {
+    source_ = path;
     for (size_t i = 0; i < pieces_.size(); ++i) lookup_.emplace(pieces_[i], static_cast<int>(i));
   }
 
@@ -91,6 +93,7 @@ class Llama2cTokenizer final : public Tokenizer {
   std::string token_text(int id) const override {
     return id >= 0 && id < vocab_size() ? pieces_[id] : std::string();
   }
+  bool one_entry_per_model_token() const override { return true; }
 
  private:
   // run.c's loop (merge the best-scoring pair, the leftmost on ties, until none is left) with a
@@ -195,11 +198,15 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, const
              "{}: truncated llama2.c tokenizer: entry {} needs {} bytes at byte {}, file has {}", path, entry, len, off,
              bytes.size());
     pieces.emplace_back(bytes.data() + off, static_cast<size_t>(len));
+    LT_CHECK(std::isfinite(score),
+             "{}: llama2.c tokenizer entry {} ('{}') has score {}; every merge score must be a finite number, so "
+             "the file is damaged (re-export it with llama2.c's tokenizer.py)",
+             path, entry, excerpt(pieces.back()), score);
     scores.push_back(score);
     off += static_cast<size_t>(len);
   }
   LT_CHECK(!pieces.empty(), "{}: llama2.c tokenizer has no vocabulary entries", path);
-  return std::make_unique<Llama2cTokenizer>(std::move(pieces), std::move(scores));
+  return std::make_unique<Llama2cTokenizer>(path, std::move(pieces), std::move(scores));
 }
 
 }  // namespace lt

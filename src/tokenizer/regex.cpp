@@ -17,7 +17,7 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   if (code_ == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
-    fail("{}: regex '{}' does not compile at offset {}: {}", where, pattern, erroff, reinterpret_cast<char*>(msg));
+    fail("{}: regex '{}' does not compile at offset {}: {}", where, excerpt(pattern), erroff, reinterpret_cast<char*>(msg));
   }
   pcre2_jit_compile(static_cast<pcre2_code*>(code_), PCRE2_JIT_COMPLETE);  // optional speed-up
 }

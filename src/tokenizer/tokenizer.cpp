@@ -1,5 +1,6 @@
-// Tokenizer::load dispatches on content: a folder (tokenizer.json + optional
-// tokenizer_config.json), a JSON file (first non-blank byte '{'), else a llama2.c tokenizer .bin.
+// Tokenizer::load dispatches on the name, then the content: a folder (tokenizer.json + optional
+// tokenizer_config.json), *.json (tokenizer.json), *.bin / *.model (llama2.c), else a JSON file
+// when the first non-blank byte is '{' or '[', a llama2.c tokenizer otherwise.
 // StreamDecoder re-decodes the ids so far and returns the new complete text, holding back a
 // trailing U+FFFD or incomplete character that later tokens may still complete, and everything
 // while the last token is a "<0xNN>" byte piece.
@@ -29,9 +30,34 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
     return load_hf_tokenizer(json_path, read_text_file(json_path), cfg_path, cfg);
   }
   std::string bytes = read_text_file(path);
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".json") return load_hf_tokenizer(path, bytes, "", "");
+  if (ext == ".model") {
+    try {
+      return load_llama2c_tokenizer(path, bytes);
+    } catch (const Error& e) {
+      fail("{} (a SentencePiece tokenizer.model is not supported: give the model's tokenizer.json, or a llama2.c "
+           "tokenizer.bin exported from it)", e.what());
+    }
+  }
   size_t i = bytes.find_first_not_of(" \t\r\n");
-  if (i != std::string::npos && (bytes[i] == '{' || bytes[i] == '[')) return load_hf_tokenizer(path, bytes, "", "");
+  const bool json = i != std::string::npos && (bytes[i] == '{' || bytes[i] == '[');
+  if (ext != ".bin" && json) return load_hf_tokenizer(path, bytes, "", "");
   return load_llama2c_tokenizer(path, bytes);
+}
+
+void check_tokenizer_fits_model(const Tokenizer& tok, int model_vocab, const std::string& model_path) {
+  const std::string model = model_path.empty() ? std::string("the model") : "the model " + model_path;
+  if (tok.one_entry_per_model_token())
+    LT_CHECK(tok.vocab_size() == model_vocab,
+             "{}: the llama2.c tokenizer has {} entries but {} has a vocabulary of {}: a llama2.c "
+             "tokenizer lists one entry per model token, so this file is truncated or belongs to another model; "
+             "give the tokenizer the model was trained with",
+             tok.source(), tok.vocab_size(), model, model_vocab);
+  LT_CHECK(tok.vocab_size() <= model_vocab,
+           "{}: the tokenizer has ids up to {} but {} has a vocabulary of {} (ids 0..{}); give the "
+           "tokenizer the model was trained with",
+           tok.source(), tok.vocab_size() - 1, model, model_vocab, model_vocab - 1);
 }
 
 std::string Tokenizer::StreamDecoder::push(int id) {

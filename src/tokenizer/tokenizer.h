@@ -14,7 +14,9 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // Loads `path`: a tokenizer.json file, a folder holding tokenizer.json (and optionally
-  // tokenizer_config.json), or a llama2.c tokenizer .bin. lt::Error naming the file on bad input.
+  // tokenizer_config.json), or a llama2.c tokenizer .bin. The format follows the name: *.json is
+  // tokenizer.json, *.bin / *.model llama2.c; another name is tokenizer.json when its first
+  // non-blank byte is '{' or '['. lt::Error naming the file on bad input.
   static std::unique_ptr<Tokenizer> load(const std::string& path);
 
   // Encodes text. add_special: add BOS/EOS as the post-processor / tokenizer_config.json says
@@ -29,6 +31,10 @@ class Tokenizer {
   virtual bool is_special(int id) const = 0;
   // The raw piece string of a token (for debugging / listing).
   virtual std::string token_text(int id) const = 0;
+  // true for a llama2.c tokenizer: one entry per model token, so its size must equal the model's.
+  virtual bool one_entry_per_model_token() const { return false; }
+  // The file it was read from (for messages).
+  const std::string& source() const { return source_; }
 
   // Streaming decode: push ids one at a time; each call returns the text that is now complete
   // (valid UTF-8 only; bytes of a multi-byte character split across byte-fallback tokens are held
@@ -48,6 +54,15 @@ class Tokenizer {
     std::vector<int> ids_;
     size_t emitted_ = 0;  // bytes of decode(ids_) already returned
   };
+
+ protected:
+  std::string source_;
 };
+
+// Where a model and its tokenizer meet (generate, train): lt::Error naming both when the
+// tokenizer's ids run past the model's `model_vocab` embedding rows, or when a llama2.c tokenizer
+// has a different number of entries than the model's vocabulary (truncated, or another model's).
+// `model_path` names the model in the message (empty: "the model").
+void check_tokenizer_fits_model(const Tokenizer& tok, int model_vocab, const std::string& model_path);
 
 }  // namespace lt

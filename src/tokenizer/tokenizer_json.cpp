@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/hf_components.h"
@@ -69,28 +70,33 @@ std::string config_token(const json& cfg, const char* key) {
 }
 
 HfTokenizer::HfTokenizer(const std::string& path, const json& j, const std::string& cfg_path, const json& cfg) {
+  source_ = path;
   LT_CHECK(j.is_object(), "{}: tokenizer.json is not a JSON object", path);
   LT_CHECK(j.contains("model") && j["model"].is_object(), "{}: no \"model\" object", path);
   const json& m = j["model"];
   std::string type = m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>()
                      : m.contains("merges")                      ? "BPE"
                                                                  : "";
-  LT_CHECK(type == "BPE", "{}: unsupported model type '{}' (only BPE is supported)", path, type);
-  model_ = std::make_unique<BpeModel>(m, path);
+  LT_CHECK(type == "BPE", "{}: unsupported model type '{}' (only BPE is supported)", path, excerpt(type));
+  const bool has_added = j.contains("added_tokens") && !j["added_tokens"].is_null();
+  LT_CHECK(!has_added || j["added_tokens"].is_array(), "{}: \"added_tokens\" is not an array", path);
+  // Every id names a token, so with N vocab entries and M added tokens no id can reach N + M: a
+  // larger one is damage, and would size the id tables (a 16,777,215 id: a 537 MB table).
+  const size_t n_added = has_added ? j["added_tokens"].size() : 0;
+  const size_t n_vocab = m.contains("vocab") && m["vocab"].is_object() ? m["vocab"].size() : 0;
+  const TokenIdLimit limit{path, n_vocab, n_added};
+  model_ = std::make_unique<BpeModel>(m, limit);
   vocab_size_ = model_->max_id() + 1;
 
   normalizer_ = hf::make_normalizer(j.value("normalizer", json()), path);
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    LT_CHECK(j["added_tokens"].is_array(), "{}: \"added_tokens\" is not an array", path);
+  if (has_added) {
     for (const auto& t : j["added_tokens"]) {
       LT_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
                    t["content"].is_string(),
                "{}: an added_tokens entry lacks an integer \"id\" or a string \"content\"", path);
       hf::AddedToken a;
-      long long id = t["id"].get<long long>();
-      LT_CHECK(id >= 0 && id < (1 << 24), "{}: added token id {} out of range", path, id);
-      a.id = static_cast<int>(id);
       a.content = t["content"].get<std::string>();
+      a.id = limit.check(t["id"].get<long long>(), "added_tokens", a.content);
       a.special = t.value("special", false);
       a.lstrip = t.value("lstrip", false);
       a.rstrip = t.value("rstrip", false);
@@ -163,9 +169,9 @@ void HfTokenizer::parse_post_processor(const json& p, const std::string& path) {
                "{}: TemplateProcessing item is neither Sequence nor SpecialToken", path);
       std::string name = piece["SpecialToken"]["id"].get<std::string>();
       LT_CHECK(specials.contains(name) && specials[name].contains("ids") && specials[name]["ids"].is_array(),
-               "{}: TemplateProcessing uses special token '{}' missing from \"special_tokens\"", path, name);
+               "{}: TemplateProcessing uses special token '{}' missing from \"special_tokens\"", path, excerpt(name));
       for (const auto& id : specials[name]["ids"]) {
-        LT_CHECK(id.is_number_integer(), "{}: special_tokens['{}'].ids holds a non-integer", path, name);
+        LT_CHECK(id.is_number_integer(), "{}: special_tokens['{}'].ids holds a non-integer", path, excerpt(name));
         (seen_seq ? suffix_ : prefix_).push_back(id.get<int>());
       }
     }
@@ -183,7 +189,7 @@ void HfTokenizer::parse_post_processor(const json& p, const std::string& path) {
   }
   fail("{}: unsupported post_processor type '{}' (supported: TemplateProcessing, ByteLevel, Sequence, "
        "RobertaProcessing, BertProcessing)",
-       path, t);
+       path, excerpt(t));
 }
 
 std::vector<int> HfTokenizer::encode(std::string_view text, bool add_special) const {
@@ -249,19 +255,8 @@ std::string HfTokenizer::decode(std::span<const int> ids, bool skip_special) con
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& json_path, const std::string& json_text,
                                              const std::string& config_path, const std::string& config_text) {
-  json j, cfg;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", json_path, e.what());
-  }
-  if (!config_text.empty()) {
-    try {
-      cfg = json::parse(config_text);
-    } catch (const json::exception& e) {
-      fail("{}: malformed JSON: {}", config_path, e.what());
-    }
-  }
+  json j = parse_json(json_text, json_path), cfg;
+  if (!config_text.empty()) cfg = parse_json(config_text, config_path);
   try {
     return std::make_unique<HfTokenizer>(json_path, j, config_path, cfg);
   } catch (const json::exception& e) {

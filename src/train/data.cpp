@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace lt {
 
@@ -97,12 +98,7 @@ std::string keys_of(const nlohmann::json& j) {
 
 Example example_from_json_with(std::string_view line, const Tokenizer& tok, const std::vector<int>& prefix,
                                const DataOptions& opt) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    fail("invalid JSON ({})", e.what());
-  }
+  nlohmann::json j = parse_json(line, "");
   LT_CHECK(j.is_object(), "expected a JSON object, got {}", j.type_name());
   if (j.contains("messages")) {
     const auto& m = j["messages"];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
 #include "io/atomic_file.h"
@@ -187,12 +188,7 @@ std::string write_training_report(const std::string& output_dir) {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      fail("{}:{}: malformed JSON line", metrics.string(), n);
-    }
+    nlohmann::json j = parse_json(line, fmt::format("{}:{}", metrics.string(), n));
     double step = j.value("step", 0.0);
     if (j.contains("loss")) loss.pts.push_back({step, j["loss"].get<double>()});
     if (j.contains("eval_loss")) eval.pts.push_back({step, j["eval_loss"].get<double>()});
@@ -214,12 +210,7 @@ std::string write_training_report(const std::string& output_dir) {
   html += svg_chart("memory", {mem}, "");
   fs::path ledger_path = fs::path(output_dir) / "ledger.json";
   if (fs::exists(ledger_path)) {
-    nlohmann::json lj;
-    try {
-      lj = nlohmann::json::parse(read_text_file(ledger_path.string()));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: malformed JSON: {}", ledger_path.string(), e.what());
-    }
+    nlohmann::json lj = load_json_file(ledger_path.string());
     if (lj.contains("planned")) html += memory_plan_html(lj["planned"], &lj);
   }
   html += "</body></html>\n";

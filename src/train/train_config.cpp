@@ -9,8 +9,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/threads.h"
 #include "train/chat_template.h"
 #include "train/data.h"
@@ -20,12 +22,37 @@ namespace lt {
 
 namespace {
 
+// What a value of type T must be, for messages.
+template <class T>
+const char* expected_type() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_same_v<T, int>) return "an integer from -2147483648 to 2147483647";
+  else if constexpr (std::is_same_v<T, uint64_t>) return "an integer from 0 to 18446744073709551615";
+  else if constexpr (std::is_same_v<T, double>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a single value (a string)";
+  else return "a list of strings";
+}
+
+// The value as the user wrote it (cut short), or its kind when it is not a scalar.
+std::string yaml_value(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + excerpt(n.Scalar()) + "'";
+  return n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "nothing";
+}
+
+// The value's column in a YAML file ("" for a --flag, whose value has no file position).
+std::string yaml_column(const YAML::Node& n, const std::string& where) {
+  if (where.rfind("--", 0) == 0 || n.Mark().is_null()) return "";
+  return fmt::format(" (column {})", n.Mark().column + 1);
+}
+
+// yaml-cpp's conversion, with its exceptions turned into a message naming the key, where it is,
+// the expected type and the value found.
 template <class T>
 T as(const YAML::Node& n, const std::string& key, const std::string& where) {
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
-    fail("{}: key '{}' has a value of the wrong type", where, key);
+    fail("{}{}: key '{}' must be {}, got {}", where, yaml_column(n, where), key, expected_type<T>(), yaml_value(n));
   }
 }
 
@@ -178,7 +205,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 [[noreturn]] void unknown_key(const std::string& key, const std::string& where) {
-  const std::string shown = key.size() > 60 ? key.substr(0, 60) + "..." : key;
+  const std::string shown = excerpt(key, 60);
   std::string best;
   size_t best_d = 4;  // suggest only a key within 3 edits (or one that contains / is contained in it)
   for (const char* k : kKnownKeys) {
@@ -333,17 +360,14 @@ void apply_root(TrainConfig& c, const YAML::Node& root, const std::string& path)
 
 }  // namespace
 
-TrainConfig load_train_config(const std::string& path) {
+static TrainConfig parse_yaml_text(const std::string& text, const std::string& path) {
   TrainConfig c;
   c.source = path.empty() ? "flags" : path;
-  if (path.empty()) return c;
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    fail("{}: cannot open", path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    fail("{}: line {}: malformed YAML: {}", path, e.mark.line + 1, e.msg);
+    fail("{}:{}:{}: malformed YAML: {}", path, e.mark.line + 1, e.mark.column + 1, excerpt(e.msg, 160));
   }
   if (root.IsNull()) return c;
   LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
@@ -351,20 +375,25 @@ TrainConfig load_train_config(const std::string& path) {
   return c;
 }
 
-TrainConfig parse_train_config_text(const std::string& yaml_text, const std::string& path_for_messages) {
-  TrainConfig c;
-  const std::string& path = path_for_messages;
-  c.source = path.empty() ? "flags" : path;
-  YAML::Node root;
+// parse_yaml_text with any yaml-cpp exception that escapes the converters above (a list or
+// mapping used as a key, a malformed entry of datasets) named by file, line and column.
+TrainConfig parse_train_config_text(const std::string& yaml_text, const std::string& path) {
   try {
-    root = YAML::Load(yaml_text);
+    return parse_yaml_text(yaml_text, path);
   } catch (const YAML::Exception& e) {
-    fail("{}: line {}: malformed YAML: {}", path, e.mark.line + 1, e.msg);
+    const std::string at = e.mark.is_null() ? path : fmt::format("{}:{}:{}", path, e.mark.line + 1, e.mark.column + 1);
+    fail("{}: this entry is not of the form 'key: value' with a plain name as key and a single value or a list as "
+         "value; see the keys in README.md", at);
   }
-  if (root.IsNull()) return c;
-  LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
-  apply_root(c, root, path);
-  return c;
+}
+
+TrainConfig load_train_config(const std::string& path) {
+  if (path.empty()) {
+    TrainConfig c;
+    c.source = "flags";
+    return c;
+  }
+  return parse_train_config_text(read_text_file(path), path);  // names a missing, unreadable or directory path
 }
 
 void set_train_config_key(TrainConfig& c, const std::string& key, const std::string& value) {
@@ -375,7 +404,12 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
     v = YAML::Node(value);
   }
   if (v.IsNull()) v = YAML::Node(value);
-  apply_key(c, key, v, "--" + key);
+  try {
+    apply_key(c, key, v, "--" + key);
+  } catch (const YAML::Exception&) {
+    fail("--{}: the value '{}' is not a single value or a list of the form this key takes", excerpt(key),
+         excerpt(value));
+  }
 }
 
 TrainConfig parse_train_args(const std::vector<std::string>& args) {

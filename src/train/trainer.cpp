@@ -234,6 +234,7 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
   LT_CHECK(requested.sequence_len <= mc.max_seq_len, "sequence_len {} is longer than the model's context ({} "
            "positions)", requested.sequence_len, mc.max_seq_len);
   TrainingData data = load_training_data(requested);
+  check_tokenizer_fits_model(*data.tokenizer, mc.vocab_size, requested.base_model);
   // the budget counts the data as planned for the requested batch shape (auto only shrinks it)
   const TrainConfig c = fit_memory_budget(requested, mc, baseline + training_data_bytes(data, requested));
   auto& tok = data.tokenizer;

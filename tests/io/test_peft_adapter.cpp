@@ -252,7 +252,7 @@ TEST(PeftAdapterLoad, BadConfigsNameFileAndKey) {
                         {"'modules_to_save'"});
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": "4", )" + ok_targets + "}"),
                         {"key 'r' must be an integer"});
-  test::expect_contains(load_error_with_config("{not json"), {"adapter_config.json", "not valid JSON"});
+  test::expect_contains(load_error_with_config("{not json"), {"adapter_config.json", "malformed JSON"});
   // r in the config disagrees with the tensors' rank
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 8, )" + ok_targets + "}"),
                         {"adapter_model.safetensors", "lora_A.weight", "r = 8"});

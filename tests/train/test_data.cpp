@@ -275,7 +275,7 @@ TEST(TrainDataJsonl, MalformedLineNamesFileAndLine) {
   std::string path = write_temp("bad.jsonl", good + "\n\n" + R"({"text": "unterminated)" + "\n" + good + "\n");
   std::string msg = error_of([&] { lt::load_examples(path, tok(), lt::DataOptions{}); });
   EXPECT_NE(msg.find(path + ":3:"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("malformed JSON"), std::string::npos) << msg;
 
   std::string p2 = write_temp("bad2.jsonl", good + "\n" + R"({"prompt": 5, "completion": "x"})" + "\n");
   std::string m2 = error_of([&] { lt::load_examples(p2, tok(), lt::DataOptions{}); });

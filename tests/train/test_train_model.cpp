@@ -189,6 +189,7 @@ TEST(TrainModelGrad, EveryBiasIsABufferOfTheInferenceAndTrainingPlans) {
   full.seq_len = 6;
   TrainModelOptions lora = full;
   lora.method = "lora";
+  lora.lora.r = 4;  // at most min(in, out) of the smallest projection of this tiny model
   const MemoryPlan inf = plan_inference(tm.cfg, {}), tf = plan_training(tm.cfg, full), tl = plan_training(tm.cfg, lora);
   for (const char* b : {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"}) {
     const std::string n = std::string("model.layers.1.") + b + ".bias";

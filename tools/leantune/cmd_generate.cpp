@@ -66,6 +66,7 @@ void run_generate(const GenerateArgs& a) {
   io.quantization = a.quantize;
   io.double_quant = a.double_quant;
   auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
+  check_tokenizer_fits_model(*tok, model->config().vocab_size, a.model);
   if (!a.adapter.empty()) model->merge_adapter(a.adapter);
   GenerateOptions g;
   g.max_new_tokens = a.max_new_tokens;

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,12 +35,7 @@ void run_tokenize(const TokenizeArgs& a) {
   auto tok = Tokenizer::load(a.tokenizer);
   const bool add_special = !a.no_special;
   if (!a.input.empty()) {
-    nlohmann::json in;
-    try {
-      in = nlohmann::json::parse(read_text_file(a.input));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: malformed JSON: {}", a.input, e.what());
-    }
+    nlohmann::json in = load_json_file(a.input);
     LT_CHECK(in.is_array(), "{}: expected a JSON array of strings", a.input);
     nlohmann::json out = nlohmann::json::array();
     for (size_t i = 0; i < in.size(); ++i) {
