@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/rope_freqs.h"
@@ -271,6 +272,52 @@ size_t write_model_gguf(const std::string& path, const ModelConfig& c,
   w.add_tensor("output_norm.weight", {c.dim}, weight("model.norm.weight"), TensorType::F32);
   if (!c.tie_embeddings) add_matrix(w, "output.weight", c.vocab_size, c.dim, weight("lm_head.weight"), type);
   add_rope_freqs(w, c);
+  w.write(path);
+  return w.tensor_count();
+}
+
+namespace {
+
+std::vector<float> f32_of(const TensorInfo& t) {
+  std::vector<float> v(size_t(t.numel()));
+  convert_to_f32(v.data(), t.data, t.dtype, v.size());
+  return v;
+}
+
+// lora_a / lora_b of projection m in layer l, when the adapter has them.
+void add_lora_pair(Writer& w, const ModelConfig& c, const LoadedAdapter& ad, int l, int m, TensorType type) {
+  const std::string& mod = llama_linear_modules()[size_t(m)];
+  const TensorInfo* A = ad.tensors.find(peft_lora_key(l, mod, true));
+  const TensorInfo* B = ad.tensors.find(peft_lora_key(l, mod, false));
+  if (!A || !B) return;
+  const std::string base = "blk." + std::to_string(l) + "." + kLinearNames[m] + ".weight";
+  const auto [in, out] = c.linear_shape(m);
+  const int64_t r = A->shape[0];
+  std::vector<float> a = f32_of(*A), b = f32_of(*B);
+  if (m <= 1 && c.rope_layout == RopeLayout::Halves) b = permute_qk(b.data(), out, r, m == 0 ? c.n_heads : c.n_kv_heads);
+  add_matrix(w, base + ".lora_a", r, in, a.data(), type);
+  add_matrix(w, base + ".lora_b", out, r, b.data(), type);
+}
+
+}  // namespace
+
+size_t write_lora_gguf(const std::string& path, const ModelConfig& c, const LoadedAdapter& ad,
+                       const std::string& adapter_dir, TensorType type, const std::string& name) {
+  check_adapter_matches_model(ad, c, adapter_dir);
+  for (const auto& [key, t] : ad.tensors.all())
+    LT_CHECK(key.size() < 5 || key.compare(key.size() - 5, 5, ".bias") != 0,
+             "{}: tensor {}: the adapter trains a bias, which a llama.cpp LoRA GGUF cannot carry; export the "
+             "merged model instead (--model BASE --adapter {})", adapter_dir, key, adapter_dir);
+  Writer w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("general.type", "adapter");
+  w.add_string("general.name", name);
+  w.add_u32("general.alignment", uint32_t(kAlignment));
+  w.add_string("adapter.type", "lora");
+  w.add_f32("adapter.lora.alpha", ad.config.scaling() * float(ad.config.r));
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int m = 0; m < 7; ++m) add_lora_pair(w, c, ad, l, m, type);
+  LT_CHECK(w.tensor_count() > 0, "{}: the adapter has no LoRA tensors", adapter_dir);
   w.write(path);
   return w.tensor_count();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/gguf_writer.h"
+#include "io/peft_adapter.h"
 #include "model/config.h"
 
 namespace lt::gguf {
@@ -40,5 +41,13 @@ std::vector<float> permute_qk(const float* w, int64_t rows, int64_t cols, int n_
 size_t write_model_gguf(const std::string& path, const ModelConfig& c,
                         const std::function<const float*(const std::string&)>& weight, const Vocab& vocab,
                         TensorType type, const std::string& name);
+
+// Writes a PEFT LoRA adapter (checked against base config `c`) as a llama.cpp LoRA adapter GGUF:
+// general.type "adapter", adapter.type "lora", adapter.lora.alpha = s·r (llama.cpp scales by
+// alpha / r), blk.N.{attn_q,...}.weight.lora_a (r, in) and .lora_b (out, r), the q/k lora_b rows
+// permuted as the base weights are. lt::Error for adapters with biases (llama.cpp has no LoRA
+// bias). Returns the number of tensors written.
+size_t write_lora_gguf(const std::string& path, const ModelConfig& c, const LoadedAdapter& ad,
+                       const std::string& adapter_dir, TensorType type, const std::string& name);
 
 }  // namespace lt::gguf

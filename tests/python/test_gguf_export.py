@@ -2,7 +2,8 @@
 # tied SmolLM2-like) and stories260K (llama2.c) at every type, read back with the `gguf` package
 # (llama.cpp's own Python reader): metadata, tokenizer, tensor names / shapes / types, q/k rows
 # permuted as convert_hf_to_gguf.py does, and values (f32 exact, f16 / bf16 the exact rounding,
-# q8_0 / q4_0 the same bytes as gguf's reference quantizer and within half a quantization step).
+# q8_0 / q4_0 the same bytes as gguf's reference quantizer and within half a quantization step),
+# a merged PEFT adapter, and a PEFT adapter written alone as a llama.cpp LoRA adapter GGUF.
 # Not checked here: llama.cpp itself loading the file (no prebuilt llama-cpp-python wheel).
 import json
 import struct
@@ -37,7 +38,8 @@ def byte_level_tokenizer(folder, vocab_size, extra=0):
 
 
 def export(leantune_bin, model, out, typ, *extra):
-    r = subprocess.run([leantune_bin, "export", "--gguf", str(out), "--type", typ, "--model", str(model), *extra],
+    model_flag = ["--model", str(model)] if model else []
+    r = subprocess.run([leantune_bin, "export", "--gguf", str(out), "--type", typ, *model_flag, *extra],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return gguf.GGUFReader(str(out))
@@ -259,6 +261,45 @@ def test_adapter_is_merged(leantune_bin, tmp_path):
         np.testing.assert_allclose(np.asarray(got[f"blk.{l}.ffn_down.weight"].data), down, atol=1e-6)
     # the adapter changed the weights (so the comparison above could not pass on the base model)
     assert np.abs(merged["model.layers.0.self_attn.q_proj.weight"].numpy() - base_q).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["smollm2", "qwen2"])
+def test_lora_adapter_gguf(leantune_bin, tmp_path, kind):
+    # --adapter alone: llama.cpp's LoRA adapter GGUF. llama.cpp adds (alpha / r)·lora_b·lora_a to
+    # the (permuted) base weight, so lora_a must be PEFT's A, lora_b its B with the q/k rows
+    # permuted like the base, and alpha / r PEFT's scaling.
+    from peft import LoraConfig, get_peft_model
+    model = build(kind)
+    folder = tmp_path / "base"
+    model.save_pretrained(folder, safe_serialization=True)
+    mods = ["q_proj", "k_proj", "v_proj", "down_proj"]
+    pm = get_peft_model(model, LoraConfig(r=4, lora_alpha=12, target_modules=mods, init_lora_weights=False,
+                                          use_rslora=(kind == "qwen2")))
+    pm.save_pretrained(tmp_path / "adapter")
+    r = export(leantune_bin, "", tmp_path / "a.gguf", "f32", "--adapter", str(tmp_path / "adapter"),
+               "--base", str(folder))
+    assert field(r, "general.architecture") == "llama" and field(r, "general.type") == "adapter"
+    assert field(r, "adapter.type") == "lora"
+    scaling = 12 / 2 if kind == "qwen2" else 12 / 4  # rsLoRA: alpha / sqrt(r)
+    assert field(r, "adapter.lora.alpha") / 4 == pytest.approx(scaling, rel=1e-6)
+    got = {t.name: t for t in r.tensors}
+    c = model.config
+    sd = {k: v.detach().numpy() for k, v in pm.state_dict().items()}
+    want = {}
+    for l in range(c.num_hidden_layers):
+        for hf in mods:
+            key = f"base_model.model.model.layers.{l}.{'mlp' if hf == 'down_proj' else 'self_attn'}.{hf}"
+            a, b = sd[key + ".lora_A.default.weight"], sd[key + ".lora_B.default.weight"]
+            heads = {"q_proj": c.num_attention_heads, "k_proj": c.num_key_value_heads}.get(hf)
+            want[f"blk.{l}.{LINEARS[hf]}.weight.lora_a"] = a
+            want[f"blk.{l}.{LINEARS[hf]}.weight.lora_b"] = permute(b, heads) if heads else b
+    assert set(got) == set(want)
+    for name, ref in want.items():
+        assert list(got[name].shape) == list(reversed(ref.shape)), name
+        np.testing.assert_array_equal(np.asarray(got[name].data), ref)
+    # without --base the adapter's base_model_name_or_path must be a local path
+    e = run_err(leantune_bin, "--gguf", str(tmp_path / "b.gguf"), "--adapter", str(tmp_path / "adapter"))
+    assert "--base" in e
 
 
 def run_err(leantune_bin, *args):
