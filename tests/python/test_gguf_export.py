@@ -187,6 +187,52 @@ def test_hf_model_export(leantune_bin, tmp_path, kind, typ):
             check_values(t, np.ascontiguousarray(ref, dtype=np.float32), typ)
 
 
+def spm_style_tokenizer(folder):
+    # A SentencePiece-style BPE tokenizer.json (byte fallback, "▁" for spaces), as Llama 2's: written
+    # by hand so that its merges, and so the scores GGUF needs, are known.
+    vocab = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)] + \
+        ["\u2581", "a", "b", "c", "\u2581a", "ab", "\u2581ab"]
+    bos = [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
+    tj = {
+        "version": "1.0",
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i, t in enumerate(vocab[:3])],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing", "single": bos,
+                           "pair": bos + [{"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(vocab)}, "merges": ["\u2581 a", "a b", "\u2581a b"]},
+    }
+    (folder / "tokenizer.json").write_text(json.dumps(tj))
+    return vocab
+
+
+def test_spm_style_tokenizer_json(leantune_bin, tmp_path):
+    model = build("smollm2")
+    folder = tmp_path / "m"
+    model.save_pretrained(folder, safe_serialization=True)
+    vocab = spm_style_tokenizer(folder)
+    r = export(leantune_bin, folder, tmp_path / "m.gguf", "f16")
+    assert field(r, "tokenizer.ggml.model") == "llama"
+    assert "tokenizer.ggml.merges" not in r.fields
+    V, n = model.config.vocab_size, len(vocab)
+    tokens, types = field(r, "tokenizer.ggml.tokens"), field(r, "tokenizer.ggml.token_type")
+    scores = field(r, "tokenizer.ggml.scores")
+    assert tokens[:n] == vocab and len(tokens) == V
+    assert types[:3] == [2, 3, 3] and set(types[3:259]) == {6} and set(types[259:n]) == {1} and set(types[n:]) == {5}
+    # llama.cpp's SPM tokenizer merges the best-scoring pair first: the merge of rank k scores -(k + 1)
+    assert scores[n - 3:n] == [-1.0, -2.0, -3.0] and set(scores[:n - 3]) == {0.0}
+    assert field(r, "tokenizer.ggml.unknown_token_id") == 0 and field(r, "tokenizer.ggml.bos_token_id") == 1
+    assert field(r, "tokenizer.ggml.add_bos_token") is True
+
+
 def read_llama2c(path):
     # llama2.c checkpoint: 7 int32 (dim, hidden, layers, heads, kv heads, vocab (<0: untied), seq), then f32 tensors
     raw = path.read_bytes()
