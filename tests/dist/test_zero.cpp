@@ -187,14 +187,14 @@ TEST_P(DistZeroStages, LossesEqualOneProcessWithTheSameGlobalBatch) {
     return j["categories"].contains(cat) ? j["categories"][cat]["allocated"].get<size_t>() : size_t(0);
   };
   EXPECT_EQ(allocated("optimizer_state"), x.optimizer) << name;
-  if (stage >= 2) EXPECT_EQ(allocated("gradients"), x.grads) << name;
-  if (stage == 3) EXPECT_EQ(allocated("trainable_params"), x.params) << name;
-  if (stage < 3) EXPECT_GE(allocated("trainable_params"), psi * 4) << name;
+  if (stage >= 2) { EXPECT_EQ(allocated("gradients"), x.grads) << name; }
+  if (stage == 3) { EXPECT_EQ(allocated("trainable_params"), x.params) << name; }
+  if (stage < 3) { EXPECT_GE(allocated("trainable_params"), psi * 4) << name; }
   // with overlap the collectives did overlap: stage 3 found units prefetched, and on several ranks
   // the reductions were started during the backward
   const auto& ov = j["overlap"];
-  if (overlap && stage == 3) EXPECT_GT(ov["prefetched_units"].get<size_t>(), ov["gathered_units"].get<size_t>()) << name;
-  if (!overlap && stage == 3) EXPECT_EQ(ov["prefetched_units"].get<size_t>(), 0u) << name;
+  if (overlap && stage == 3) { EXPECT_GT(ov["prefetched_units"].get<size_t>(), ov["gathered_units"].get<size_t>()) << name; }
+  if (!overlap && stage == 3) { EXPECT_EQ(ov["prefetched_units"].get<size_t>(), 0u) << name; }
   if (world().size() > 1) {
     if (overlap) EXPECT_GT(ov["reductions_overlapped"].get<size_t>(), 0u) << name;
     else EXPECT_EQ(ov["reductions_overlapped"].get<size_t>(), 0u) << name;
