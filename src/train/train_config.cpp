@@ -26,7 +26,8 @@ namespace {
 template <class T>
 const char* expected_type() {
   if constexpr (std::is_same_v<T, bool>) return "true or false";
-  else if constexpr (std::is_same_v<T, int>) return "an integer from -2147483648 to 2147483647";
+  else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, long long>)  // int keys are read wide
+    return "an integer from -2147483648 to 2147483647";
   else if constexpr (std::is_same_v<T, uint64_t>) return "an integer from 0 to 18446744073709551615";
   else if constexpr (std::is_same_v<T, double>) return "a number";
   else if constexpr (std::is_same_v<T, std::string>) return "a single value (a string)";
@@ -353,7 +354,8 @@ void apply_root(TrainConfig& c, const YAML::Node& root, const std::string& path)
   check_duplicate_keys(root, path);
   for (const auto& kv : root) {
     const std::string where = fmt::format("{}: line {}", path, kv.first.Mark().line + 1);
-    LT_CHECK(kv.first.IsScalar(), "{}: a key must be a plain name (e.g. lora_r), not a list or mapping", where);
+    LT_CHECK(kv.first.IsScalar(), "{}:{}:{}: this entry is not of the form 'key: value': a key must be a plain name "
+             "(e.g. lora_r), not a list or mapping", path, kv.first.Mark().line + 1, kv.first.Mark().column + 1);
     apply_key(c, kv.first.Scalar(), kv.second, where);
   }
 }
