@@ -55,6 +55,8 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
           if (d["min_blank_lines"]) ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
           if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
           for (const auto& kv : d) {
+            LT_CHECK(kv.first.IsScalar(), "{}: the keys of a 'datasets' entry must be names (path, type, "
+                     "min_blank_lines, doc_separator), not a list or mapping", where);
             auto k = kv.first.as<std::string>();
             LT_CHECK(k == "path" || k == "min_blank_lines" || k == "doc_separator" || k == "type",
                      "{}: unknown key 'datasets.{}' (expected path, type, min_blank_lines, doc_separator)", where, k);
@@ -147,6 +149,8 @@ TrainConfig load_train_config(const std::string& path) {
   if (root.IsNull()) return c;
   LT_CHECK(root.IsMap(), "{}: the config must be a mapping of keys to values", path);
   for (const auto& kv : root) {
+    LT_CHECK(kv.first.IsScalar(), "{}: line {}: a key must be a name, not a list or mapping", path,
+             kv.first.Mark().line + 1);
     std::string key = kv.first.as<std::string>();
     apply_key(c, key, kv.second, fmt::format("{}: line {}", path, kv.first.Mark().line + 1));
   }
