@@ -276,8 +276,7 @@ void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, cons
           }
           if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
           for (const auto& kv : d) {
-            LT_CHECK(kv.first.IsScalar(), "{}: the keys of a 'datasets' entry must be names (path, type, "
-                     "min_blank_lines, doc_separator), not a list or mapping", where);
+            // a list or mapping as key: yaml-cpp's exception, named by file:line:column in parse_train_config_text
             auto k = kv.first.as<std::string>();
             LT_CHECK(k == "path" || k == "min_blank_lines" || k == "doc_separator" || k == "type",
                      "{}: unknown key 'datasets.{}' (expected path, type, min_blank_lines, doc_separator)", where, k);

@@ -190,7 +190,7 @@ def test_integer_tensor_names_file_tensor_and_dtypes(leantune_bin, tmp_path):
 @pytest.mark.parametrize("flag,value,needles", [
     ("--max-new-tokens", "-1", ["--max-new-tokens", "-1", ">= 0"]),
     ("--temperature", "-5", ["--temperature", ">= 0"]),
-    ("--top-p", "7", ["--top-p", "from 0 to 1"]),
+    ("--top-p", "7", ["--top-p", "7", ">= 0 and <= 1"]),
     ("--max-new-tokens", "9" * 300, ["--max-new-tokens"]),
 ])
 def test_flag_out_of_range_is_short(leantune_bin, stories, flag, value, needles):
