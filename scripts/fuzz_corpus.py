@@ -31,6 +31,7 @@ DICT_SOURCES = {
     "fuzz_adapter_config": ["src/io/peft_adapter.cpp"],
     "fuzz_train_yaml": ["src/train/train_config.cpp"],
     "fuzz_jsonl_data": ["src/train/data.cpp", "src/train/chat_template.cpp"],
+    "fuzz_trainer_state": ["src/train/trainer_state.cpp"],
 }
 EXTRA_DICT = {
     "json": ['"{"', '"}"', '"["', '"]"', '":"', '","', '"null"', '"true"', '"false"', '"-1"', '"1e999"',
@@ -241,6 +242,16 @@ def adapter_config_seeds(out):
         put(out, f"seed_{i}", json.dumps({**base, **v}, indent=2, sort_keys=True))
 
 
+# ---- trainer_state.json ----------------------------------------------------------------------
+
+def trainer_state_seeds(out):
+    base = {"step": 3, "epoch": 1, "position": 12, "losses": [4.5, 4.25, 4.0], "metrics_records": 5}
+    variants = [{}, {"loss_scale": 65536.0, "loss_scale_clean_steps": 2, "skipped_steps": 1},
+                {"step": 0, "losses": [], "metrics_records": 0}, {"metrics_records": None}]
+    for i, v in enumerate(variants):
+        put(out, f"seed_{i}", json.dumps({**base, **v}, indent=1))
+
+
 # ---- training YAML ---------------------------------------------------------------------------
 
 def train_yaml_seeds(out):
@@ -321,6 +332,7 @@ def main():
     adapter_config_seeds(out / "fuzz_adapter_config")
     train_yaml_seeds(out / "fuzz_train_yaml")
     jsonl_seeds(out / "fuzz_jsonl_data", shared_dir)
+    trainer_state_seeds(out / "fuzz_trainer_state")
     for name, sources in DICT_SOURCES.items():
         kind = "yaml" if name == "fuzz_train_yaml" else "json" if sources else None
         if kind:

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace lt {
 
@@ -90,9 +91,9 @@ TrainerState trainer_state_from_json(const nlohmann::json& j, const std::string&
 TrainerState parse_trainer_state(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({}). {}", path, e.what(), kAdvice);
+    j = parse_json(text, path);  // depth-bounded; the message names the file, line and column
+  } catch (const Error& e) {
+    fail("{} {}", e.what(), kAdvice);
   }
   return trainer_state_from_json(j, path);
 }

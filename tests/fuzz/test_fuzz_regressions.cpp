@@ -28,7 +28,8 @@ const std::map<std::string, lt::fuzz::Harness>& harnesses() {
       {"fuzz_safetensors", lt::fuzz::safetensors},         {"fuzz_hf_config", lt::fuzz::hf_config},
       {"fuzz_tokenizer_json", lt::fuzz::tokenizer_json},   {"fuzz_llama2c_model", lt::fuzz::llama2c_model},
       {"fuzz_llama2c_tokenizer", lt::fuzz::llama2c_tokenizer}, {"fuzz_adapter_config", lt::fuzz::adapter_config},
-      {"fuzz_train_yaml", lt::fuzz::train_yaml},           {"fuzz_jsonl_data", lt::fuzz::jsonl_data}};
+      {"fuzz_train_yaml", lt::fuzz::train_yaml},           {"fuzz_jsonl_data", lt::fuzz::jsonl_data},
+      {"fuzz_trainer_state", lt::fuzz::trainer_state}};
   return m;
 }
 
@@ -122,7 +123,8 @@ TEST(FuzzRegressions, HarnessesAcceptValidInputs) {
       {llama2c_model, tiny_llama2c_model()},
       {safetensors, tiny_safetensors()},
       {jsonl_data, "{\"text\": \"the cat\"}\n\n{\"prompt\": \"a\", \"completion\": \"b\"}\n"},
-      {train_yaml, "base_model: m.bin\ndatasets:\n  - path: d.jsonl\nlora_r: 4\n"}};
+      {train_yaml, "base_model: m.bin\ndatasets:\n  - path: d.jsonl\nlora_r: 4\n"},
+      {trainer_state, R"({"step": 2, "epoch": 0, "position": 4, "losses": [3.5, 3.25], "metrics_records": 3})"}};
   for (const auto& [h, bytes] : valid) {
     try {
       h(bytes);

@@ -274,7 +274,7 @@ TEST(OutputSafety, CorruptTrainerStateIsAClearError) {
       {R"({"step": 1, "epoch": 0, "position": 0, "losses": [1], "skipped_steps": 5})", "'skipped_steps'"},
       {R"({"step": 1, "epoch": 0, "position": 0, "losses": [1], "metrics_records": -2})", "'metrics_records'"},
       {R"([1, 2])", "JSON object"},
-      {R"({"step": 1, )", "not valid JSON"},
+      {R"({"step": 1, )", "malformed JSON"},
   };
   for (const auto& [text, key] : bad) {
     const std::string e = error_of([&] { parse_trainer_state(text, path); });
