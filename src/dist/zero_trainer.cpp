@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,7 +18,6 @@
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
-#include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "plan/baseline.h"
 #include "plan/budget.h"
