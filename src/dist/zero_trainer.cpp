@@ -1,28 +1,31 @@
 // The ZeRO data-parallel training loop (dist/zero_trainer.h).
 #include "dist/zero_trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/ledger.h"
 #include "core/threads.h"
 #include "dist/shard_checkpoint.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
-#include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "plan/baseline.h"
 #include "plan/budget.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/output_dir.h"
+#include "train/report.h"
+#include "train/run_outputs.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
 
@@ -70,45 +73,6 @@ void write_rank_ledger(const std::string& out_dir, const MemoryPlan& rank_plan, 
   j["predicted_peak_bytes"] = rank_plan.total_bytes() + fixed_bytes;
   j["measured_peak_bytes"] = process_peak_rss_bytes();
   write_text_file_atomic((fs::path(out_dir) / fmt::format("ledger-rank{}.json", rank)).string(), j.dump(1));
-}
-
-// The usual outputs of a finished run: the PEFT adapter, or for full fine-tuning the model's
-// tensors (trained and frozen) as one safetensors file. trained(i): trainable tensor i's data.
-void write_final_model(const TrainConfig& c, TrainModel& model, const TensorSet& base,
-                       const std::function<const float*(size_t)>& trained) {
-  const auto& params = model.params();
-  if (c.method == "lora") {
-    std::vector<AdapterTensor> ts;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const auto& p = params[i];
-      ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape,
-                    trained(i)});
-    }
-    const std::string adir = (fs::path(c.output_dir) / "adapter").string();
-    fs::create_directories(adir);
-    save_peft_adapter(adir, c.lora, c.base_model, ts);
-    fmt::print("saved the PEFT adapter to {}\n", adir);
-    return;
-  }
-  const fs::path mdir = fs::path(c.output_dir) / "model";
-  fs::create_directories(mdir);
-  std::vector<TensorInfo> ts;
-  for (const auto& b : model.plan().buffers) {
-    if (b.cat != Category::FrozenWeights) continue;
-    const TensorInfo* src = base.find(b.name);
-    if (!src) continue;
-    TensorInfo t;
-    t.name = b.name; t.dtype = DType::F32; t.shape = src->shape; t.data = model.weight(b.name); t.nbytes = b.bytes;
-    ts.push_back(t);
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    TensorInfo t;
-    t.name = params[i].name; t.dtype = DType::F32; t.shape = params[i].shape; t.data = trained(i);
-    t.nbytes = params[i].n * sizeof(float);
-    ts.push_back(t);
-  }
-  save_safetensors((mdir / "model.safetensors").string(), ts);
-  fmt::print("saved the fine-tuned model's tensors to {}\n", mdir.string());
 }
 
 // memory_budget under ZeRO: one rank's predicted peak (its arenas, plan_zero_rank, plus the process
@@ -202,6 +166,12 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   if (lead)
     fmt::print("trainable parameters: {} ({} tensors), {} per rank's shard; {} training batches per epoch\n",
                model.trainable_count(), model.params().size(), zero.layout().shard, loader.batches_per_epoch());
+  // rank 0's ledger.json: the first step's timeline of the model's arenas, as in one process
+  std::optional<Ledger> ledger;
+  if (lead) {
+    ledger.emplace(model.arenas(), size_t(4 * mc.n_layers + 16));
+    ledger->mark("loaded");
+  }
 
   if (lead) {  // a previous run's outputs are refused (or replaced on purpose)
     prepare_output_dir(c.output_dir, !c.resume.empty(), c.overwrite_output_dir);
@@ -249,6 +219,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   auto log_metric = [&](const nlohmann::json& j) {
     if (metrics) metrics->append(j);
   };
+  const bool tty = lead && isatty(fileno(stdout));
   if (float ev = evaluates ? evaluate() : NAN; lead && std::isfinite(ev)) {
     res.eval_losses.push_back(ev);
     res.first_eval_loss = ev;
@@ -270,6 +241,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   const auto t_start = Clock::now();
   long tokens_seen = 0;
   int step = rs.step;
+  const int first_step = step;
   auto position = [&]() {
     TrainingPosition p{step, loader.epoch(), loader.position(), res.losses};
     if (fp16) {
@@ -289,6 +261,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     saved_step = step;
   };
   comm.reset_stats();
+  if (ledger) model.set_ledger(&*ledger);  // the first step's timeline, layer by layer
   for (; step < total_steps;) {
     if (!unfreeze.empty())
       for (size_t i = 0; i < model.params().size(); ++i) {
@@ -328,34 +301,39 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     const bool apply = !fp16 || scaler.update(std::isfinite(gnorm));
     skipped_steps += !apply;
     if (!apply && lead)
-      fmt::print("step {:>5}: an fp16 gradient overflowed at loss scale {}; step skipped, scale now {}\n", step + 1,
-                 loss_scale, scaler.scale());
+      fmt::print("{}step {:>5}: an fp16 gradient overflowed at loss scale {}; step skipped, scale now {}\n",
+                 tty ? "\n" : "", step + 1, loss_scale, scaler.scale());
     model.zero_grads();
+    if (step == first_step && ledger) {
+      ledger->mark("optimizer");
+      model.set_ledger(nullptr);
+    }
     ++step;
     const float loss = step_labels ? float(sums[1] / double(step_labels)) : 0.0f;
     if (hooks.on_step_end) hooks.on_step_end(step);
     res.losses.push_back(loss);
     tokens_seen += long(sums[2]);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    const double tps = tokens_seen / std::max(elapsed, 1e-9);
+    const size_t rss = process_rss_bytes();
     nlohmann::json mj = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", apply ? gnorm : 0.0f},
-                         {"tokens_per_s", tokens_seen / std::max(elapsed, 1e-9)}, {"epoch", epoch},
+                         {"tokens_per_s", tps}, {"rss_bytes", rss}, {"epoch", epoch},
                          {"comm_bytes_per_step", double(comm.stats().total()) / (step - rs.step)}};
     if (fp16) mj["loss_scale"] = loss_scale;
     if (!apply) mj["skipped"] = true;
     log_metric(mj);
-    if (lead && (step % c.logging_steps == 0 || step == total_steps)) {
-      fmt::print("step {:>5}/{}  loss {:.4f}  lr {:.3e}  grad_norm {:.3f}  {:.0f} tok/s\n", step, total_steps, loss, lr,
-                 gnorm, tokens_seen / std::max(elapsed, 1e-9));
-      std::fflush(stdout);
-    }
+    if (lead)
+      print_step_progress({step, total_steps, loss, lr, apply ? gnorm : 0.0f, tps,
+                           elapsed / (step - rs.step) * (total_steps - step), rss}, tty, c.logging_steps);
     if (evaluates && c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps)
       if (float e = evaluate(); lead && std::isfinite(e)) {
         res.eval_losses.push_back(e);
-        fmt::print("step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", step, e, std::exp(e));
+        fmt::print("{}step {:>5}  eval loss {:.4f}  perplexity {:.2f}\n", tty ? "\n" : "", step, e, std::exp(e));
         log_metric({{"step", step}, {"eval_loss", e}, {"eval_ppl", std::exp(e)}});
       }
     if (c.save_steps > 0 && step % c.save_steps == 0) checkpoint();
   }
+  if (tty) fmt::print("\n");
   const double step_comm = double(comm.stats().total()) / std::max(1, step - rs.step);
   if (lead && tokens_seen > 0) {
     const double s = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -371,8 +349,12 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
   if (metrics) metrics->close();
-  // the ledger before the outputs: writing a full model at stage 3 gathers it whole on rank 0
+  // the ledgers before the outputs: writing a full model at stage 3 gathers it whole on rank 0
   write_rank_ledger(c.output_dir, rank_plan, model, zero, rank, step_comm, baseline + data_bytes);
+  if (lead) {
+    write_ledger(c.output_dir, rank_plan, *ledger, baseline, data_bytes, &zero.arenas());
+    print_memory_summary(rank_plan, baseline, data_bytes);
+  }
   // the trained tensors: the model's, or at stage 3 gathered unit by unit (every rank takes part)
   std::vector<float> gathered;
   if (zo.stage == 3) {
@@ -384,10 +366,12 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
       zero.release_params(u);
     }
   }
-  if (lead)
-    write_final_model(c, model, files.tensors, [&](size_t i) -> const float* {
+  if (lead) {  // the same outputs as one process (train/run_outputs.h)
+    write_trained_model(c, single_plan, model, files.tensors, [&](size_t i) -> const float* {
       return zo.stage == 3 ? gathered.data() + zero.layout().offset[i] : model.params()[i].p;
     });
+    fmt::print("report: {}\n", write_training_report(c.output_dir));
+  }
   comm.barrier();
   res.steps = step;
   return res;

@@ -5,7 +5,9 @@
 // r-th run of `accumulation` of them, so R ranks with accumulation a see exactly the batches, in
 // the same order and with the same dropout masks, as one rank with accumulation R·a. Gradients
 // are scaled by 1/(R·a); the reported loss is the global mean.
-// Rank 0 prints, evaluates and writes metrics.jsonl, the adapter / model folder and ledger.json;
+// Rank 0 prints (the progress bar on a terminal), evaluates and writes metrics.jsonl, and at the
+// end the same outputs as one process through train/run_outputs.h: the adapter or the model folder
+// (with the base's config.json and tokenizer files), ledger.json and report.html;
 // every rank writes ledger-rank<r>.json (its planned and allocated bytes per category) and its
 // checkpoint shard (dist/shard_checkpoint.h). An lt::Error on one rank of several prints the
 // message with the rank and aborts the job (every rank exits non-zero).

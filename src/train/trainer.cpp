@@ -31,7 +31,6 @@
 #include "dist/zero_trainer.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
-#include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "plan/baseline.h"
 #include "plan/budget.h"
@@ -45,6 +44,7 @@
 #include "train/optimizer.h"
 #include "train/output_dir.h"
 #include "train/report.h"
+#include "train/run_outputs.h"
 #include "train/schedule.h"
 #include "train/train_model.h"
 #include "train/trainer_state.h"
@@ -77,15 +77,6 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
     for (auto& e : ex) all.push_back(std::move(e));
   }
   return all;
-}
-
-std::vector<AdapterTensor> adapter_tensors(TrainModel& m) {
-  std::vector<AdapterTensor> out;
-  for (const auto& p : m.params()) {
-    std::string key = p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name;
-    out.push_back({key, p.shape, p.p});
-  }
-  return out;
 }
 
 // Writes checkpoint-<step> (tensors, moments, trainer_state.json), then publishes it in LATEST and
@@ -133,28 +124,7 @@ TrainerState load_checkpoint(const std::string& path, const std::string& out_dir
   return r;
 }
 
-std::string format_eta(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  int t = int(s + 0.5);
-  return t >= 3600 ? fmt::format("{}:{:02d}:{:02d}", t / 3600, t / 60 % 60, t % 60)
-                   : fmt::format("{:02d}:{:02d}", t / 60, t % 60);
-}
-
 }  // namespace
-
-// ledger.json: the plan's bytes per category against the resident bytes measured in the first
-// step, the timeline of that step, and the predicted and measured process peak.
-void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,
-                  size_t data_bytes) {
-  nlohmann::json j = nlohmann::json::parse(ledger.to_json());
-  for (size_t k = 0; k < kNumCategories; ++k)
-    if (size_t n = plan.arena_bytes(Category(k))) j["planned"][std::string(category_name(Category(k)))] = n;
-  j["planned"]["data"] = data_bytes;
-  j["measured_data_bytes"] = data_bytes;
-  j["baseline_bytes"] = baseline;
-  j["predicted_peak_bytes"] = baseline + plan.total_bytes() + data_bytes;
-  write_text_file_atomic((fs::path(out_dir) / "ledger.json").string(), j.dump(1));
-}
 
 TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline) {
   if (c.memory_budget.empty()) {
@@ -412,17 +382,7 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
     if (!apply)
       fmt::print("{}step {:>5}: an fp16 gradient overflowed at loss scale {}; step skipped, scale now {}\n",
                  tty ? "\n" : "", step, loss_scale, scaler.scale());
-    if (tty) {
-      int w = 24, filled = int(double(step) / total_steps * w);
-      fmt::print("\r[{}{}] {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s mem {} ETA {}   ", std::string(size_t(filled), '#'),
-                 std::string(size_t(w - filled), '.'), step, total_steps, loss, lr, tps, format_bytes(rss),
-                 format_eta(eta));
-      std::fflush(stdout);
-    } else if (step % c.logging_steps == 0 || step == total_steps) {
-      fmt::print("step {:>5}/{}  loss {:.4f}  lr {:.3e}  grad_norm {:.3f}  {:.0f} tok/s  mem {}  eta {}\n", step,
-                 total_steps, loss, lr, gnorm, tps, format_bytes(rss), format_eta(eta));
-      std::fflush(stdout);
-    }
+    print_step_progress({step, total_steps, loss, lr, gnorm, tps, eta, rss}, tty, c.logging_steps);
     if (c.eval_steps > 0 && step % c.eval_steps == 0 && step < total_steps) {
       float e = evaluate();
       if (std::isfinite(e)) {
@@ -454,40 +414,10 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
     log_metric({{"step", step}, {"eval_loss", fe}, {"eval_ppl", std::exp(fe)}});
   }
   metrics.close();
-  if (c.method == "lora") {
-    std::string adir = (fs::path(c.output_dir) / "adapter").string();
-    fs::create_directories(adir);
-    save_peft_adapter(adir, c.lora, c.base_model, adapter_tensors(model));
-    fmt::print("saved the PEFT adapter to {}\n", adir);
-  } else {
-    // full fine-tuning: a Hugging Face folder (every weight, trained or frozen) when the base is one
-    fs::path mdir = fs::path(c.output_dir) / "model";
-    fs::create_directories(mdir);
-    std::vector<TensorInfo> ts;
-    for (const auto& b : model.plan().buffers) {
-      if (b.cat != Category::FrozenWeights && b.cat != Category::TrainableParams) continue;
-      if (b.name.rfind("base_model.", 0) == 0) continue;
-      const TensorInfo* src = files.tensors.find(b.name);
-      LT_ASSERT(src);
-      TensorInfo t;
-      t.name = b.name; t.dtype = DType::F32; t.shape = src->shape; t.data = model.weight(b.name); t.nbytes = b.bytes;
-      ts.push_back(t);
-    }
-    save_safetensors((mdir / "model.safetensors").string(), ts);
-    fs::path base_dir = fs::is_directory(c.base_model) ? fs::path(c.base_model) : fs::path(c.base_model).parent_path();
-    bool hf = fs::exists(base_dir / "config.json");
-    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                          "generation_config.json"})
-      if (fs::exists(base_dir / f)) write_text_file_atomic((mdir / f).string(), read_text_file((base_dir / f).string()));
-    fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
-               hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
-  }
+  write_trained_model(c, plan, model, files.tensors, [&](size_t i) -> const float* { return model.params()[i].p; });
   write_ledger(c.output_dir, plan, ledger, baseline, data_bytes);
   fmt::print("report: {}\n", write_training_report(c.output_dir));
-  const size_t predicted = baseline + plan.total_bytes() + data_bytes, peak = process_peak_rss_bytes();
-  fmt::print("memory: predicted peak {} (arenas {}, data {}, baseline {}), measured peak RSS {} ({:+.1f}%)\n",
-             format_bytes(predicted), format_bytes(plan.total_bytes()), format_bytes(data_bytes),
-             format_bytes(baseline), format_bytes(peak), 100.0 * (double(peak) - double(predicted)) / double(predicted));
+  print_memory_summary(plan, baseline, data_bytes);
   res.steps = step;
   return res;
 }
