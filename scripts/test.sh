@@ -25,6 +25,11 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if ninja -C build-asan -j"$(nproc)" leantune_tests leantune; then
   (cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop") || failed+=("sanitizer tests")
+  # the CLI's bad-input and validation tests against the sanitized binary: every bad input must end
+  # with a message and a non-zero status, never a signal or a sanitizer report
+  LEANTUNE_SANITIZED=1 LEANTUNE_BIN=$PWD/build-asan/bin/leantune LEANTUNE_FAULT_BIN=$PWD/build-asan/bin/leantune_fault_train \
+    .venv/bin/python -m pytest -q tests/python/test_bad_inputs.py tests/python/test_validation_cli.py \
+    || failed+=("sanitizer CLI tests")
 else
   failed+=("sanitizer build")
 fi

@@ -199,6 +199,8 @@ def test_flag_out_of_range_is_short(leantune_bin, stories, flag, value, needles)
     assert len(err) < 400, err
 
 
+@pytest.mark.skipif(os.environ.get("LEANTUNE_SANITIZED") == "1",
+                    reason="AddressSanitizer reserves terabytes of address space: no RLIMIT_AS can apply")
 def test_out_of_memory_is_a_clear_error(leantune_bin, tmp_path, stories):
     """Under a 400 MB address-space limit a 2M-token tokenizer.json (38 MB of text, several
     hundred MB as parsed tables) cannot be built, while tok512.bin can: the allocation failure is
