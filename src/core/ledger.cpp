@@ -50,7 +50,8 @@ std::string Ledger::to_json() const {
       j["max_resident"][std::string(category_name(Category(c)))] = m[c];
   if (const auto* p = peak_sample()) {
     j["peak_phase"] = p->phase;
-    if (p->layer >= 0) j["peak_layer"] = p->layer;
+    // always present (null: the peak was not inside a layer), so every ledger.json has the same keys
+    j["peak_layer"] = p->layer >= 0 ? nlohmann::json(p->layer) : nlohmann::json(nullptr);
   }
   j["peak_rss_bytes"] = process_peak_rss_bytes();
   return j.dump(1);
