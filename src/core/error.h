@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "leantune/error.h"
+
 namespace lt {
 
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using Error = leantune::Error;  // the public exception type (include/leantune/error.h)
 
 template <class... A>
 [[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) {
