@@ -122,6 +122,37 @@ LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, Infe
   resolve_inference_options(cfg_, opts_);
   plan_ = plan_inference(cfg_, opts_);
   arenas_.allocate(plan_);
+  bind_state();
+  load_weights(tensors);
+}
+
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts)
+    : cfg_(weights->cfg_), opts_(weights->opts_), ops_(weights->ops_), weights_(std::move(weights)) {
+  opts_.context = opts.context;
+  opts_.prefill_block = opts.prefill_block;
+  resolve_inference_options(cfg_, opts_);
+  // this sequence's buffers only: the weights (and the scratch that quantized them) stay shared
+  for (const auto& b : plan_inference(cfg_, opts_).buffers)
+    if (b.cat != Category::FrozenWeights && b.name != "quant.load_scratch") plan_.add(b.name, b.cat, b.bytes, b.life);
+  arenas_.allocate(plan_);
+  bind_state();
+  embed_ = weights_->embed_;
+  final_norm_ = weights_->final_norm_;
+  lm_head_ = weights_->lm_head_;
+  quant_ = weights_->quant_;
+  layers_ = weights_->layers_;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    layers_[l].k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
+    layers_[l].v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
+  }
+  if (quant_) {
+    quant_ws_ = arenas_.get("quant.workspace");
+    for (const auto& b : plan_.buffers)
+      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+  }
+}
+
+void LlamaModel::bind_state() {
   x_ = arenas_.get_as<float>("act.x");
   xn_ = arenas_.get_as<float>("act.xn");
   q_ = arenas_.get_as<float>("act.q");
@@ -133,7 +164,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, Infe
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
-  load_weights(tensors);
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
