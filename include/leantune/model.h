@@ -6,7 +6,7 @@
 //
 // A Model is immutable once constructed: any number of threads may use one Model at once, each
 // through its own Sequence or Generator (generator.h), which holds that request's KV cache.
-// Keep the Model alive while its Sequences and Generators are in use.
+// Sequences and Generators keep the weights alive: a Model may be destroyed before them.
 //
 // Usage:
 //   leantune::ModelOptions o;
