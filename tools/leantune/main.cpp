@@ -1,8 +1,9 @@
 // leantune: fine-tune and run Llama-family models on the CPU. Subcommands register from cmd_*.cpp.
 // Every error ends the program with one "leantune: error: ..." message and a non-zero status, in
-// leantune's words: user errors (lt::Error) as they are, flag errors from CLI11 with short bounds,
-// running out of memory with what to do, and any other exception named as an internal error; a
-// failed write to a redirected stdout (a full disk) is an error too.
+// leantune's words: user errors (leantune::Error) as they are, flag errors from CLI11 with short
+// bounds, and everything else as leantune::describe_current_exception() words it (running out of
+// memory with what to do, any other exception named as an internal error); a failed write to a
+// redirected stdout (a full disk) is an error too.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
