@@ -19,6 +19,7 @@ namespace leantune {
 std::string excerpt(std::string_view text, size_t max_chars) { return lt::excerpt(text, max_chars); }
 
 std::string describe_current_exception() {
+  if (!std::current_exception()) return "internal error: no exception is being handled";
   try {
     throw;
   } catch (const Error& e) {
