@@ -6,7 +6,7 @@
 
 #include "api/guard.h"
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "kernels/backward.h"

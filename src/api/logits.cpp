@@ -9,7 +9,7 @@
 #include "api/access.h"
 #include "api/guard.h"
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace leantune {
 

@@ -11,7 +11,7 @@
 #include "core/memory_plan.h"
 #include "dist/zero.h"
 #include "dist/zero_trainer.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "leantune/machine.h"
 #include "model/llama_model.h"
