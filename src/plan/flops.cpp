@@ -19,7 +19,7 @@
 namespace lt {
 
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
-  const bool lora = o.method == "lora";
+  const bool lora = o.method == Method::Lora;
   const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
   for (Proj p : kProjs) {
@@ -130,7 +130,7 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
   std::string out = fmt::format("{:<26} {:>5} {:>14} {:>14} {:>16}\n", "targets", "r", "trainable", "memory",
                                 "FLOPs/token +%");
   TrainModelOptions none = base;
-  none.method = "lora";
+  none.method = Method::Lora;
   none.lora.target_modules = {"q_proj"};
   none.lora.r = 1;
   const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
@@ -140,7 +140,7 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
   for (const auto& [label, mods] : sets) {
     for (int r : {4, 8, 16, 32, 64}) {
       TrainModelOptions o = base;
-      o.method = "lora";
+      o.method = Method::Lora;
       o.lora.r = r;
       o.lora.target_modules = mods;
       if (r > max_lora_rank(m, o.lora)) {  // a rank above min(in, out) of a target is refused by train

@@ -52,8 +52,8 @@ void run_export(const ExportArgs& a) {
   LT_CHECK(!tok.empty(), "{}: no tokenizer.json beside the model; pass --tokenizer (tokenizer.json, its folder, "
            "or a llama2.c tokenizer .bin such as tok512.bin)", a.model);
   auto files = load_model_files(a.model);
-  LT_CHECK(files.config.quantization.empty(), "{}: the model is stored quantized ({}); export its f32/16-bit "
-           "source instead", a.model, files.config.quantization);
+  LT_CHECK(!files.config.quantization, "{}: the model is stored quantized ({}); export its f32/16-bit "
+           "source instead", a.model, quantization_name(files.config.quantization));
   const gguf::Vocab vocab = gguf::read_vocab(tok, files.config.vocab_size);
   InferenceOptions io;
   io.context = 1;

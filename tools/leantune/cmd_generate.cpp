@@ -63,7 +63,7 @@ void run_generate(const GenerateArgs& a) {
   auto tok = Tokenizer::load(tok_path);
   InferenceOptions io;
   io.context = a.context;
-  io.quantization = a.quantize;
+  io.quantization = parse_quantization(a.quantize);
   io.double_quant = a.double_quant;
   auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
   check_tokenizer_fits_model(*tok, model->config().vocab_size, a.model);

@@ -58,7 +58,7 @@ void add_grad_command(CLI::App& app) {
     set_num_threads(a->threads);
     auto files = load_model_files(a->model);
     TrainModelOptions o;
-    o.method = a->method;
+    o.method = parse_method(a->method);
     o.lora.r = a->r;
     o.lora.alpha = a->alpha;
     o.lora.use_rslora = a->rslora;

@@ -68,7 +68,7 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
       check_flag_range("--threads", double(x), 0, kMaxThreads, "worker threads; 0: one per hardware thread");
       threads = int(x);
     }
-    else if (a == "--quantize") io.quantization = v;
+    else if (a == "--quantize") io.quantization = parse_quantization(v);
     else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --double-quant)", a);
   }
   LT_CHECK(!model.empty(), "plan --generate: --model is required");
@@ -197,8 +197,8 @@ void add_plan_command(CLI::App& app) {
                         "<style>body{font-family:sans-serif;margin:24px} svg{margin:8px;background:#fafafa} "
                         "td,th{padding:2px 10px;text-align:right} td:first-child{text-align:left}</style></head><body>";
       doc += fmt::format("<h1>leantune memory plan</h1><p>{}: {} {}, micro-batch {} x {} tokens, checkpointing {}; "
-                         "predicted peak {}</p>", cfg.base_model, cfg.method,
-                         cfg.method == "lora" ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size,
+                         "predicted peak {}</p>", cfg.base_model, method_name(cfg.method),
+                         cfg.method == Method::Lora ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size,
                          cfg.sequence_len, cfg.gradient_checkpointing, format_bytes(predicted));
       doc += memory_plan_html(planned, nullptr) + "</body></html>\n";
       write_text_file_atomic(html, doc);
@@ -218,8 +218,8 @@ void add_plan_command(CLI::App& app) {
       fmt::print("{}\n", j.dump(1));
       return;
     }
-    fmt::print("training plan: {} {}, micro-batch {} x {} tokens, checkpointing {}\n{}", cfg.method,
-               cfg.method == "lora" ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size, cfg.sequence_len,
+    fmt::print("training plan: {} {}, micro-batch {} x {} tokens, checkpointing {}\n{}", method_name(cfg.method),
+               cfg.method == Method::Lora ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size, cfg.sequence_len,
                cfg.gradient_checkpointing, p.format_table(buffers));
     if (actuary) {
       if (tokens <= 0) tokens = double(cfg.micro_batch_size) * cfg.sequence_len * cfg.gradient_accumulation_steps *
