@@ -516,14 +516,14 @@ void validate_train_config(const TrainConfig& c) {
   LT_CHECK(c.logging_steps >= 1, "logging_steps must be >= 1");
   const Quantization q = c.quantization;
   if (q)
-    LT_CHECK(c.method == Method::Lora, "{}: quantization: {} quantizes the frozen base of a LoRA run; method: {} trains "
-             "the base weights themselves. Use method: lora (QLoRA) or quantization: none", c.source,
+    LT_CHECK(c.method == Method::Lora, "{}: quantization: {} quantizes the frozen base of a LoRA run; method: {} "
+             "trains the base weights themselves. Use method: lora (QLoRA) or quantization: none", c.source,
              quantization_name(q), method_name(c.method));
   const int bs = c.quant_blocksize;
   LT_CHECK(bs >= 64 && bs <= 4096 && (bs & (bs - 1)) == 0,
            "{}: quant_blocksize {} is not a power of two from 64 to 4096 (64 is the NF4 default)", c.source, bs);
-  LT_CHECK(!(c.double_quant && q == QuantType::Int8), "{}: double_quant applies to nf4 and fp4; int8 keeps one f32 scale "
-           "per row", c.source);
+  LT_CHECK(!(c.double_quant && q == QuantType::Int8), "{}: double_quant applies to nf4 and fp4; int8 keeps one f32 "
+           "scale per row", c.source);
   LT_CHECK(std::isfinite(c.int8_threshold) && c.int8_threshold >= 0,
            "{}: int8_threshold must be >= 0 (got {}; 0 disables the outlier columns)", c.source, c.int8_threshold);
   LT_CHECK(std::isfinite(c.initial_loss_scale) && c.initial_loss_scale > 0 && c.initial_loss_scale <= 3e38,

@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <iterator>
 #include <random>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/ledger.h"
@@ -164,8 +166,8 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   try {
     check_quant_spec(want);
   } catch (const Error& e) {
-    fail("quantization: {} (quant_blocksize {}, double_quant {}): {}", quantization_name(o.quantization), o.quant_blocksize,
-         o.double_quant, e.what());
+    fail("quantization: {} (quant_blocksize {}, double_quant {}): {}", quantization_name(o.quantization),
+         o.quant_blocksize, o.double_quant, e.what());
   }
   if (stored) {
     const QuantSpec have = model_quant_spec(c);
@@ -295,12 +297,12 @@ struct BufferTable {
     m.load_scratch_floats_ = r.bytes / sizeof(float);
   }
 
-  static std::vector<Row> rows(const ModelConfig& c, const TrainModelOptions& o, size_t* acts_at);
+  static std::vector<Row> rows(const ModelConfig& c, const TrainModelOptions& o, size_t* acts_at = nullptr);
   static void add_workspaces(std::vector<Row>& r, const ModelConfig& c, const TrainModelOptions& o, const Dims& d);
   static std::vector<Act> acts(const Dims& d, const std::vector<bool>& adapted);
 };
 
-// The rows in plan order. The per-layer activation sets go before rows[*acts_at].
+// The rows in plan order; the decoder layers' activation sets go before rows[*acts_at].
 std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const TrainModelOptions& o, size_t* acts_at) {
   const Dims d = dims_of(c, o);
   const size_t f = sizeof(float), N = d.N;
@@ -309,7 +311,7 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   add_workspaces(r, c, o, d);
   for (int l = 0; l <= d.L; ++l)  // L+1 residual streams
     r.push_back({fmt::format("act.res.{}", l), A, N * d.C * f, Lifetime::Step, to_layer<&M::res_>, l});
-  *acts_at = r.size();
+  if (acts_at) *acts_at = r.size();
   r.push_back({"act.final.xn", A, N * d.C * f, Lifetime::Step, to<&M::xnf_>});
   r.push_back({"act.final.rstd", A, N * f, Lifetime::Step, to<&M::rstdf_>});
   r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
@@ -403,7 +405,8 @@ static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelO
 static std::vector<bool> adapted_modules(const ModelConfig& c, const TrainModelOptions& o, int l) {
   std::vector<bool> a(7);
   for (int m = 0; m < 7; ++m)
-    a[m] = o.method == Method::Lora && targets_module(o.lora, llama_linear_modules()[m]) && (l < 0 || targets_layer(o.lora, l));
+    a[m] = o.method == Method::Lora && targets_module(o.lora, llama_linear_modules()[m]) &&
+           (l < 0 || targets_layer(o.lora, l));
   return a;
 }
 
@@ -509,6 +512,8 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
 
 TrainModel::~TrainModel() = default;
 
+// About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
+// gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
                        TrainableStore* store)
     : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
@@ -525,8 +530,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
   lora_g_ = lora_tmp_ = lora_xd_ = nullptr;  // bound below when planned
-  size_t acts_at = 0;
-  for (const auto& r : BufferTable::rows(cfg_, opts_, &acts_at)) r.bind(*this, arenas_.get(r.name), r);
+  for (const auto& r : BufferTable::rows(cfg_, opts_)) r.bind(*this, arenas_.get(r.name), r);
   const Dims d = dims_of(cfg_, opts_);
   N_ = d.N;
   const bool full = opts_.method == Method::Full;

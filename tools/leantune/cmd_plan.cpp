@@ -219,8 +219,8 @@ void add_plan_command(CLI::App& app) {
       return;
     }
     fmt::print("training plan: {} {}, micro-batch {} x {} tokens, checkpointing {}\n{}", method_name(cfg.method),
-               cfg.method == Method::Lora ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size, cfg.sequence_len,
-               cfg.gradient_checkpointing, p.format_table(buffers));
+               cfg.method == Method::Lora ? fmt::format("r={}", cfg.lora.r) : "", cfg.micro_batch_size,
+               cfg.sequence_len, cfg.gradient_checkpointing, p.format_table(buffers));
     if (actuary) {
       if (tokens <= 0) tokens = double(cfg.micro_batch_size) * cfg.sequence_len * cfg.gradient_accumulation_steps *
                                 std::max(cfg.max_steps, 1);
