@@ -1,4 +1,5 @@
-// YAML and flag parsing for TrainConfig (yaml-cpp). Every key is one entry in apply_key().
+// YAML and flag parsing for TrainConfig (yaml-cpp). Every key is one entry of apply_data_key(),
+// apply_optim_key() or apply_run_key(); method, precision and quantization are parsed there once.
 #include "train/train_config.h"
 
 #include <yaml-cpp/yaml.h>
