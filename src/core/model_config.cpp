@@ -49,9 +49,9 @@ void validate_config(const ModelConfig& c, const std::string& where) {
              "{}: rope_scaling.original_max_position_embeddings must be positive, got {}", where,
              rs.original_max_position_embeddings);
   }
-  if (!c.quantization.empty()) {
+  if (c.quantization) {
     try {
-      check_quant_spec({parse_quant_type(c.quantization), c.quant_blocksize, c.quant_double_quant});
+      check_quant_spec({*c.quantization, c.quant_blocksize, c.quant_double_quant});
     } catch (const Error& e) {
       fail("{}: quantization_config: {}", where, e.what());
     }

@@ -4,10 +4,12 @@
 // F MLP width, V vocabulary.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "core/projection.h"
+#include "core/quant_spec.h"
 
 namespace lt {
 
@@ -48,8 +50,8 @@ struct ModelConfig {
   int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
-  // its seven linear weights per layer are stored quantized. "" when they are not.
-  std::string quantization;     // "" | nf4 | fp4 | int8
+  // its seven linear weights per layer are stored quantized. nullopt when they are not.
+  std::optional<QuantType> quantization;
   int quant_blocksize = 64;     // 4-bit block size
   bool quant_double_quant = false;
 

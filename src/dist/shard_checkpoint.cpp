@@ -122,8 +122,9 @@ void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<
     man["format"] = "leantune-zero-checkpoint-1";
     man["ranks"] = R;
     man["zero_stage"] = z.options().stage;
-    if (!info.method.empty())
-      man["model"] = {{"method", info.method}, {"base_model", info.base_model}, {"adapter_config", info.adapter_config}};
+    if (info.method)
+      man["model"] = {{"method", method_name(*info.method)}, {"base_model", info.base_model},
+                      {"adapter_config", info.adapter_config}};
     man["total"] = L.total;
     for (size_t i = 0; i < params.size(); ++i)
       man["tensors"].push_back({{"name", params[i].name}, {"shape", params[i].shape}, {"offset", L.offset[i]}});
@@ -291,7 +292,8 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed: {}", mp, e.what());
   }
-  LT_CHECK(method == "lora" || method == "full", "{}: method '{}' is neither lora nor full", mp, method);
+  const std::optional<Method> kind = find_method(method);
+  LT_CHECK(kind, "{}: method '{}' is neither lora nor full", mp, method);
   std::vector<Shard> shards = open_shards(dir, man, total);
   std::vector<float> flat(total);
   copy_flat(shards, "param", flat.data(), 0, total);
@@ -303,7 +305,7 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
   for (const auto& [name, shape, off] : tensors)
     LT_CHECK(off + numel(shape) <= total, "{}: tensor '{}' ends past the flat vector", mp, name);
   fs::create_directories(out_dir);
-  if (method == "lora") {
+  if (kind == Method::Lora) {
     std::string base_name;
     const LoraConfig lc = parse_peft_adapter_config(adapter_config, mp, &base_name);
     std::vector<AdapterTensor> ts;

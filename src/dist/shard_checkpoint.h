@@ -10,9 +10,11 @@
 // one into that format (whole tensors "param.<name>", "adam_m.<name>", "adam_v.<name>" and
 // trainer_state.json), which the single-process trainer resumes from.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/train_types.h"
 #include "dist/zero.h"
 #include "train/trainer.h"
 #include "train/trainer_state.h"
@@ -21,9 +23,9 @@ namespace lt {
 
 // What the run trained, recorded in the manifest so that a checkpoint exports on its own.
 struct TrainedModelInfo {
-  std::string method;          // "lora" | "full"
-  std::string base_model;      // the base model's path
-  std::string adapter_config;  // LoRA: the PEFT adapter_config.json text; else ""
+  std::optional<Method> method;  // nullopt: not recorded
+  std::string base_model;        // the base model's path
+  std::string adapter_config;    // LoRA: the PEFT adapter_config.json text; else ""
 };
 
 // The step, data position, losses and loss scaler state: the single-process trainer's type.

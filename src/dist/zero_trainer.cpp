@@ -136,7 +136,7 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   o.optimizer_state = false;  // the engine holds the moments (sharded, or in the offload file)
   UnfreezeSchedule unfreeze;
   if (!c.unfreeze_schedule.empty()) {
-    LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
+    LT_CHECK(c.method == Method::Full, "unfreeze_schedule applies to method: full");
     unfreeze = UnfreezeSchedule::parse(c.unfreeze_schedule);
     unfreeze.check_layers(mc.n_layers);
   }
@@ -228,9 +228,9 @@ TrainResult run(const TrainConfig& c, const ZeroOptions& requested_zo, Communica
   }
 
   TrainedModelInfo info{c.method, c.base_model,
-                        c.method == "lora" ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
+                        c.method == Method::Lora ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
   // fp16: dynamic loss scaling; every rank sees the same global norm, so all skip the same steps
-  const bool fp16 = c.precision == "fp16";
+  const bool fp16 = c.precision == Precision::FP16;
   LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
   int skipped_steps = rs.skipped_steps;

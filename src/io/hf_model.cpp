@@ -160,9 +160,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     LT_CHECK(method == "leantune", "{}: quantization_config.quant_method '{}' is not supported: leantune reads the "
              "quantized folders that `leantune quantize` writes (quant_method \"leantune\"); start from the "
              "unquantized model", where, excerpt(method));
-    c.quantization = qf.opt_string("type");
-    LT_CHECK(c.quantization == "nf4" || c.quantization == "fp4" || c.quantization == "int8",
-             "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, excerpt(c.quantization));
+    const std::string type = qf.opt_string("type");
+    c.quantization = find_quant_type(type);
+    LT_CHECK(c.quantization, "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, excerpt(type));
     c.quant_blocksize = qf.opt_int("blocksize", 64);
     c.quant_double_quant = qf.opt_bool("double_quant", false);
   }

@@ -41,12 +41,12 @@ void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
 }
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
-  if (!c.quantization.empty()) {
+  if (c.quantization) {
     *spec = model_quant_spec(c);
     return true;
   }
-  if (o.quantization.empty() || o.quantization == "none") return false;
-  spec->type = parse_quant_type(o.quantization);
+  if (!o.quantization) return false;
+  spec->type = *o.quantization;
   spec->blocksize = o.quant_blocksize;
   spec->double_quant = o.double_quant && spec->type != QuantType::Int8;
   check_quant_spec(*spec);
@@ -110,7 +110,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
     p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
-    if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
+    if (!c.quantization) p.add("quant.load_scratch", Category::Workspace, load);
   }
   return p;
 }
@@ -175,7 +175,7 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim, V = cfg_.vocab_size;
   QuantSpec qs;
   quant_ = inference_quant_spec(cfg_, opts_, &qs);
-  const bool stored = !cfg_.quantization.empty();
+  const bool stored = cfg_.quantization.has_value();
   float* scratch = nullptr;
   size_t scratch_floats = 0;
   for (const auto& b : plan_.buffers) {

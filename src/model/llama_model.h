@@ -19,10 +19,11 @@ namespace lt {
 struct InferenceOptions {
   int context = 0;        // KV cache positions P; 0 = min(model max_seq_len, 4096)
   int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256)
-  // Quantize the seven linear weights of every layer on load: "" (no), nf4, fp4, int8 (LLM.int8:
-  // per-row int8 weights, per-token int8 activations, outlier columns above int8_threshold in
-  // f32). A folder written by `leantune quantize` is used as stored whatever this says.
-  std::string quantization;
+  // Quantize the seven linear weights of every layer on load: none (nullopt), nf4, fp4, int8
+  // (LLM.int8: per-row int8 weights, per-token int8 activations, outlier columns above
+  // int8_threshold in f32). A folder written by `leantune quantize` is used as stored whatever
+  // this says.
+  Quantization quantization;
   bool double_quant = false;
   int quant_blocksize = 64;
   float int8_threshold = 6.0f;

@@ -46,11 +46,11 @@ static TrainModelOptions model_options(const TrainConfig& c) { return train_mode
 
 size_t model_weight_bytes(const ModelConfig& m) {
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 1;
   o.seq_len = 2;
-  if (!m.quantization.empty()) {  // a quantized base trains only with LoRA: its frozen weights as stored
-    o.method = "lora";
+  if (m.quantization) {  // a quantized base trains only with LoRA: its frozen weights as stored
+    o.method = Method::Lora;
     o.lora.r = 1;
     o.lora.target_modules = {"q_proj"};
     return plan_training(m, o).arena_bytes(Category::FrozenWeights);
@@ -77,9 +77,9 @@ std::vector<FitCandidate> cheaper_fits(const ModelConfig& m, const TrainConfig& 
     t.gradient_checkpointing = ck;
     consider(fmt::format("gradient_checkpointing: {}", ck), t);
   }
-  if (c.method == "full") {
+  if (c.method == Method::Full) {
     TrainConfig t = c;
-    t.method = "lora";
+    t.method = Method::Lora;
     t.lora.target_modules = {"all-linear"};
     consider(fmt::format("method: lora (r={}, all-linear) instead of full", t.lora.r), t);
     t.gradient_checkpointing = "every";

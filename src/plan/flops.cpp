@@ -19,7 +19,7 @@
 namespace lt {
 
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
-  const bool lora = o.method == "lora";
+  const bool lora = o.method == Method::Lora;
   const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
   for (Proj p : kProjs) {
@@ -154,7 +154,7 @@ std::vector<RankRow> rank_rows(const ModelConfig& m, const TrainModelOptions& ba
   for (const auto& [label, mods] : sets) {
     for (int r : {4, 8, 16, 32, 64}) {
       TrainModelOptions o = base;
-      o.method = "lora";
+      o.method = Method::Lora;
       o.lora.r = r;
       o.lora.target_modules = mods;
       RankRow row{label, r};

@@ -19,6 +19,7 @@
 #include "core/model_config.h"
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
+#include "core/train_types.h"
 #include "train/trainable_store.h"
 
 namespace lt {
@@ -29,7 +30,7 @@ namespace lt {
 enum class Checkpointing { None, EveryK, Attention, Mlp };
 
 struct TrainModelOptions {
-  std::string method = "lora";   // "lora" | "full"
+  Method method = Method::Lora;
   LoraConfig lora;
   int micro_batch = 1;           // B
   int seq_len = 256;             // T
@@ -40,9 +41,9 @@ struct TrainModelOptions {
   int loss_chunk = 256;          // rows of logits computed at a time
   uint64_t seed = 0;             // LoRA init and dropout masks
   // Frozen linear weights (q, k, v, o, gate, up, down) stored quantized, LoRA only (QLoRA):
-  // "none" | nf4 | fp4 | int8, quantized on load. A base model stored quantized
-  // (ModelConfig::quantization) is used as stored; "none" or its own format is accepted then.
-  std::string quantization = "none";
+  // nf4 | fp4 | int8, quantized on load; nullopt: none. A base model stored quantized
+  // (ModelConfig::quantization) is used as stored; none or its own format is accepted then.
+  Quantization quantization;
   int quant_blocksize = 64;      // 4-bit: a power of two in [64, 4096]
   bool double_quant = false;     // 4-bit: absmax values quantized to 8 bits
   float int8_threshold = 6.0f;   // LLM.int8 outlier threshold (0: none)
@@ -53,16 +54,15 @@ struct TrainModelOptions {
   // constructor (ZeRO stage 3 / 2, dist/zero.h): the plan lists none of those buffers.
   bool store_params = false;
   bool store_grads = false;
-  // Mixed precision: "fp32" | "bf16" | "fp16". bf16 / fp16 store the frozen linear weights (LoRA;
+  // Mixed precision: fp32 | bf16 | fp16. bf16 / fp16 store the frozen linear weights (LoRA;
   // a quantized base stays quantized), a working copy of each trainable linear weight (full) and
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (half_linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
-  std::string precision = "fp32";
+  Precision precision = Precision::FP32;
 };
 
-// The 16-bit storage type of a precision: BF16 for "bf16", F16 for "fp16", F32 for "fp32";
-// lt::Error naming the choices otherwise.
-DType precision_dtype(const std::string& precision);
+// The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
+DType precision_dtype(Precision precision);
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
@@ -128,6 +128,7 @@ class TrainModel {
   void lora_tensors(int layer, const std::string& module, float** A, float** B) const;
 
  private:
+  friend struct BufferTable;  // train_model.cpp: the planned buffers and the fields they are bound to
   struct LayerActs;
   void layer_forward(int l, LayerActs& a, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
@@ -171,6 +172,8 @@ class TrainModel {
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
   void* quant_ws_ = nullptr;                      // quantized linears' shared tile workspace
   size_t quant_ws_bytes_ = 0;
+  float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
+  size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
   uint16_t* half_dy16_ = nullptr;                 // 16-bit GEMM workspaces (half_linear.h)

@@ -220,13 +220,13 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
   TrainModelOptions o = train_model_options(c);
   UnfreezeSchedule unfreeze;
   if (!c.unfreeze_schedule.empty()) {
-    LT_CHECK(c.method == "full", "unfreeze_schedule applies to method: full");
+    LT_CHECK(c.method == Method::Full, "unfreeze_schedule applies to method: full");
     unfreeze = UnfreezeSchedule::parse(c.unfreeze_schedule);
     unfreeze.check_layers(mc.n_layers);
   }
   MemoryPlan plan = plan_training(mc, o);
-  fmt::print("memory plan ({} {}, micro-batch {} x {} tokens, checkpointing {}):\n{}", c.method,
-             c.method == "lora" ? fmt::format("r={}", c.lora.r) : "", c.micro_batch_size, c.sequence_len,
+  fmt::print("memory plan ({} {}, micro-batch {} x {} tokens, checkpointing {}):\n{}", method_name(c.method),
+             c.method == Method::Lora ? fmt::format("r={}", c.lora.r) : "", c.micro_batch_size, c.sequence_len,
              c.gradient_checkpointing, plan.format_table(false));
   TrainModel model(mc, files.tensors, o, ops_cpu());
   const size_t data_bytes = training_data_bytes(data, c);
@@ -300,7 +300,7 @@ TrainResult run_training_single(const TrainConfig& requested, const TrainHooks& 
   int step = rs.step;
   const int first_step = step;
   // fp16: dynamic loss scaling (train/loss_scaler.h); checkpoints carry its state
-  const bool fp16 = c.precision == "fp16";
+  const bool fp16 = c.precision == Precision::FP16;
   LossScaler scaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   if (fp16 && rs.loss_scale > 0) scaler.set_state(rs.loss_scale, rs.clean_steps);
   int skipped_steps = rs.skipped_steps;

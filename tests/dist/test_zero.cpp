@@ -231,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,
 // steps skipped while an initial scale of 2^24 overflows and backs off (every rank skips them).
 TEST(DistZeroFp16, LossScalingSkipsTheSameStepsAsOneProcess) {
   auto fp16 = [](TrainConfig c) {
-    c.precision = "fp16";
+    c.precision = Precision::FP16;
     c.initial_loss_scale = 16777216.0;  // 2^24: the first steps overflow
     c.max_steps = 10;
     return c;

@@ -53,7 +53,7 @@ TrainConfig tiny_config(const std::string& out) {
   c.base_model = shared + "/models/stories260K/stories260K.bin";
   c.tokenizer = shared + "/models/stories260K/tok512.bin";
   c.datasets = {{shared + "/data/aesop_fables/aesop_fables.txt", 2}};
-  c.method = "lora";
+  c.method = Method::Lora;
   c.lora.r = 4;
   c.lora.alpha = 8;
   c.lora.target_modules = {"all-linear"};

@@ -79,15 +79,15 @@ void add_bench_command(CLI::App& app) {
                "(max_position_embeddings); use --seq {} or less", a->model, a->seq, files.config.max_seq_len,
                files.config.max_seq_len);
       TrainModelOptions o;
-      o.method = a->method;
+      o.method = parse_method(a->method);
       o.lora.r = a->r;
       o.lora.alpha = float(2 * a->r);
       o.lora.target_modules = {"all-linear"};
       o.micro_batch = a->batch;
       o.seq_len = a->seq;
-      o.precision = a->precision;
+      o.precision = parse_precision(a->precision);
       if (!a->quantize.empty()) {
-        o.quantization = a->quantize;
+        o.quantization = parse_quantization(a->quantize);
         o.double_quant = a->double_quant;
       }
       parse_checkpointing(a->ckpt, o);
@@ -159,7 +159,7 @@ void add_bench_command(CLI::App& app) {
              a->model, a->prompt, a->decode, int64_t(a->prompt) + a->decode, mc.max_seq_len, mc.max_seq_len);
     InferenceOptions io;
     io.context = a->prompt + a->decode + 1;
-    io.quantization = a->quantize;
+    io.quantization = parse_quantization(a->quantize);
     io.double_quant = a->double_quant;
     auto model = LlamaModel::load(a->model, io, ops_cpu());
     const int V = model->config().vocab_size;
