@@ -37,6 +37,10 @@ struct Access {
 
 using ModelImpl = Access::ModelImpl;
 
+// The public quantization choice and the engine's (nullopt: none).
+lt::Quantization engine_quantization(Quantization q);
+Quantization public_quantization(lt::Quantization q);
+
 // A new sequence state (KV cache, activations, logits) over the model's weights.
 std::unique_ptr<lt::LlamaModel> new_sequence_state(const ModelImpl& m, const SequenceOptions& o);
 

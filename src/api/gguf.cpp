@@ -76,8 +76,8 @@ GgufExportResult export_gguf(const std::string& path, const GgufExportOptions& a
     LT_CHECK(!tok.empty(), "{}: no tokenizer.json beside the model; pass --tokenizer (tokenizer.json, its folder, "
              "or a llama2.c tokenizer .bin such as tok512.bin)", a.model);
     auto files = lt::load_model_files(a.model);
-    LT_CHECK(files.config.quantization.empty(), "{}: the model is stored quantized ({}); export its f32/16-bit "
-             "source instead", a.model, files.config.quantization);
+    LT_CHECK(!files.config.quantization, "{}: the model is stored quantized ({}); export its f32/16-bit "
+             "source instead", a.model, lt::quantization_name(files.config.quantization));
     const lt::gguf::Vocab vocab = lt::gguf::read_vocab(tok, files.config.vocab_size);
     lt::InferenceOptions io;
     io.context = 1;

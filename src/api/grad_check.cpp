@@ -20,7 +20,7 @@ namespace {
 
 lt::TrainModelOptions train_options(const GradCheckOptions& a) {
   lt::TrainModelOptions o;
-  o.method = a.method;
+  o.method = lt::parse_method(a.method);
   o.lora.r = a.lora_r;
   o.lora.alpha = a.lora_alpha;
   o.lora.use_rslora = a.use_rslora;

@@ -39,6 +39,26 @@ const char* quantization_name(Quantization q) {
 
 namespace detail {
 
+lt::Quantization engine_quantization(Quantization q) {
+  switch (q) {
+    case Quantization::NF4: return lt::QuantType::NF4;
+    case Quantization::FP4: return lt::QuantType::FP4;
+    case Quantization::Int8: return lt::QuantType::Int8;
+    case Quantization::None: break;
+  }
+  return std::nullopt;
+}
+
+Quantization public_quantization(lt::Quantization q) {
+  if (!q) return Quantization::None;
+  switch (*q) {
+    case lt::QuantType::NF4: return Quantization::NF4;
+    case lt::QuantType::FP4: return Quantization::FP4;
+    case lt::QuantType::Int8: return Quantization::Int8;
+  }
+  return Quantization::None;
+}
+
 ModelConfig public_config(const lt::ModelConfig& c) {
   ModelConfig p;
   p.arch = c.arch;
@@ -61,14 +81,14 @@ ModelConfig public_config(const lt::ModelConfig& c) {
   p.sliding_window = c.sliding_window;
   p.bos_token_id = c.bos_token_id;
   p.eos_token_id = c.eos_token_id;
-  p.quantization = parse_quantization(c.quantization);
+  p.quantization = public_quantization(c.quantization);
   return p;
 }
 
 // Elements of every weight the inference plan lists for `c` unquantized (embeddings once when tied).
 static uint64_t count_parameters(const lt::ModelConfig& c) {
   lt::ModelConfig f32 = c;
-  f32.quantization.clear();
+  f32.quantization.reset();
   lt::InferenceOptions o;
   o.context = 1;
   uint64_t n = 0;
@@ -82,7 +102,7 @@ static lt::InferenceOptions inference_options(const ModelOptions& m, int context
   lt::InferenceOptions io;
   io.context = context;
   io.prefill_block = prefill_block;
-  io.quantization = m.quantization == Quantization::None ? "" : quantization_name(m.quantization);
+  io.quantization = engine_quantization(m.quantization);
   io.double_quant = m.double_quant;
   io.quant_blocksize = m.quant_blocksize;
   io.int8_threshold = m.int8_threshold;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/access.h"
 #include "api/guard.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
@@ -153,7 +154,7 @@ InferencePlan plan_inference(const std::string& model_path, const InferencePlanO
     lt::InferenceOptions io;
     io.context = options.sequence.context;
     io.prefill_block = options.sequence.prefill_block;
-    io.quantization = options.quantization == Quantization::None ? "" : quantization_name(options.quantization);
+    io.quantization = detail::engine_quantization(options.quantization);
     io.double_quant = options.double_quant;
     lt::resolve_inference_options(mc, io);
     const lt::MemoryPlan p = lt::plan_inference(mc, io);
@@ -219,7 +220,7 @@ TrainingPlan plan_training(const std::vector<std::string>& train_args, const Tra
     const lt::TrainModelOptions o = lt::train_model_options(cfg);
     const lt::MemoryPlan p = lt::plan_training(mc, o);
     out.base_model = cfg.base_model;
-    out.method = cfg.method;
+    out.method = lt::method_name(cfg.method);
     out.checkpointing = cfg.gradient_checkpointing;
     out.lora_r = cfg.lora.r;
     out.micro_batch_size = cfg.micro_batch_size;
