@@ -93,4 +93,6 @@ TEST(ModelStories260K, SharedWeightsGiveIdenticalLogits) {
   alone->forward(&next, 1, int(ids.size()));
   shared.forward(&next, 1, int(ids.size()));
   for (int i = 0; i < 512; ++i) ASSERT_EQ(alone->logits()[i], shared.logits()[i]) << i;
+  // the shared weights are read-only through it
+  EXPECT_THROW(shared.merge_adapter("some_adapter"), Error);
 }
