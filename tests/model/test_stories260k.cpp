@@ -3,6 +3,7 @@
 // arenas are exactly what was allocated.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
