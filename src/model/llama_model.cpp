@@ -244,6 +244,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
 }
 
 void LlamaModel::merge_adapter(const std::string& dir, float sign) {
+  LT_CHECK(!weights_, "{}: cannot merge a LoRA adapter into a sequence that reads another model's weights; merge "
+           "it into the model that holds them", dir);
   LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
            "(or train with the quantized base and keep the adapter separate)", dir);
   LoadedAdapter ad = load_peft_adapter(dir);

@@ -3,6 +3,7 @@
 // arenas are exactly what was allocated.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
@@ -93,4 +94,6 @@ TEST(ModelStories260K, SharedWeightsGiveIdenticalLogits) {
   alone->forward(&next, 1, int(ids.size()));
   shared.forward(&next, 1, int(ids.size()));
   for (int i = 0; i < 512; ++i) ASSERT_EQ(alone->logits()[i], shared.logits()[i]) << i;
+  // the shared weights are read-only through it
+  EXPECT_THROW(shared.merge_adapter("some_adapter"), Error);
 }
