@@ -1,4 +1,4 @@
-// The single-process communicator (core/comm.h).
+// The single-process communicator (core/comm.h): collectives over one rank are copies.
 #include "core/comm.h"
 
 #include <cstdlib>

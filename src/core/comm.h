@@ -1,12 +1,19 @@
-// Communicator: the collectives data-parallel training needs (DESIGN.md §7), behind one interface,
-// and SelfCommunicator, the communicator of one process (collectives are copies or no-ops, no MPI).
-// The MPI implementation and world() (the process's communicator) live in dist/comm.h; code below
-// dist (the training loop) is handed a Communicator& and never knows which one it has.
-// Sizes are in elements; every rank passes the same n.
-// Usage: Communicator& c = ...; c.allreduce_sum(grad, n); if (c.rank() == 0) ...
+// Communicator: the collectives data-parallel training needs (DESIGN.md §7), behind one interface.
+// Two implementations: a single process is a communicator of size 1 whose collectives are copies
+// or no-ops (no MPI call is ever made), and MPI (dist/mpi_comm.cpp, compiled when CMake finds MPI)
+// for `mpirun -np N leantune ...`. Sizes are in elements; every rank passes the same n.
+// Failure policy: every MPI call returns its error (MPI_ERRORS_RETURN) and throws lt::Error naming
+// the operation, this rank and the communicator size; a watchdog thread ends this process with
+// exit status 1 and a message when one collective has waited longer than the timeout (a peer that
+// died or stopped), so no rank hangs. OpenMPI's mpirun also ends the whole job, non-zero, naming
+// the rank, when one rank exits abnormally.
+// The interface lives in core so the training loop (train) can take a Communicator without
+// depending on dist, which chooses and builds the process's communicator (dist/comm.h: world()).
+// Usage: Communicator& c = world(); c.allreduce_sum(grad, n); if (c.rank() == 0) ...
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace lt {
 

@@ -1,16 +1,7 @@
-// The process's communicator (world()): the Communicator interface and SelfCommunicator are in
-// core/comm.h; this adds MPI (dist/mpi_comm.cpp, compiled when CMake finds MPI) for
-// `mpirun -np N leantune ...`, and a single process's SelfCommunicator otherwise.
-// Failure policy: every MPI call returns its error (MPI_ERRORS_RETURN) and throws lt::Error naming
-// the operation, this rank and the communicator size; a watchdog thread ends this process with
-// exit status 1 and a message when one collective has waited longer than the timeout (a peer that
-// died or stopped), so no rank hangs. OpenMPI's mpirun also ends the whole job, non-zero, naming
-// the rank, when one rank exits abnormally.
-// Usage: Communicator& c = world(); c.allreduce_sum(grad, n); if (c.rank() == 0) ...
+// The process's communicator (MPI under mpirun, else a single-process SelfCommunicator) and the
+// collective tuning knobs. The Communicator interface itself is in core/comm.h.
 #pragma once
 #include <cstddef>
-#include <cstdint>
-#include <string>
 
 #include "core/comm.h"
 

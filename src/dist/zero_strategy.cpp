@@ -11,7 +11,7 @@
 #include "core/mapped_file.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace fs = std::filesystem;
 

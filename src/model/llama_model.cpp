@@ -18,7 +18,7 @@
 #include "io/quant_model.h"
 #include "quant/quant_linear.h"
 #include "kernels/cpu/gemm.h"
-#include "model/rope_freqs.h"
+#include "core/rope_freqs.h"
 
 namespace lt {
 

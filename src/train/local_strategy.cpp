@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
 #include "train/train_model.h"
