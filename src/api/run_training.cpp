@@ -19,12 +19,12 @@ namespace {
 // baseline, FLOPs and peak: what every run's services share
 RunServices common_services() {
   RunServices s;
-  s.baseline_bytes = process_baseline_bytes();
+  s.baseline_bytes = [] { return process_baseline_bytes(); };
   s.flops_per_token = [](const ModelConfig& m, const TrainModelOptions& o) {
     const PhaseFlops f = training_flops_per_token(m, o);
     return FlopsPerToken{f.forward + f.backward, f.total()};
   };
-  s.peak_flops = peak_f32_gflops() * 1e9;
+  s.peak_flops = [] { return peak_f32_gflops() * 1e9; };
   return s;
 }
 

@@ -36,7 +36,7 @@ TrainLoop::TrainLoop(const TrainConfig& requested, RunServices services, TrainHo
       synthetic_(synthetic_seed.has_value()) {
   LT_CHECK(services_.setup, "TrainLoop: no setup (memory budget and sharding) was given");
   const size_t fixed = load_inputs(requested);
-  RunSetup s = services_.setup(requested, files_.config, services_.baseline_bytes + fixed);
+  RunSetup s = services_.setup(requested, files_.config, baseline_bytes_ + fixed);
   LT_CHECK(s.strategy, "TrainLoop: the setup returned no sharding strategy");
   LT_CHECK(!services_.comm || &s.strategy->comm() == services_.comm,
            "TrainLoop: the sharding strategy runs on another communicator than the run's");
@@ -67,6 +67,7 @@ size_t TrainLoop::load_inputs(const TrainConfig& c) {
     validate_train_config(c);
   }
   set_num_threads(c.threads);
+  baseline_bytes_ = services_.baseline_bytes ? services_.baseline_bytes() : 0;
   files_ = load_model_files(c.base_model);
   const ModelConfig& mc = files_.config;
   validate_config(mc, c.base_model);

@@ -78,13 +78,16 @@ struct RunSetup {
 // plan, ZeRO from dist).
 struct RunServices {
   Communicator* comm = nullptr;  // the ranks (the strategy's communicator); null: one process
-  size_t baseline_bytes = 0;     // the process baseline (runtime, threads), for budgets and the ledger
+  // The process baseline (runtime, threads), for budgets and the ledger: called once, after the
+  // config's thread count is set (the baseline depends on it). Null: 0.
+  std::function<size_t()> baseline_bytes;
   // memory_budget and sharding, called once the model's config and the data are loaded: the
   // config to run and its strategy (fixed_bytes: baseline + data). lt::Error when over budget.
   std::function<RunSetup(const TrainConfig& requested, const ModelConfig& model, size_t fixed_bytes)> setup;
-  // For the throughput line's model FLOPs utilization (null / 0: not printed).
+  // For the throughput line's model FLOPs utilization (null: not printed): the model's FLOPs per
+  // token, and this machine's measured peak in FLOP/s at the run's thread count.
   std::function<FlopsPerToken(const ModelConfig&, const TrainModelOptions&)> flops_per_token;
-  double peak_flops = 0;         // this machine's measured peak, FLOP/s
+  std::function<double()> peak_flops;
 };
 
 // Watching a run (each optional). on_metrics: every record appended to metrics.jsonl; on_ledger:
@@ -163,7 +166,7 @@ class TrainLoop {
   bool synthetic_ = false;
   ModelFiles files_;
   TrainingData data_;  // the tokenizer and examples (the train examples move into the loader)
-  size_t data_bytes_ = 0;
+  size_t data_bytes_ = 0, baseline_bytes_ = 0;
   std::unique_ptr<UnitStore> store_;
   Communicator* comm_ = nullptr;
   MemoryPlan single_plan_;  // the single-process plan: every weight, trained or frozen (outputs)

@@ -74,9 +74,9 @@ void TrainLoop::print_throughput() {
   const double tps = tokens_seen_ / compute_seconds_;
   std::string line = fmt::format("throughput: {:.0f} tokens/s over {:.1f} s of steps{}", tps, compute_seconds_,
                                  R > 1 ? fmt::format(" on {} ranks", R) : "");
-  if (services_.flops_per_token && services_.peak_flops > 0) {
+  if (services_.flops_per_token && services_.peak_flops) {
     const FlopsPerToken f = services_.flops_per_token(files_.config, model_->options());
-    const double per_rank = tps / R, peak = services_.peak_flops;
+    const double per_rank = tps / R, peak = services_.peak_flops();
     line += fmt::format("; model FLOPs utilization {:.1f}% of this machine's measured f32 peak ({:.0f} GFLOP/s, {} "
                         "threads){}", 100.0 * f.model * per_rank / peak, peak / 1e9, num_threads(),
                         f.with_recompute > f.model
@@ -93,7 +93,7 @@ void TrainLoop::print_throughput() {
 // model, then the report drawn from metrics.jsonl and ledger.json.
 void TrainLoop::write_outputs() {
   const std::string& out = config_.output_dir;
-  const size_t baseline = services_.baseline_bytes;
+  const size_t baseline = baseline_bytes_;
   const double step_comm = double(comm_->stats().total()) / std::max(1, step_ - first_step_);
   strategy().write_rank_outputs(out, model_->arenas(), baseline + data_bytes_, step_comm);
   if (lead_) {
