@@ -103,9 +103,11 @@ class Trainer {
   // Continue a previous run: a checkpoint folder, or "auto" for output_dir/LATEST (a fresh start
   // when there is none). Before the first step; the same as the config's `resume`.
   void resume(const std::string& checkpoint = "auto");
-  // One optimizer step (the first call also prepares output_dir, resumes and evaluates once).
+  // One optimizer step. The first call of step(), evaluate(), save(), finish() or run() starts the
+  // run: prepares output_dir (refusing a previous run's outputs unless resuming or overwriting),
+  // resumes, and evaluates once.
   TrainStep step();
-  // The mean loss over the eval set (NaN without one).
+  // The mean loss over the eval set (NaN without one; under ZeRO below stage 3 only rank 0 evaluates).
   float evaluate();
   // A checkpoint of the current step now (besides every save_steps and the final one).
   void save();
