@@ -28,4 +28,4 @@
 #include "leantune/quantize.h"     // quantized model folders (NF4, FP4, int8)
 #include "leantune/sequence.h"     // Sequence: one token sequence's KV cache over a Model
 #include "leantune/tokenizer.h"    // Tokenizer: tokenizer.json and llama2.c tokenizers
-// #include "leantune/trainer.h"   // Trainer: training runs, bench and demo (added by the training API)
+#include "leantune/trainer.h"      // Trainer: training runs, bench and demo

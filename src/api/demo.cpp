@@ -14,7 +14,7 @@
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 namespace fs = std::filesystem;
 

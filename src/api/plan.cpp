@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/memory_plan.h"
 #include "dist/zero.h"
-#include "dist/zero_trainer.h"
+#include "plan/budget.h"
 #include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "leantune/machine.h"
@@ -21,7 +21,7 @@
 #include "train/report.h"
 #include "train/train_config.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "train/training_data.h"
 
 namespace leantune {
 

@@ -35,9 +35,9 @@ TensorInfo f32_tensor(std::string name, std::vector<int64_t> shape, const float*
   return t;
 }
 
-nlohmann::json position_json(const TrainingPosition& p) { return trainer_state_json(p); }
+nlohmann::json position_json(const TrainerState& p) { return trainer_state_json(p); }
 
-TrainingPosition read_position(const nlohmann::json& j, const std::string& path) {
+TrainerState read_position(const nlohmann::json& j, const std::string& path) {
   return trainer_state_from_json(j, path);
 }
 
@@ -87,7 +87,7 @@ void copy_flat(const std::vector<Shard>& shards, const char* what, float* out, s
 // save_sharded_checkpoint's writes: this rank's shard and its json, then (rank 0, after every
 // shard is on disk) the manifest.
 void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<TrainParam>& params,
-                       const TrainingPosition& pos, const TrainedModelInfo& info) {
+                       const TrainerState& pos, const TrainedModelInfo& info) {
   Communicator& comm = z.comm();
   const FlatLayout& L = z.layout();
   const int r = comm.rank(), R = comm.size();
@@ -137,7 +137,7 @@ void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<
 }  // namespace
 
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const std::vector<TrainParam>& params, const TrainerState& pos,
                                     const TrainedModelInfo& info, const TrainHooks* hooks) {
   Communicator& comm = z.comm();
   const int r = comm.rank();
@@ -165,13 +165,13 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
   return dir.string();
 }
 
-TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
+TrainerState load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
                                          std::vector<TrainParam>& params) {
   const std::string dir = resolve_checkpoint(path, out_dir);
   if (dir.empty()) return {};
   const FlatLayout& L = z.layout();
   const size_t lo = z.own_begin(), hi = z.own_end();
-  TrainingPosition pos;
+  TrainerState pos;
   if (fs::exists(fs::path(dir) / "manifest.json")) {
     const std::string mp = (fs::path(dir) / "manifest.json").string();
     nlohmann::json man = read_json(mp);
@@ -225,7 +225,7 @@ void consolidate_checkpoint(const std::string& sharded_dir, const std::string& o
   LT_CHECK(fs::exists(mp), "{}: no manifest.json; not a sharded checkpoint (or one whose writing did not finish)",
            sharded_dir);
   nlohmann::json man = read_json(mp);
-  const TrainingPosition pos = read_position(man, mp);
+  const TrainerState pos = read_position(man, mp);
   size_t total = 0;
   try {
     total = man.at("total").get<size_t>();

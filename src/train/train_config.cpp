@@ -474,11 +474,7 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
   }
 }
 
-TrainConfig parse_train_args(const std::vector<std::string>& args) {
-  size_t first = 0;
-  std::string path;
-  if (!args.empty() && args[0].rfind("--", 0) != 0) path = args[first++];
-  TrainConfig cfg = load_train_config(path);
+void apply_train_flags(TrainConfig& cfg, const std::vector<std::string>& args, size_t first) {
   for (size_t i = first; i < args.size(); ++i) {
     std::string arg = args[i];
     LT_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (keys are given as --key value)", arg);
@@ -500,6 +496,14 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
     set_train_config_key(cfg, key, value);
   }
   check_train_config_ranges(cfg);
+}
+
+TrainConfig parse_train_args(const std::vector<std::string>& args) {
+  size_t first = 0;
+  std::string path;
+  if (!args.empty() && args[0].rfind("--", 0) != 0) path = args[first++];
+  TrainConfig cfg = load_train_config(path);
+  apply_train_flags(cfg, args, first);
   return cfg;
 }
 

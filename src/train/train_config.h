@@ -83,6 +83,8 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
 // `[CONFIG.yaml] [--key value | --key=value ...]` (dashes in keys become underscores): the YAML
 // file first, then each flag over it. lt::Error on a flag without a value or an unknown key.
 TrainConfig parse_train_args(const std::vector<std::string>& args);
+// The flags args[first..] (--key value | --key=value) over cfg, then the ranges checked.
+void apply_train_flags(TrainConfig& cfg, const std::vector<std::string>& args, size_t first = 0);
 // Checks the whole config; lt::Error naming the key.
 void validate_train_config(const TrainConfig& c);
 // The part of validate_train_config that needs no base_model / datasets: every numeric key in its

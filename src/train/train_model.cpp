@@ -515,14 +515,13 @@ TrainModel::~TrainModel() = default;
 // About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
 // gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
-                       TrainableStore* store)
+                       UnitStore* store)
     : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
-      store_(store) {
+      own_store_(store ? nullptr : std::make_unique<UnitStore>()), store_(store ? store : own_store_.get()) {
   validate_config(cfg_, ts.source);
   check_checkpoint_tensors(cfg_, ts);
-  LT_CHECK(!(opts_.store_params || opts_.store_grads) ||
-               (store_ && store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads),
-           "TrainModel: store_params / store_grads need a TrainableStore holding exactly those");
+  LT_CHECK(store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads,
+           "TrainModel: store_params / store_grads need a sharding strategy holding exactly those");
   LT_CHECK(!(opts_.store_params && opts_.method == Method::Full && opts_.precision != Precision::FP32),
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
@@ -557,20 +556,16 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
       if (holds_trainable_buffer(opts_, i))
         tp.*kTrainableBuffers[i].field = arenas_.get_as<float>(kTrainableBuffers[i].prefix + name);
-    float* dst = sp ? store_->load_buffer(params_.size(), n) : tp.p;
+    float* dst = store_->load_buffer(params_.size(), n, sp ? nullptr : tp.p);
+    if (!sp) tp.p = dst;
     float* g = tp.g;
     params_.push_back(tp);
-    pref_.push_back({pref});
-    gref_.push_back({gref});
     *pref = dst;
     *gref = g;
+    store_->add_pointers(params_.size() - 1, pref, gref);
     return dst;
   };
-  auto finish_trainable = [&]() {
-    if (!sp) return;
-    store_->loaded(params_.size() - 1);
-    *pref_.back()[0] = nullptr;
-  };
+  auto finish_trainable = [&]() { store_->loaded(params_.size() - 1); };
   // copy a checkpoint tensor into its buffer (*pref points at it); a trainable one is registered
   // with *gref pointing at its gradient, a frozen one gets *gref = null
   auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
@@ -684,23 +679,14 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   if (cfg_.tie_embeddings) {
     lm_head_ = embed_;
     d_lm_head_ = d_embed_;
-    if (!params_.empty() && params_[0].name == "model.embed_tokens.weight") {  // one tensor, two names
-      pref_[0].push_back(&lm_head_);
-      gref_[0].push_back(&d_lm_head_);
-    }
+    if (!params_.empty() && params_[0].name == "model.embed_tokens.weight")  // one tensor, two names
+      store_->add_pointers(0, &lm_head_, &d_lm_head_);
   } else {
     load("lm_head.weight", {V, C}, -1, true, &lm_head_, &d_lm_head_);
   }
   // units: each one's tensors are contiguous in params_ (registered in execution order)
-  unit_first_.assign(size_t(d.L) + 2, 0);
-  unit_end_.assign(size_t(d.L) + 2, 0);
-  for (size_t u = 0, i = 0; u < unit_first_.size(); ++u) {
-    unit_first_[u] = i;
-    while (i < params_.size() && params_[i].unit == int(u)) ++i;
-    unit_end_[u] = i;
-  }
-  LT_CHECK(unit_end_.back() == params_.size(), "TrainModel: trainable tensors out of unit order");
-  unit_seen_.reserve(4 * unit_first_.size());  // a pass acquires each unit at most twice (+ the head)
+  store_->attach(params_, d.L + 2);
+  store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
 
@@ -764,50 +750,6 @@ int trainable_unit(const std::string& name, int n_layers) {
     if (digits && i < name.size() && name[i] == '.' && l < n_layers) return l + 1;
   }
   return n_layers + 1;
-}
-
-void TrainModel::bind(int u, float* base, bool grads) {
-  size_t off = 0;
-  for (size_t i = unit_first_[size_t(u)]; i < unit_end_[size_t(u)]; ++i) {
-    float* ptr = base ? base + off : nullptr;
-    (grads ? params_[i].g : params_[i].p) = ptr;
-    for (float** r : (grads ? gref_ : pref_)[i]) *r = ptr;
-    off += params_[i].n;
-  }
-}
-
-void TrainModel::remember_unit_order(bool backward) {
-  if (!opts_.store_params || order_known_[backward]) return;
-  unit_order_[backward] = unit_seen_;  // once, on the first pass of each kind
-  order_known_[backward] = true;
-}
-
-void TrainModel::use_params(int u) {
-  if (!opts_.store_params || unit_empty(u)) return;
-  // the hint: what followed u the last time a pass of this kind got this far the same way
-  const auto& order = unit_order_[pass_backward_];
-  const size_t at = unit_seen_.size();
-  int next = -1;
-  if (order_known_[pass_backward_] && at < order.size() && order[at] == u && at + 1 < order.size()) next = order[at + 1];
-  if (unit_seen_.size() < unit_seen_.capacity()) unit_seen_.push_back(u);
-  bind(u, store_->acquire_params(u, next), false);
-}
-void TrainModel::drop_params(int u) {
-  if (!opts_.store_params || unit_empty(u)) return;
-  store_->release_params(u);
-  bind(u, nullptr, false);
-}
-void TrainModel::use_grads(int u) {
-  if (opts_.store_grads && !unit_empty(u)) bind(u, store_->acquire_grads(u), true);
-}
-void TrainModel::drop_grads(int u, bool last) {
-  if (!store_ || unit_empty(u)) return;
-  if (!opts_.store_grads) {
-    if (last) store_->grads_ready(u);
-    return;
-  }
-  store_->release_grads(u);
-  bind(u, nullptr, true);
 }
 
 void TrainModel::zero_grads() {
@@ -903,7 +845,7 @@ struct LinearRunner {
 };
 }  // namespace
 
-void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
+void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t step, int parts) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
   const TrainOps& t = tops_;
@@ -922,9 +864,9 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   lr.forward(a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
   lr.forward(a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
-  ops_.rope_forward(a.q, positions_, inv_freq_, N, d.NH, d.HS, il);
-  ops_.rope_forward(a.k, positions_, inv_freq_, N, d.NKV, d.HS, il);
-  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, doc_start_, N, d.NH, d.NKV, d.HS);
+  ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
+  ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
+  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
   lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
@@ -941,7 +883,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
 }
 
-void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
+void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t step) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
   const TrainOps& t = tops_;
@@ -971,9 +913,9 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
-  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, doc_start_, N, d.NH, d.NKV, d.HS);
-  t.rope_backward(d_q_, positions_, inv_freq_, N, d.NH, d.HS, il);
-  t.rope_backward(d_k_, positions_, inv_freq_, N, d.NKV, d.HS, il);
+  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, b.doc_start, N, d.NH, d.NKV, d.HS);
+  t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
+  t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
   lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
@@ -982,78 +924,61 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }
 
-float TrainModel::run(const int* tokens, const int* labels, const int* positions, const int* doc_start,
-                      float loss_scale, bool backward, uint64_t step) {
-  const Dims d = dims_of(cfg_, opts_);
-  const int N = N_;
-  for (int i = 0; i < N; ++i) {
-    LT_CHECK(tokens[i] >= 0 && tokens[i] < d.V, "token id {} at batch position {} is outside the vocabulary ({})",
-             tokens[i], i, d.V);
-    LT_CHECK(doc_start[i] >= 0 && doc_start[i] <= i, "doc_start[{}] = {} is not in [0, {}]", i, doc_start[i], i);
-    LT_CHECK(positions[i] >= 0 && positions[i] < cfg_.max_seq_len, "position {} at batch position {} is past the "
-             "model's context ({})", positions[i], i, cfg_.max_seq_len);
+void TrainModel::check_batch(const BatchView& b) const {
+  for (int i = 0; i < N_; ++i) {
+    LT_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.vocab_size, "token id {} at batch position {} is outside the "
+             "vocabulary ({})", b.tokens[i], i, cfg_.vocab_size);
+    LT_CHECK(b.doc_start[i] >= 0 && b.doc_start[i] <= i, "doc_start[{}] = {} is not in [0, {}]", i, b.doc_start[i], i);
+    LT_CHECK(b.positions[i] >= 0 && b.positions[i] < cfg_.max_seq_len, "position {} at batch position {} is past the "
+             "model's context ({})", b.positions[i], i, cfg_.max_seq_len);
   }
-  tokens_ = tokens;
-  positions_ = positions;
-  doc_start_ = doc_start;
+}
+
+// One pass, as llm.c's forward and backward: each unit between the store's before / after hooks
+// (units: 0 embedding, l+1 layer l, L+1 final norm and lm_head; a tied lm_head is unit 0).
+float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint64_t step) {
+  check_batch(b);
+  const Dims d = dims_of(cfg_, opts_);
+  const int N = N_, head = d.L + 1, lm = cfg_.tie_embeddings ? 0 : head;
   const TrainOps& t = tops_;
-  // units (TrainableStore): 0 embedding, l+1 layer l, L+1 final norm and lm_head (tied: unit 0)
-  const int head = d.L + 1;
-  const bool tied = cfg_.tie_embeddings;
-  pass_backward_ = backward;
-  unit_seen_.clear();
-  use_params(0);
-  ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
-  drop_params(0);
+  UnitStore& s = *store_;
+  s.begin_pass(backward);
+  s.before(0, Pass::Forward);
+  ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  s.after(0, Pass::Forward);
   for (int l = 0; l < d.L; ++l) {
-    use_params(l + 1);
-    layer_forward(l, *acts_[l], step);
-    drop_params(l + 1);
+    s.before(l + 1, Pass::Forward);
+    layer_forward(l, *acts_[l], b, step);
+    s.after(l + 1, Pass::Forward);
     if (ledger_) ledger_->mark("forward", l);
   }
-  // the final norm and the loss; tied, the head (final norm) and the embedding (lm_head) take
-  // turns, so one unit is acquired at a time: the lm_head part of the embedding's gradient leaves
-  // after the loss and its embedding part at the end
-  const int lm_unit = tied ? 0 : head;
-  use_params(head);
-  if (backward && !tied) use_grads(head);
+  s.before(head, Pass::Forward);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
-  if (tied) {
-    drop_params(head);
-    use_params(0);
-    if (backward) use_grads(0);
-  }
-  float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
-                              lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  s.after(head, Pass::Forward);
+  // the chunked lm_head + cross-entropy; with backward it also writes d_lm_head and d_xnf
+  const Pass loss_pass = backward ? Pass::Loss : Pass::Forward;
+  s.before(lm, loss_pass);
+  const float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                                    lm_head_, b.labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  s.after(lm, loss_pass);
   if (ledger_) ledger_->mark("loss");
-  if (!backward) {
-    drop_params(lm_unit);
-    remember_unit_order(false);
-    return loss;
+  if (backward) {
+    std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
+    s.before(head, Pass::Backward);
+    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+    s.after(head, Pass::Backward);
+    for (int l = d.L - 1; l >= 0; --l) {
+      s.before(l + 1, Pass::Backward);
+      if (recompute_[l]) layer_forward(l, *acts_[l], b, step, recompute_[l]);
+      layer_backward(l, *acts_[l], b, step);
+      s.after(l + 1, Pass::Backward);
+      if (ledger_) ledger_->mark("backward", l);
+    }
+    s.before(0, Pass::Backward);
+    if (d_embed_) t.embedding_backward(d_embed_, d_res_, b.tokens, N, d.C);
+    s.after(0, Pass::Backward);
   }
-  if (tied) {
-    drop_params(0);
-    drop_grads(0, /*last=*/false);  // the embedding's own gradient comes at the end
-    use_params(head);
-    use_grads(head);
-  }
-  std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
-  t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
-  drop_params(head);
-  drop_grads(head);
-  for (int l = d.L - 1; l >= 0; --l) {
-    use_params(l + 1);
-    use_grads(l + 1);
-    if (recompute_[l]) layer_forward(l, *acts_[l], step, recompute_[l]);
-    layer_backward(l, *acts_[l], step);
-    drop_params(l + 1);
-    drop_grads(l + 1);
-    if (ledger_) ledger_->mark("backward", l);
-  }
-  use_grads(0);
-  if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
-  drop_grads(0);
-  remember_unit_order(true);
+  s.end_pass();
   return loss;
 }
 
@@ -1067,14 +992,14 @@ float TrainModel::forward_backward(const int* tokens, const int* labels, const i
                step_label_tokens);
       loss_scale = float(double(loss_scale) * own / double(step_label_tokens));
     }
-  return run(tokens, labels, positions, doc_start, loss_scale, true, dropout_step);
+  return run({tokens, labels, positions, doc_start}, loss_scale, true, dropout_step);
 }
 
 float TrainModel::forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start) {
   // evaluation: LoRA dropout off
   float p = opts_.lora.dropout;
   opts_.lora.dropout = 0;
-  float loss = run(tokens, labels, positions, doc_start, 1.0f, false, 0);
+  float loss = run({tokens, labels, positions, doc_start}, 1.0f, false, 0);
   opts_.lora.dropout = p;
   return loss;
 }

@@ -14,12 +14,11 @@
 #include "core/error.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
-#include "dist/zero_trainer.h"
 #include "dist_test_config.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using lt::test::dist_config;

@@ -14,7 +14,6 @@
 #include "plan/flops.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
 
 using namespace lt;
 

@@ -14,7 +14,8 @@
 #include "io/model_files.h"
 #include "train/data_loader.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
+#include "train/training_data.h"
 
 using namespace lt;
 

@@ -17,7 +17,7 @@
 #include "io/model_files.h"
 #include "kernels/backward.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using namespace lt::test;

@@ -22,11 +22,10 @@
 #include "core/mapped_file.h"
 #include "dist/comm.h"
 #include "dist/shard_checkpoint.h"
-#include "dist/zero_trainer.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
 #include "train/train_config.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 #include "train/trainer_state.h"
 
 namespace fs = std::filesystem;
