@@ -86,7 +86,15 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len) {
   return f;
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c) { return rope_inv_freq(c, 0); }
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const std::string& t = c.rope_scaling.type;
+  LT_CHECK(!rope_depends_on_length(c) && c.rope_attention_factor == 1.0f && t != "yarn",
+           "rope_scaling type '{}' is not supported by this model code yet: it needs the per-call frequencies and the "
+           "attention factor of core/rope_freqs.h (RopeFreqState, rope_scale_queries); supported here: linear, "
+           "llama3 (or none)",
+           t);
+  return rope_inv_freq(c, 0);
+}
 
 bool rope_depends_on_length(const ModelConfig& c) {
   return c.rope_scaling.type == "dynamic" || c.rope_scaling.type == "longrope";
@@ -151,7 +159,8 @@ void validate_rope_scaling(const ModelConfig& c, const std::string& where) {
   }
 }
 
-RopeFreqState::RopeFreqState(const ModelConfig& c) : c_(c), inv_freq_(rope_inv_freq(c)), cached_len_(c.max_seq_len) {}
+RopeFreqState::RopeFreqState(const ModelConfig& c)
+    : c_(c), inv_freq_(rope_inv_freq(c, 0)), cached_len_(c.max_seq_len) {}
 
 bool RopeFreqState::update(int max_position) {
   const RopeScaling& s = c_.rope_scaling;
@@ -172,7 +181,7 @@ bool RopeFreqState::update(int max_position) {
     return true;
   }
   if (seq_len < c_.max_seq_len && cached_len_ > c_.max_seq_len) {
-    inv_freq_ = rope_inv_freq(c_);
+    inv_freq_ = rope_inv_freq(c_, 0);
     cached_len_ = c_.max_seq_len;
     return true;
   }

@@ -20,8 +20,10 @@ namespace lt {
 
 // (HS/2) inverse frequencies of a forward pass with seq_len = (largest position + 1).
 std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len);
-// The frequencies transformers builds the rotary module with (before any forward pass): dynamic
-// as the default RoPE, longrope with short_factor.
+// The one table of a model that applies neither the attention factor nor per-call frequencies:
+// none, linear and llama3. Throws lt::Error for dynamic, yarn and longrope, which need
+// RopeFreqState and rope_scale_queries (a model still calling this refuses them rather than
+// computing them wrong).
 std::vector<float> rope_inv_freq(const ModelConfig& c);
 // Whether the frequencies of a forward pass depend on its length (dynamic, longrope).
 bool rope_depends_on_length(const ModelConfig& c);
@@ -45,6 +47,8 @@ void validate_rope_scaling(const ModelConfig& c, const std::string& where);
 // the table the kernels read). For the other types inv_freq() never changes.
 class RopeFreqState {
  public:
+  // Starts with the frequencies transformers builds the rotary module with: dynamic as the
+  // default RoPE, longrope with short_factor.
   explicit RopeFreqState(const ModelConfig& c);
   bool update(int max_position);
   const std::vector<float>& inv_freq() const { return inv_freq_; }

@@ -42,7 +42,7 @@ TEST(RopeFreqs, DynamicGrowsTheBaseBeyondTheContext) {
   ModelConfig c = base_config();
   c.rope_scaling.type = "dynamic";
   c.rope_scaling.factor = 2.0f;
-  auto at_init = rope_inv_freq(c);
+  auto at_init = rope_inv_freq(c, 0);
   for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(at_init[i], float(plain(c, i)));
   EXPECT_EQ(rope_inv_freq(c, 100), at_init);  // within max_position_embeddings: unchanged
   // seq_len 256 = 2 x 128: base' = theta * (2 * 2 - 1)^(16 / 14)
@@ -75,7 +75,7 @@ TEST(RopeFreqs, YarnRampsFromExtrapolationToInterpolation) {
   c.rope_scaling.type = "yarn";
   c.rope_scaling.factor = 4.0f;
   c.rope_scaling.original_max_position_embeddings = 32;
-  auto f = rope_inv_freq(c);
+  auto f = rope_inv_freq(c, 0);
   // correction range: HS * ln(orig / (beta * 2 pi)) / (2 ln theta), floor / ceil, clamped to [0, HS-1]
   auto dim = [&](double beta) { return 16.0 * std::log(32.0 / (beta * 2 * M_PI)) / (2 * std::log(10000.0)); };
   const double low = std::max(std::floor(dim(32)), 0.0), high = std::min(std::ceil(dim(1)), 15.0);
@@ -102,7 +102,7 @@ TEST(RopeFreqs, LongropeShortAndLongFactors) {
   c.rope_scaling.original_max_position_embeddings = 32;
   c.rope_scaling.short_factor = {1, 1, 1, 1, 1.5f, 1.5f, 2, 2};
   c.rope_scaling.long_factor = {1, 2, 3, 4, 5, 6, 7, 8};
-  auto s = rope_inv_freq(c), l = rope_inv_freq(c, 33);
+  auto s = rope_inv_freq(c, 0), l = rope_inv_freq(c, 33);
   EXPECT_EQ(rope_inv_freq(c, 32), s);  // up to the original context: short
   for (int i = 0; i < 8; ++i) {
     EXPECT_NEAR(s[i], plain(c, i) / c.rope_scaling.short_factor[i], 1e-6 * s[i]) << i;
@@ -132,6 +132,25 @@ TEST(RopeFreqs, OtherTypesHaveNoAttentionFactorAndNeverChange) {
   RopeFreqState st(c);
   EXPECT_FALSE(st.update(10000));
   EXPECT_EQ(st.inv_freq(), rope_inv_freq(c));
+}
+
+TEST(RopeFreqs, OneTableApiRefusesWhatItCannotRepresent) {
+  // rope_inv_freq(c) is for a model without per-call frequencies or the attention factor
+  for (const char* t : {"dynamic", "yarn", "longrope"}) {
+    ModelConfig c = base_config();
+    c.rope_scaling.type = t;
+    c.rope_scaling.factor = 2.0f;
+    c.rope_scaling.short_factor = c.rope_scaling.long_factor = std::vector<float>(8, 1.0f);
+    try {
+      rope_inv_freq(c);
+      ADD_FAILURE() << t << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + t + "' is not supported by this model code yet"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(RopeFreqState(c).inv_freq(), rope_inv_freq(c, 0)) << t;
+  }
 }
 
 TEST(RopeFreqs, ScaleQueriesBySquaredFactor) {
