@@ -12,7 +12,7 @@ planes 0-2 (alone and followed by combining marks) for the Unicode forms.
 The random strings leave out letters and digits newer than Unicode 14.0: the regex pre-tokenizer
 splits those differently from tokenizers (PCRE2's Unicode tables, see src/tokenizer/regex.h); the
 sweep uses a tokenizer without a regex, so it measures normalization alone. U+180E and the other
-whitespace characters are in the fixed strings (PCRE2's whitespace class is rewritten to tokenizers' meaning).
+whitespace characters are in the fixed strings (PCRE2's \\s is rewritten to tokenizers' meaning).
 """
 import json
 import random
