@@ -11,7 +11,8 @@
 //   \p{N}: PCRE2 120 differ, Oniguruma 6.9.8 the same 120 (Unicode 15-16 digits);
 //   \s, \S: PCRE2 1 (U+180E), Oniguruma 6.9.8 none.
 // Speed on one thread, 4.0 MB of English + CJK / Cyrillic / Arabic / Devanagari / emoji text,
-// thread CPU seconds, best of 5, identical splits from both engines:
+// thread CPU seconds, best of 5, identical splits from both engines (standalone programs on
+// libpcre2-8 and libonig; for the whole encode, lt_tokenizer linked with an Oniguruma lt::Regex):
 //   find_all alone: Llama 3 pattern PCRE2-JIT 0.055 s, Oniguruma 0.166 s (3.0x); GPT-2 0.055 s
 //   vs 0.167 s (3.0x); Qwen2 0.056 s vs 0.160 s (2.9x). PCRE2 with \s rewritten: 0.050-0.054 s;
 //   whole encode (byte-level BPE of 8,000 tokens, Llama 3 split, 36,829 lines): PCRE2 0.30 s,
