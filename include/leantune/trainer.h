@@ -114,6 +114,7 @@ class Trainer {
   bool done() const;
   int steps_taken() const;
   int total_steps() const;
+  const std::string& output_dir() const;  // the run's output folder (the config's output_dir)
   // The final checkpoint and evaluation, the adapter or model folder, ledger.json, report.html.
   TrainSummary finish();
   // The whole run: step() until done(), then finish().
