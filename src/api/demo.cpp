@@ -94,8 +94,9 @@ FineTuneInputs fine_tune_inputs(const DemoOptions& o) {
        "`leantune demo --synthetic`, which needs no files", looked);
 }
 
-// The sample under its label, cut after its last full sentence (or word) when the token limit cut
-// it, its further lines indented under the first (blank lines dropped).
+// The sample under its label, its end cut where the token limit left it: after the last sentence
+// that ends in its second half, else after its last whole word; further lines indented under the
+// first (blank lines dropped).
 void print_sample(const char* label, const std::string& prompt, const std::string& text) {
   std::string s = prompt + text, out;
   const size_t sentence = s.find_last_of(".!?");
