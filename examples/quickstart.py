@@ -25,8 +25,9 @@ print(leantune.machine_info())
 
 # %%
 prompt = "One day a hungry Fox"
-print(model.generate(prompt, max_tokens=60, temperature=0, repetition_penalty=1.2))
+print(prompt + model.generate(prompt, max_tokens=60, temperature=0, repetition_penalty=1.2))
 
+print(prompt, end="")
 for piece in model.generate(prompt, max_tokens=60, temperature=0.8, top_p=0.95, seed=1, stream=True):
     print(piece, end="", flush=True)
 print()
@@ -75,7 +76,7 @@ print("report: ", run.report)
 
 # %%
 tuned = leantune.load(f"{SHARED}/models/stories260K", adapter=run.adapter)
-print(tuned.generate(prompt, max_tokens=60, temperature=0, repetition_penalty=1.2))
+print(prompt + tuned.generate(prompt, max_tokens=60, temperature=0, repetition_penalty=1.2))
 
 # %% [markdown]
 # Errors carry the engine's message, naming what is wrong:

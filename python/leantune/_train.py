@@ -90,17 +90,22 @@ def _existing(path: str) -> Optional[str]:
     return path if os.path.exists(path) else None
 
 
-def _progress_bar(use: Optional[bool], callback: Optional[Callable[..., Any]]) -> Any:
-    """A tqdm bar (tqdm.auto: a widget in Jupyter) when asked for, or by default without a callback."""
+def _wants_bar(use: Optional[bool], callback: Optional[Callable[..., Any]]) -> bool:
+    """A tqdm bar when asked for, or by default when tqdm is installed and there is no callback."""
     if use is False or (use is None and callback is not None):
-        return None
+        return False
     try:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
+        import tqdm  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         if use:
             raise ImportError("leantune.train(progress=True) needs tqdm: pip install tqdm") from None
-        return None
-    return tqdm(total=0, unit="step", desc="train", dynamic_ncols=True)
+        return False
+    return True
+
+
+def _progress_bar(total: int) -> Any:
+    from tqdm.auto import tqdm  # a widget in Jupyter, text elsewhere
+    return tqdm(total=total, unit="step", desc="train", dynamic_ncols=True)
 
 
 class _Watch:
@@ -147,18 +152,17 @@ def train(config: Config = None, *, callback: Optional[Callable[[Dict[str, Any]]
     two steps: every checkpoint already published stays whole, and ``resume="auto"`` continues
     from the last one. Raises :class:`leantune.Error` naming the key, file or value that is wrong.
     """
-    bar = _progress_bar(progress, callback)
+    use_bar = _wants_bar(progress, callback)
     if verbose is None:
-        verbose = callback is None and bar is None
+        verbose = callback is None and not use_bar
     yaml_file, yaml_text, flags = _config_source(config, overrides)
-    watch = _Watch(callback, bar)
     sys.stdout.flush()
-    trainer = None
+    trainer, bar = None, None
     try:
         trainer = _native.Trainer(yaml_file, yaml_text, flags, verbose)
+        bar = _progress_bar(trainer.total_steps) if use_bar else None
+        watch = _Watch(callback, bar)
         trainer.set_callbacks(watch.on_metrics, watch.on_progress if bar is not None else None)
-        if bar is not None:
-            bar.reset(total=trainer.total_steps)
         if resume is not None:
             trainer.resume(resume)
         while not trainer.done:

@@ -299,3 +299,15 @@ def test_stubs_name_what_the_module_defines():
             real = {n for n in dir(getattr(_native, cls.name)) if not n.startswith("_")}
             assert members == real, cls.name
     assert (pathlib.Path(leantune.__file__).parent / "py.typed").exists()
+
+
+def test_the_quickstart_example_runs(shared, tmp_path):
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "examples" / "quickstart.py")], capture_output=True, text=True,
+                       cwd=root, timeout=900, env={**os.environ, "LEANTUNE_SHARED": str(shared),
+                                                   "LEANTUNE_OUT": str(tmp_path / "out"), "OMP_NUM_THREADS": "2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    held = [line for line in r.stdout.splitlines() if line.startswith("held-out loss")]
+    assert held and "leantune.Error: <config dict>" in r.stdout and "lora_rank" in r.stdout
+    assert (tmp_path / "out" / "adapter").is_dir() and (tmp_path / "out" / "report.html").exists()
