@@ -6,9 +6,10 @@
 // checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
 // shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
 // xd = dropout(x) with masks regenerated from (seed, step, layer, module) instead of stored.
+// Every linear runs through the op table's linear op (kernels/linear.h; Ops::linear_forward,
+// TrainOps::linear_backward_input / _weight) with a view of its weight: f32, 16-bit, or quantized.
 // QLoRA: with a quantized base (TrainModelOptions::quantization, or a folder stored quantized) each
-// frozen W lives in its planned quantized storage; x·Wᵀ and dY·W run tile by tile through
-// quant_linear_forward / quant_linear_backward_input in one shared workspace (no dW: frozen).
+// frozen W lives in its planned quantized storage, decoded tile by tile in one shared workspace.
 // Mixed precision (precision: bf16 | fp16): the linears' weights live in 16 bits (frozen, or a
 // working copy of the f32 master refreshed by zero_grads()) and so do the saved GEMM inputs xn1,
 // att, xn2, h: each is computed in f32 into one shared (N, max_io) buffer, rounded there and
@@ -28,15 +29,10 @@
 #include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/gemm.h"
 #include "model/rope_freqs.h"
 #include "plan/run_limits.h"
-#include "quant/quant_linear.h"
-#include "train/half_linear.h"
 
 namespace lt {
-
-using cpu::gemm_f32;
 
 DType precision_dtype(const std::string& precision) {
   if (precision == "fp32") return DType::F32;
@@ -178,15 +174,14 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   }
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// The linear op's kind of a 16-bit storage type (BF16 / F16).
+WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : WeightKind::F16; }
 
 }  // namespace
 
+// One linear module: its weight (f32, 16-bit or quantized), bias and LoRA, and their gradients.
+// The float pointers are registered with the TrainableStore (rebound unit by unit under ZeRO), so
+// the op's view is built from them at each call.
 struct Linear {
   int layer, m, in, out;
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
@@ -194,6 +189,13 @@ struct Linear {
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
   uint16_t* w16 = nullptr;         // 16-bit weight (mixed precision): the frozen storage, or w's working copy
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
+
+  // The weight as the linear op reads it: quantized, else the 16-bit copy, else the f32 tensor.
+  WeightView view(DType half, float int8_threshold) const {
+    if (q) return weight_view(*q, int8_threshold);
+    if (w16) return half_weight(half_kind(half), w16, out, in);
+    return f32_weight(w, out, in);
+  }
 };
 
 struct TrainModel::LayerActs {
@@ -314,7 +316,7 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
     size_t ws = 0, load = 0;
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
-      ws = std::max(ws, quant_workspace_bytes(qs, d.N, in, out));
+      ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, d.N, in, out));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
     p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
@@ -322,14 +324,14 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   }
   if (half) {
     p.add("half.x", Category::Workspace, N * d.max_io * f, Lifetime::Layer);
-    if (!quant) p.add("half.dy", Category::Workspace, half_dy_bytes(ht, N, d.max_io), Lifetime::Layer);
+    if (!quant) p.add("half.dy", Category::Workspace, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer);
     if (!quant && ht == DType::F16) {
       size_t tile = 0;
       for (int m = 0; m < 7; ++m) {
         auto [in, out] = module_shape(d, m);
-        tile = std::max(tile, size_t(std::min(kHalfTileRows, out)) * in);
+        tile = std::max(tile, linear_tile_bytes(WeightKind::F16, 0, false, d.N, in, out));
       }
-      p.add("half.w_tile", Category::Workspace, tile * f, Lifetime::Layer);
+      p.add("half.w_tile", Category::Workspace, tile, Lifetime::Layer);
     }
   }
 
@@ -449,9 +451,9 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   float* load_scratch = nullptr;
   size_t load_scratch_floats = 0;
   if (quant) {
-    quant_ws_ = arenas_.get("quant.workspace");
+    lin_scratch_.tile = arenas_.get("quant.workspace");
     for (const auto& b : plan_.buffers)
-      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+      if (b.name == "quant.workspace") lin_scratch_.tile_bytes = b.bytes;
     if (!stored) {
       load_scratch = arenas_.get_as<float>("quant.load_scratch");
       for (const auto& b : plan_.buffers)
@@ -579,9 +581,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   recompute_ = recompute_layers(cfg_, opts_);
   if (half_ != DType::F32) {
     half_x_ = arenas_.get_as<float>("half.x");
-    if (!quant) half_dy16_ = arenas_.get_as<uint16_t>("half.dy");
-    if (!quant) half_dy32_ = arenas_.get_as<float>("half.dy");
-    if (!quant && half_ == DType::F16) half_wtile_ = arenas_.get_as<float>("half.w_tile");
+    if (!quant) lin_scratch_.dy = arenas_.get("half.dy");
+    if (!quant && half_ == DType::F16) {
+      lin_scratch_.tile = arenas_.get("half.w_tile");
+      for (const auto& b : plan_.buffers)
+        if (b.name == "half.w_tile") lin_scratch_.tile_bytes = b.bytes;
+    }
   }
   for (int l = 0; l < d.L; ++l) {
     auto a = std::make_unique<LayerActs>();
@@ -622,9 +627,9 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   d_k_ = arenas_.get_as<float>("bwd.d_k");
   d_v_ = arenas_.get_as<float>("bwd.d_v");
   d_att_ = arenas_.get_as<float>("bwd.d_att");
-  lora_g_ = d.R > 0 ? arenas_.get_as<float>("lora.g") : nullptr;
-  lora_tmp_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.tmp") : nullptr;
-  lora_xd_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.xd") : nullptr;
+  lin_scratch_.lora_g = d.R > 0 ? arenas_.get_as<float>("lora.g") : nullptr;
+  lin_scratch_.lora_tmp = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.tmp") : nullptr;
+  lin_scratch_.lora_xd = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.xd") : nullptr;
   refresh_half_weights();
 }
 
@@ -734,84 +739,40 @@ void TrainModel::refresh_half_weights() {
     if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, size_t(lin->out) * lin->in);
 }
 
-// dropout keep-scale for element i of module (layer, m) at a step: 0 or 1/(1-p)
-static inline float dropout_scale(uint64_t key, size_t i, float p) {
-  uint64_t h = splitmix64(key ^ (uint64_t(i) * 0xd1b54a32d192ed03ull));
-  float u = float(h >> 40) * (1.0f / 16777216.0f);
-  return u < p ? 0.0f : 1.0f / (1.0f - p);
-}
-
 namespace {
-// Forward and backward of one linear layer with optional bias and LoRA (DESIGN.md §3).
+// One linear layer through the op tables (kernels/linear.h): its weights as the op's view, with
+// the LoRA dropout mask of (seed, step, layer, module).
 struct LinearRunner {
   const Ops& ops;
+  const TrainOps& tops;
   int N, R;
   float s, p;
   uint64_t seed;
-  float *g, *tmp, *xd;
-  void* qws;            // quantized linears' tile workspace
-  size_t qws_bytes;
   float int8_threshold;
-  HalfGemm hg;          // 16-bit weights (Linear::w16); hg.t == F32: none
+  DType half;                   // 16-bit storage type of Linear::w16
+  const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
-    return splitmix64(seed ^ splitmix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
+    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
   }
-  const float* dropped(const Linear& L, const float* x, uint64_t step) const {
-    if (p <= 0) return x;
-    uint64_t k = key(L, step);
-    size_t n = size_t(N) * L.in;
-    for (size_t i = 0; i < n; ++i) xd[i] = x[i] * dropout_scale(k, i, p);
-    return xd;
+  LinearWeights weights(const Linear& L, uint64_t step) const {
+    LinearWeights w;
+    w.w = L.view(half, int8_threshold);
+    w.bias = L.b;
+    if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step)};
+    return w;
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved. With a 16-bit weight x16 holds
   // x in 16 bits and x the same values in f32.
   void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* xa, uint64_t step) const {
-    if (L.w16 && !L.q) {
-      hg.forward(out, x16, x, L.w16, L.in, L.out);
-      if (L.b)
-        for (int n = 0; n < N; ++n)
-          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
-    } else if (L.q) {
-      quant_linear_forward(out, x, *L.q, N, qws, qws_bytes, int8_threshold);
-      if (L.b)
-        for (int n = 0; n < N; ++n)
-          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
-    } else {
-      ops.matmul_forward(out, x, L.w, L.b, N, L.in, L.out);
-    }
-    if (!L.A) return;
-    const float* xin = dropped(L, x, step);
-    gemm_f32(false, true, N, R, L.in, 1.0f, xin, L.in, L.A, L.in, 0.0f, xa, R);
-    gemm_f32(false, true, N, L.out, R, s, xa, R, L.B, R, 1.0f, out, L.out);
+    ops.linear_forward(out, xa, {x, x16, N}, weights(L, step), scratch);
   }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
   void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, const float* xa,
                 uint64_t step) const {
-    if (L.w16 && !L.q) {
-      hg.backward(dx, L.dw, dout, x16, x, L.w16, L.in, L.out);
-    } else {
-      if (dx && L.q) quant_linear_backward_input(dx, dout, *L.q, N, qws, qws_bytes, 1.0f);  // frozen: no dW
-      else if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
-      if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
-    }
-    if (L.db)
-      for (int n = 0; n < N; ++n)
-        for (int o = 0; o < L.out; ++o) L.db[o] += dout[size_t(n) * L.out + o];
-    if (!L.A) return;
-    gemm_f32(false, false, N, R, L.out, 1.0f, dout, L.out, L.B, R, 0.0f, g, R);  // g = dout·B
-    gemm_f32(true, false, L.out, R, N, s, dout, L.out, xa, R, 1.0f, L.dB, R);   // dB += s·doutᵀ·xa
-    const float* xin = dropped(L, x, step);
-    gemm_f32(true, false, R, L.in, N, s, g, R, xin, L.in, 1.0f, L.dA, L.in);    // dA += s·gᵀ·xd
-    if (!dx) return;
-    if (p <= 0) {
-      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 1.0f, dx, L.in);   // dx += s·g·A
-    } else {
-      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 0.0f, tmp, L.in);
-      uint64_t k = key(L, step);
-      size_t n = size_t(N) * L.in;
-      for (size_t i = 0; i < n; ++i) dx[i] += tmp[i] * dropout_scale(k, i, p);
-    }
+    const LinearWeights w = weights(L, step);
+    if (dx) tops.linear_backward_input(dx, dout, N, w, scratch);
+    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB}, dout, {x, x16, N}, xa, w, scratch);
   }
 };
 }  // namespace
@@ -821,8 +782,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
+  const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
+                        opts_.int8_threshold, half_, lin_scratch_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
   auto store = [&](uint16_t* x16, float* x32, int cols) {
@@ -859,8 +820,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
+  const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
+                        opts_.int8_threshold, half_, lin_scratch_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const size_t NC = size_t(N) * d.C;
   // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer

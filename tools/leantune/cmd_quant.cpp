@@ -15,8 +15,8 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "quant/quant4.h"
-#include "quant/quant_linear.h"
 #include "quant/quant_tensor.h"
 
 namespace lt::cli {
@@ -76,9 +76,11 @@ void add_quant_command(CLI::App& app) {
     std::vector<float> deq(w.size()), tiles(w.size());
     dequantize_weight(deq.data(), q);
     const int64_t tile_rows = std::min<int64_t>(rows, kQuantTileRows);
-    std::vector<float> scratch(dequantize_rows_scratch_floats(q, tile_rows) + 1);
+    const WeightView view = weight_view(q, 0.0f);  // the fast path's tile decoding, as the linear op runs it
+    std::vector<float> scratch(cpu::dequantize_rows_scratch_floats(view, tile_rows) + 1);
     for (int64_t r0 = 0; r0 < rows; r0 += tile_rows)
-      dequantize_rows(tiles.data() + r0 * cols, q, r0, std::min(tile_rows, rows - r0), scratch.data(), cpu_isa());
+      cpu::dequantize_rows(tiles.data() + r0 * cols, view, r0, std::min(tile_rows, rows - r0), scratch.data(),
+                           cpu_isa());
 
     std::vector<TensorInfo> out;
     const int64_t n = q.numel();
