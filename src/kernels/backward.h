@@ -54,7 +54,9 @@ struct TrainOps {
   void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,
                           int F);
 
-  // Backward of matmul_forward (out = x·wᵀ + b). dout (T, OC); x (T, IC); w (OC, IC).
+  // Backward of matmul_forward (out = x·wᵀ + b), the f32 products linear_backward_* run for f32
+  // weights (the model calls those; this entry lets them be tested on their own). dout (T, OC);
+  // x (T, IC); w (OC, IC).
   // dx (T, IC) += dout·w; dw (OC, IC) += doutᵀ·x; db (OC) += sum_t dout. Each may be null (skipped).
   void (*matmul_backward)(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                           int IC, int OC);

@@ -35,7 +35,8 @@ struct Ops {
   void (*swiglu_forward)(float* out, const float* gate, const float* up, int T, int F);
 
   // out (T, OC) = x (T, IC) · w (OC, IC)ᵀ + bias (OC, may be null), all f32: the plain product
-  // that linear_forward runs for f32 weights.
+  // that linear_forward runs for f32 weights (the model calls linear_forward; this entry lets a
+  // backend's f32 product be tested on its own).
   void (*matmul_forward)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 
   // The linear op, every weight kind (kernels/linear.h): out (T, OC) = x·Wᵀ + bias + s·(xd·Aᵀ)·Bᵀ,

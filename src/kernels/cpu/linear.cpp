@@ -1,11 +1,12 @@
 // The fast linear op (kernels/linear.h) behind ops_cpu().linear_forward and
 // train_ops_cpu().linear_backward_*: the weight's product by kind (f32: the ISA's matmul_forward
-// and oneDNN; 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
+// and matmul_backward's GEMMs; 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
 // products as f32 GEMMs. The order of every accumulation is fixed (base product, then LoRA), so a
 // step's results do not depend on which direction is asked first.
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu {
 namespace {
@@ -63,7 +64,7 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   const WeightView& W = w.w;
   const int IC = W.cols, OC = W.rows;
   if (W.kind == WeightKind::F32)
-    gemm_f32(false, false, T, IC, OC, 1.0f, dout, OC, static_cast<const float*>(W.data), IC, 1.0f, dx, IC);
+    matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
   else if (W.half())
     half_backward(dx, nullptr, dout, nullptr, nullptr, W, T, s.dy, static_cast<float*>(s.tile));
   else
@@ -89,9 +90,9 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(!g.dw || !W.quantized(), "linear_backward_weight: a {} weight is frozen; dW cannot be asked of it",
            weight_kind_name(W.kind));
-  if (g.dw && W.kind == WeightKind::F32) gemm_f32(true, false, OC, IC, T, 1.0f, dout, OC, in.x, IC, 1.0f, g.dw, IC);
+  if (g.dw && W.kind == WeightKind::F32) matmul_backward(nullptr, g.dw, nullptr, dout, in.x, nullptr, T, IC, OC);
   if (g.dw && W.half()) half_backward(nullptr, g.dw, dout, in.x, in.x16, W, T, s.dy, nullptr);
-  if (g.db)
+  if (g.db)  // token by token into db (matmul_backward sums the tokens first: other bits)
     for (int t = 0; t < T; ++t)
       for (int o = 0; o < OC; ++o) g.db[o] += dout[size_t(t) * OC + o];
   const LoraView& l = w.lora;
