@@ -17,6 +17,7 @@
 #include "kernels/backward.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
+#include "kernels/ref/ref.h"
 #include "quant/int8.h"
 #include "quant/quant4.h"
 #include "quant/quant_tensor.h"
@@ -190,6 +191,23 @@ TEST(QuantBlocksize, RejectsNonPowersOfTwoAndOutOfRange) {
   EXPECT_THROW(quant_storage_bytes({QuantType::NF4, 100, false}, 2, 64), Error);
   EXPECT_THROW(quant_storage_bytes({QuantType::Int8, 64, true}, 2, 64), Error);
   EXPECT_THROW(parse_quant_type("nf3"), Error);
+}
+
+// The linear op's reference decoding of weight_view(q) (kernels/ref/linear.cpp, from the view's
+// parts and code tables alone) is bit for bit the format's own dequantization, for every format.
+TEST(QuantTensorView, LinearOpDecodingOfTheViewIsDequantizeWeight) {
+  for (const QuantSpec& spec : all_specs(64)) {
+    const int64_t rows = 37, cols = 129;  // rows start mid-block and on odd elements
+    auto w = randn(size_t(rows * cols), 4, 0.1f);
+    Owned o(w, rows, cols, spec);
+    const auto want = dequantized(o.q);
+    const WeightView v = weight_view(o.q, 6.0f);
+    EXPECT_EQ(v.kind, weight_kind(spec.type));
+    EXPECT_EQ(v.qabsmax != nullptr, spec.double_quant);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(ref::weight_at(v, r, c), want[size_t(r * cols + c)]) << spec_name(spec) << " " << r << "," << c;
+  }
 }
 
 TEST(QuantTensorView, TruncatedScalesAreAClearError) {
