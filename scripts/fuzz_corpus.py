@@ -22,7 +22,7 @@ CONFIG_SEP = "\n#tokenizer_config.json\n"  # tests/fuzz/fuzz_tokenizer_json.cpp 
 # Sources whose string literals make each fuzzer's dictionary.
 DICT_SOURCES = {
     "fuzz_safetensors": ["src/io/safetensors.cpp", "src/core/dtype.cpp"],
-    "fuzz_hf_config": ["src/io/hf_model.cpp", "src/io/quant_model.cpp", "src/model/config.cpp"],
+    "fuzz_hf_config": ["src/io/hf_model.cpp", "src/io/quant_model.cpp", "src/core/model_config.cpp"],
     "fuzz_tokenizer_json": ["src/tokenizer/tokenizer_json.cpp", "src/tokenizer/hf_pretokenize.cpp",
                             "src/tokenizer/hf_decoders.cpp", "src/tokenizer/added_tokens.cpp",
                             "src/tokenizer/bpe_model.cpp"],

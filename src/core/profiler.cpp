@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace lt::prof {
 

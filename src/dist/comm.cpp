@@ -1,4 +1,4 @@
-// The single-process communicator and the choice of the process's communicator (dist/comm.h).
+// The choice of the process's communicator (dist/comm.h).
 #include "dist/comm.h"
 
 #include <cstdlib>
@@ -12,16 +12,6 @@ namespace lt {
 #ifdef LT_HAVE_MPI
 std::unique_ptr<Communicator> make_mpi_communicator();  // dist/mpi_comm.cpp
 #endif
-
-void SelfCommunicator::reduce_scatter_sum(float* recv, const float* send, size_t n) {
-  if (recv != send) std::memmove(recv, send, n * sizeof(float));
-}
-
-void SelfCommunicator::allgather(float* recv, const float* send, size_t n) {
-  if (recv != send) std::memmove(recv, send, n * sizeof(float));
-}
-
-void SelfCommunicator::abort(int status) { std::exit(status); }
 
 static const char* env(const char* name) {
   const char* v = std::getenv(name);

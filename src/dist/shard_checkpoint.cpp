@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"

@@ -15,7 +15,7 @@
 #include "core/ledger.h"
 #include "core/threads.h"
 #include "dist/shard_checkpoint.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "kernels/ops.h"

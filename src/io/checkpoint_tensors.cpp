@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/quant_model.h"
-#include "train/lora.h"
+#include "core/lora_config.h"
 
 namespace lt {
 

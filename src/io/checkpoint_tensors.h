@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "io/tensor_set.h"
-#include "model/config.h"
+#include "core/model_config.h"
 
 namespace lt {
 

@@ -10,7 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 static_assert(std::endian::native == std::endian::little, "the GGUF writer assumes a little-endian host");
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "io/tensor_set.h"
-#include "model/config.h"
+#include "core/model_config.h"
 
 namespace lt {
 

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace lt {
@@ -388,23 +388,21 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
 
 void check_adapter_matches_model(const LoadedAdapter& ad, const ModelConfig& m, const std::string& dir) {
   const std::string where = join_path(dir, kWeightsFile);
-  const int64_t C = m.dim, QD = m.q_dim(), KVD = m.kv_dim(), F = m.hidden_dim, R = ad.config.r;
-  const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
+  const int64_t C = m.dim, F = m.hidden_dim, R = ad.config.r;
   const auto& mods = llama_linear_modules();
-  auto index_of = [&](const std::string& mod) { return size_t(std::find(mods.begin(), mods.end(), mod) - mods.begin()); };
   for (const auto& [name, t] : ad.tensors.all()) {
     ParsedKey pk;
     LT_ASSERT(parse_key(name, &pk));  // load_peft_adapter normalized every key
     LT_CHECK(pk.layer < m.n_layers, "{}: tensor '{}' adapts layer {}, but the base model has {} layers (0 to {}); the "
              "adapter was trained for another model and would lose this layer in a merge", where, name, pk.layer,
              m.n_layers, m.n_layers - 1);
-    const size_t k = index_of(pk.module);
-    std::vector<int64_t> want = pk.kind == ParsedKey::LoraA   ? std::vector<int64_t>{R, in[k]}
-                                : pk.kind == ParsedKey::LoraB ? std::vector<int64_t>{out[k], R}
-                                                              : std::vector<int64_t>{out[k]};
+    const auto [in, out] = m.linear_shape(*parse_proj(pk.module));  // parse_key accepted only the seven
+    std::vector<int64_t> want = pk.kind == ParsedKey::LoraA   ? std::vector<int64_t>{R, in}
+                                : pk.kind == ParsedKey::LoraB ? std::vector<int64_t>{out, R}
+                                                              : std::vector<int64_t>{out};
     LT_CHECK(t.shape == want, "{}: tensor '{}' has shape [{}], but the base model's {} weight is (out {}, in {}), so "
              "[{}] was expected; the adapter was trained for another model (hidden size {}, MLP width {} here)",
-             where, name, fmt::join(t.shape, ", "), pk.module, out[k], in[k], fmt::join(want, ", "), C, F);
+             where, name, fmt::join(t.shape, ", "), pk.module, out, in, fmt::join(want, ", "), C, F);
   }
   // every module the config adapts, in every layer it names, has its pair: an adapter for a model
   // with fewer layers would otherwise leave this model's last layers unadapted without a word

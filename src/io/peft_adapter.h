@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "io/tensor_set.h"
-#include "model/config.h"
-#include "train/lora.h"
+#include "core/model_config.h"
+#include "core/lora_config.h"
 
 namespace lt {
 

@@ -33,7 +33,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/checkpoint_tensors.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"

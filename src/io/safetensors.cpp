@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/json_parse.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace lt {
 

@@ -1,7 +1,7 @@
 // safetensors files (https://github.com/huggingface/safetensors): an 8-byte little-endian header
 // length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__":
 // {string: string}}, then the byte buffer (offsets are relative to its start).
-// Reading memory-maps the file and validates every entry; writing is atomic (io/atomic_file.h).
+// Reading memory-maps the file and validates every entry; writing is atomic (core/atomic_file.h).
 #pragma once
 #include <cstdio>
 #include <functional>

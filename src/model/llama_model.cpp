@@ -17,7 +17,7 @@
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
 #include "kernels/cpu/gemm.h"
-#include "model/rope_freqs.h"
+#include "core/rope_freqs.h"
 
 namespace lt {
 

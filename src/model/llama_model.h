@@ -11,7 +11,7 @@
 #include "core/memory_plan.h"
 #include "io/tensor_set.h"
 #include "kernels/ops.h"
-#include "model/config.h"
+#include "core/model_config.h"
 #include "quant/quant_tensor.h"
 
 namespace lt {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "core/model_config.h"
 #include "train/train_config.h"
 
 namespace lt {

@@ -11,40 +11,24 @@
 
 #include "core/error.h"
 #include "core/memory_plan.h"
-#include "plan/run_limits.h"
+#include "train/run_limits.h"
 #include "core/threads.h"
 #include "kernels/cpu/gemm.h"
 #include "plan/machine_cache.h"
 
 namespace lt {
 
-namespace {
-
-bool targets(const LoraConfig& lc, const std::string& m) {
-  for (const auto& t : lc.target_modules)
-    if (t == m || t == "all-linear") return true;
-  return false;
-}
-
-// (in, out) per projection in llama_linear_modules() order
-std::vector<std::pair<double, double>> shapes(const ModelConfig& m) {
-  double C = m.dim, QD = m.q_dim(), KVD = m.kv_dim(), F = m.hidden_dim;
-  return {{C, QD}, {C, KVD}, {C, KVD}, {QD, C}, {C, F}, {C, F}, {F, C}};
-}
-
-}  // namespace
-
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
-  const auto sh = shapes(m);
   const bool lora = o.method == "lora";
   const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
-  for (int k = 0; k < 7; ++k) {
-    double f = 2 * sh[k].first * sh[k].second;
-    double lf = lora && targets(o.lora, llama_linear_modules()[k]) ? 2.0 * o.lora.r * (sh[k].first + sh[k].second) : 0;
+  for (Proj p : kProjs) {
+    const double in = double(m.linear_shape(p).first), out = double(m.linear_shape(p).second);
+    const double f = 2 * in * out;
+    double lf = lora && lora_targets(o.lora, p) ? 2.0 * o.lora.r * (in + out) : 0;
     if (!o.lora.layers_to_transform.empty()) lf *= double(o.lora.layers_to_transform.size()) / L;
-    (k < 4 ? attn_lin : mlp_lin) += f;
-    (k < 4 ? attn_lora : mlp_lora) += lf;
+    (proj_in_attention(p) ? attn_lin : mlp_lin) += f;
+    (proj_in_attention(p) ? attn_lora : mlp_lora) += lf;
   }
   const double attn = 2.0 * 2.0 * m.q_dim() * keys;  // QKᵀ and PV
   const double head = 2.0 * m.dim * m.vocab_size;

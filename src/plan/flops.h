@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "core/model_config.h"
 #include "train/train_model.h"
 
 namespace lt {

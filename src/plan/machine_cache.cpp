@@ -6,7 +6,7 @@
 
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace lt {
 

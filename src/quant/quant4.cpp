@@ -195,12 +195,6 @@ const float* code4_table(QuantType t) {
 
 const float* dynamic_map_signed() { return kDynamic.data(); }
 
-void check_blocksize4(int blocksize) {
-  LT_CHECK(blocksize >= 64 && blocksize <= 4096 && (blocksize & (blocksize - 1)) == 0,
-           "4-bit quantization: block size {} is not supported; use a power of two from 64 to 4096 "
-           "(64 is the NF4 default)", blocksize);
-}
-
 void quantize_4bit(uint8_t* codes, float* absmax, const float* x, int64_t n, int blocksize, QuantType t) {
   check_blocksize4(blocksize);
   (void)code4_table(t);  // rejects Int8

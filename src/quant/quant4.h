@@ -21,8 +21,6 @@ const float* code4_table(QuantType t);  // NF4 or FP4
 // bitsandbytes.functional.create_dynamic_map(signed=True): 256 sorted values in [-0.993, 1].
 const float* dynamic_map_signed();
 
-// lt::Error unless blocksize is a power of two in [64, 4096].
-void check_blocksize4(int blocksize);
 
 // x (n) -> codes (ceil(n/2) bytes, first element in the high nibble), absmax (ceil(n/blocksize)).
 void quantize_4bit(uint8_t* codes, float* absmax, const float* x, int64_t n, int blocksize, QuantType t);

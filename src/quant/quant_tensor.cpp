@@ -14,31 +14,6 @@
 
 namespace lt {
 
-const char* quant_type_name(QuantType t) {
-  switch (t) {
-    case QuantType::NF4: return "nf4";
-    case QuantType::FP4: return "fp4";
-    case QuantType::Int8: return "int8";
-  }
-  return "?";
-}
-
-QuantType parse_quant_type(std::string_view name) {
-  if (name == "nf4") return QuantType::NF4;
-  if (name == "fp4") return QuantType::FP4;
-  if (name == "int8") return QuantType::Int8;
-  fail("unknown quantization '{}': expected nf4, fp4 or int8", name);
-}
-
-void check_quant_spec(const QuantSpec& spec) {
-  if (spec.type == QuantType::Int8) {
-    LT_CHECK(!spec.double_quant, "int8 quantization has one scale per row; double quantization applies to nf4 "
-             "and fp4 only");
-    return;
-  }
-  check_blocksize4(spec.blocksize);
-}
-
 size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
   using quant::align64;
   check_quant_spec(spec);

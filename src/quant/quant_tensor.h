@@ -16,21 +16,10 @@
 #include <functional>
 #include <string_view>
 
+#include "core/quant_spec.h"
 #include "kernels/linear.h"
 
 namespace lt {
-
-enum class QuantType : uint8_t { NF4, FP4, Int8 };
-
-const char* quant_type_name(QuantType t);           // "nf4", "fp4", "int8"
-QuantType parse_quant_type(std::string_view name);  // throws lt::Error naming the accepted values
-
-// How to quantize: the format, its block size (4-bit only) and double quantization (4-bit only).
-struct QuantSpec {
-  QuantType type = QuantType::NF4;
-  int blocksize = 64;         // power of two in [64, 4096]
-  bool double_quant = false;  // 8-bit absmax with 256-blocks of second-level scales
-};
 
 // A quantized (rows, cols) matrix; non-owning. Kernels only read through it.
 struct QuantTensor {
@@ -51,10 +40,6 @@ struct QuantTensor {
   int64_t nblocks2() const { return (nblocks() + 255) / 256; }
   QuantSpec spec() const { return {type, blocksize, double_quant}; }
 };
-
-// Throws lt::Error unless the spec is valid (block size a power of two in [64, 4096]; no double
-// quantization for Int8).
-void check_quant_spec(const QuantSpec& spec);
 
 // Bytes of one quantized (rows, cols) matrix as quantize_weight lays it out in its storage
 // (each part 64-byte aligned). The memory plan calls this.

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace lt {
 

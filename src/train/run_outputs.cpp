@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/lora.h"
+#include "core/lora_config.h"
 #include "train/train_model.h"
 
 namespace lt {

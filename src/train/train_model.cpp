@@ -29,8 +29,8 @@
 #include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
 #include "kernels/cpu/convert.h"
-#include "model/rope_freqs.h"
-#include "plan/run_limits.h"
+#include "core/rope_freqs.h"
+#include "train/run_limits.h"
 
 namespace lt {
 
@@ -117,7 +117,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.method == "lora" || o.method == "full", "method: '{}' is not one of lora, full", o.method);
   LT_CHECK(o.micro_batch >= 1, "micro_batch_size must be >= 1 (got {})", o.micro_batch);
   LT_CHECK(o.seq_len >= 2, "sequence_len must be >= 2 (got {})", o.seq_len);
-  check_run_fits_model(c, o);  // context, tokens per micro-batch, LoRA rank per module, plan size (plan/run_limits.h)
+  check_run_fits_model(c, o);  // context, tokens per micro-batch, LoRA rank per module, plan size (train/run_limits.h)
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");

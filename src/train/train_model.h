@@ -16,9 +16,9 @@
 #include "io/tensor_set.h"
 #include "kernels/backward.h"
 #include "kernels/ops.h"
-#include "model/config.h"
+#include "core/model_config.h"
 #include "quant/quant_tensor.h"
-#include "train/lora.h"
+#include "core/lora_config.h"
 #include "train/trainable_store.h"
 
 namespace lt {

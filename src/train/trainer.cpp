@@ -29,7 +29,7 @@
 #include "core/threads.h"
 #include "dist/comm.h"
 #include "dist/zero_trainer.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "plan/baseline.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "core/model_config.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
 #include "train/train_config.h"

@@ -16,7 +16,7 @@
 #include "core/mapped_file.h"
 #include "dist/zero_trainer.h"
 #include "dist_test_config.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"

@@ -11,7 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/mapped_file.h"
-#include "io/gguf_export.h"
+#include "model/gguf_export.h"
 #include "io/gguf_writer.h"
 #include "io_test_util.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors.h"
 #include "io_test_util.h"
 

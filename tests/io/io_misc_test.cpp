@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "core/mapped_file.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io_test_util.h"
-#include "model/config.h"
+#include "core/model_config.h"
 
 namespace lt {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "io_test_util.h"

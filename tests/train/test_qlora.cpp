@@ -11,7 +11,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/quant_model.h"
 #include "io/safetensors.h"

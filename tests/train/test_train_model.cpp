@@ -208,7 +208,7 @@ TEST(TrainModelGrad, EveryCheckpointingModeGivesIdenticalGradientsAndLessMemory)
   for (int k = 0; k < 5; ++k) {
     TrainModelOptions o;
     o.lora.target_modules = {"all-linear"};
-    o.lora.r = 4;  // k_proj / v_proj are (out 4, in 8): a rank above 4 is refused (plan/run_limits.h)
+    o.lora.r = 4;  // k_proj / v_proj are (out 4, in 8): a rank above 4 is refused (train/run_limits.h)
     o.lora.dropout = 0.2f;
     o.micro_batch = 2;
     o.seq_len = 6;

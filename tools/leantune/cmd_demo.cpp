@@ -1,6 +1,6 @@
-// `leantune demo`: the default main job (see src/train/demo.h).
+// `leantune demo`: the default main job (see src/api/demo.h).
 #include "commands.h"
-#include "train/demo.h"
+#include "api/demo.h"
 
 namespace lt::cli {
 

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "io/gguf_export.h"
+#include "model/gguf_export.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "kernels/ops.h"

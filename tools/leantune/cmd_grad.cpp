@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "kernels/backward.h"

@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 

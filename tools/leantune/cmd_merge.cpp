@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/threads.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"

@@ -16,7 +16,7 @@
 #include "plan/baseline.h"
 #include "plan/budget.h"
 #include "plan/flops.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "model/llama_model.h"
 #include "train/report.h"
 #include "train/trainer.h"

@@ -1,4 +1,4 @@
-#include "train/demo.h"
+#include "api/demo.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 #include "io/safetensors.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"

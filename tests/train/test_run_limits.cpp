@@ -12,7 +12,7 @@
 #include "core/threads.h"
 #include "plan/budget.h"
 #include "plan/flops.h"
-#include "plan/run_limits.h"
+#include "train/run_limits.h"
 #include "train/train_model.h"
 
 namespace lt {

@@ -1,4 +1,4 @@
-#include "model/rope_freqs.h"
+#include "core/rope_freqs.h"
 
 #include <cmath>
 

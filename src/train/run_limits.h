@@ -3,7 +3,7 @@
 // the context, tokens per micro-batch, the LoRA rank of each adapted projection, and a bound on
 // the memory plan that keeps every byte count of the plan inside 64 bits.
 #pragma once
-#include "model/config.h"
+#include "core/model_config.h"
 #include "train/train_model.h"
 
 namespace lt {

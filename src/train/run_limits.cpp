@@ -1,5 +1,5 @@
 // check_run_fits_model: the model-dependent limits of a training run (see run_limits.h).
-#include "plan/run_limits.h"
+#include "train/run_limits.h"
 
 #include <algorithm>
 #include <climits>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "train/lora.h"
+#include "core/lora_config.h"
 
 namespace lt {
 
@@ -15,49 +15,30 @@ namespace {
 
 constexpr long double kPlanLimit = 0x1p62L;  // 4 EiB: far beyond any machine, well inside size_t
 
-bool lora_targets(const LoraConfig& lc, const std::string& m) {
-  for (const auto& t : lc.target_modules)
-    if (t == m || t == "all-linear") return true;
-  return false;
-}
-
-// (in, out) of the seven projections, in llama_linear_modules() order.
-void linear_shapes(const ModelConfig& c, int64_t in[7], int64_t out[7]) {
-  const int64_t C = c.dim, QD = c.q_dim(), KVD = c.kv_dim(), F = c.hidden_dim;
-  const int64_t i[7] = {C, C, C, QD, C, C, F}, o[7] = {QD, KVD, KVD, C, F, F, C};
-  std::copy(i, i + 7, in);
-  std::copy(o, o + 7, out);
-}
-
 void check_lora_rank(const ModelConfig& c, const TrainModelOptions& o) {
-  int64_t in[7], out[7];
-  linear_shapes(c, in, out);
-  for (int m = 0; m < 7; ++m) {
-    const std::string& mod = llama_linear_modules()[size_t(m)];
-    if (!lora_targets(o.lora, mod)) continue;
-    const int64_t lim = std::min(in[m], out[m]);
+  for (Proj p : kProjs) {
+    if (!lora_targets(o.lora, p)) continue;
+    const auto [in, out] = c.linear_shape(p);
+    const int64_t lim = std::min(in, out);
     LT_CHECK(o.lora.r <= lim, "lora_r: {} is larger than min(in, out) = {} of {}, whose weight is (out {}, in {}) in "
              "this model; a larger rank adds parameters but no rank. Use lora_r <= {} (or leave {} out of "
-             "lora_target_modules)", o.lora.r, lim, mod, out[m], in[m], lim, mod);
+             "lora_target_modules)", o.lora.r, lim, proj_module(p), out, in, lim, proj_module(p));
   }
 }
 
 }  // namespace
 
 int max_lora_rank(const ModelConfig& c, const LoraConfig& lora) {
-  int64_t in[7], out[7], lim = INT_MAX;
-  linear_shapes(c, in, out);
-  for (int m = 0; m < 7; ++m)
-    if (lora_targets(lora, llama_linear_modules()[size_t(m)])) lim = std::min({lim, in[m], out[m]});
+  int64_t lim = INT_MAX;
+  for (Proj p : kProjs)
+    if (lora_targets(lora, p)) lim = std::min({lim, c.linear_shape(p).first, c.linear_shape(p).second});
   return int(lim);
 }
 
 PlanBound plan_bytes_bound(const ModelConfig& c, const TrainModelOptions& o) {
   using LD = long double;
-  int64_t in[7], out[7];
-  linear_shapes(c, in, out);
   LD lin = 0;  // elements of one layer's projections
-  for (int m = 0; m < 7; ++m) lin += LD(in[m]) * LD(out[m]);
+  for (Proj p : kProjs) lin += LD(c.linear_shape(p).first) * LD(c.linear_shape(p).second);
   const LD R = o.method == "lora" ? std::max(o.lora.r, 0) : 0;
   const LD widest = std::max({LD(c.dim), LD(c.q_dim()), LD(c.kv_dim()), LD(c.hidden_dim), LD(c.n_heads), R});
   const LD N = LD(o.micro_batch) * LD(o.seq_len), L = c.n_layers, V = c.vocab_size, C = c.dim;

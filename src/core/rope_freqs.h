@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "model/config.h"
+#include "core/model_config.h"
 
 namespace lt {
 

@@ -10,7 +10,7 @@
 
 #include "io/gguf_writer.h"
 #include "io/peft_adapter.h"
-#include "model/config.h"
+#include "core/model_config.h"
 
 namespace lt::gguf {
 

@@ -1,7 +1,7 @@
 // Model + tokenizer -> llama-architecture GGUF: hyperparameters as llama.* keys, the tokenizer as
 // tokenizer.ggml.* (from a tokenizer.json or a llama2.c tokenizer .bin), HF tensor names mapped
 // to llama.cpp's (token_embd, blk.N.attn_q, ...), q/k rows of HF checkpoints permuted.
-#include "io/gguf_export.h"
+#include "model/gguf_export.h"
 
 #include <nlohmann/json.hpp>
 
@@ -13,9 +13,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "model/rope_freqs.h"
+#include "core/rope_freqs.h"
 #include "tokenizer/tokenizer.h"
-#include "train/lora.h"
+#include "core/lora_config.h"
 
 namespace lt::gguf {
 

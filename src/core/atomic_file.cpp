@@ -1,6 +1,6 @@
 // write_file_atomic: mkstemp in the same directory, write, fflush + fsync, rename, fsync the
 // directory. The temporary file is unlinked on every failure path.
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

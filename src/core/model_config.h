@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "core/projection.h"
+
 namespace lt {
 
 enum class RopeLayout : unsigned char {
@@ -53,14 +55,25 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
-  // Whether projection m (q, k, v, o, gate, up, down: llama_linear_modules() order) has a bias.
-  bool has_bias(int m) const { return m <= 2 ? attention_bias : m == 3 ? o_proj_bias : mlp_bias; }
-  // (in, out) of projection m: its weight is (out, in), its bias (out).
-  std::pair<int64_t, int64_t> linear_shape(int m) const {
-    const int64_t C = dim, QD = q_dim(), KVD = kv_dim(), F = hidden_dim;
-    const int64_t in[7] = {C, C, C, QD, C, C, F}, out[7] = {QD, KVD, KVD, C, F, F, C};
-    return {in[m], out[m]};
+  // Whether projection p has a bias.
+  bool has_bias(Proj p) const {
+    return p <= Proj::V ? attention_bias : p == Proj::O ? o_proj_bias : mlp_bias;
   }
+  // (in, out) of projection p: its weight is (out, in), its bias (out). The one shape table.
+  std::pair<int64_t, int64_t> linear_shape(Proj p) const {
+    const int64_t C = dim, QD = q_dim(), KVD = kv_dim(), F = hidden_dim;
+    switch (p) {
+      case Proj::Q: return {C, QD};
+      case Proj::K: case Proj::V: return {C, KVD};
+      case Proj::O: return {QD, C};
+      case Proj::Gate: case Proj::Up: return {C, F};
+      case Proj::Down: return {F, C};
+    }
+    return {0, 0};
+  }
+  // The same by index in kProjs order (loops over the projections of a layer).
+  bool has_bias(int m) const { return has_bias(Proj(m)); }
+  std::pair<int64_t, int64_t> linear_shape(int m) const { return linear_shape(Proj(m)); }
 };
 
 // Checks the config is usable (positive sizes, NH divisible by NKV, ...); throws naming `where`.

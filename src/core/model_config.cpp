@@ -1,12 +1,12 @@
 // validate_config: the checks every loader runs before a ModelConfig is used, so that later code
 // can rely on positive sizes, a whole number of query heads per key/value head, an even head
 // size for RoPE, and finite positive epsilons and frequencies.
-#include "model/config.h"
+#include "core/model_config.h"
 
 #include <cmath>
 
 #include "core/error.h"
-#include "quant/quant_tensor.h"
+#include "core/quant_spec.h"
 
 namespace lt {
 
