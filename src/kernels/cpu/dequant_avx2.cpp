@@ -1,6 +1,7 @@
 // AVX2 versions of the dequantization inner loops (dequant_kernels.h): 4-bit codes looked up 8 at a
 // time (two vpermps over the 16-entry table, blended on bit 3), int8 rows widened and scaled.
-// Compiled with the AVX2 flags (file name suffix); called only when cpu_isa() >= Avx2.
+// Compiled with the AVX2 flags (file name suffix); called only for an
+// isa this CPU supports (dequantize_rows checks cpu_supports).
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // AVX-512 versions of the quantized inner loops (dequant_kernels.h): 4-bit codes looked up 16 at a
 // time with one vpermps, int8 rows widened and scaled, and the LLM.int8 product on VNNI
-// (vpdpbusd: u8 x s8 -> s32). Compiled with the AVX-512 flags (file name suffix); called only when
-// cpu_isa() == Avx512 (and, for int8_gemm_vnni, avx512_vnni).
+// (vpdpbusd: u8 x s8 -> s32). Compiled with the AVX-512 flags (file name suffix); called only for the
+// Avx512 isa on a CPU that supports it (and, for int8_gemm_vnni, has AVX512-VNNI).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
