@@ -90,6 +90,25 @@ def test_stream_yields_the_same_text_and_can_be_stopped(model):
     assert s.result["stop_reason"] == "cancelled" and len(s.result["output_ids"]) < 10, (rest, s.result)
 
 
+def test_the_gil_is_released_while_the_engine_computes(model):
+    span = {}
+
+    def work():
+        span["start"] = time.monotonic()
+        model.generate("Once upon a time", max_tokens=400, temperature=0, stop_at_eos=False, context=512)
+        span["end"] = time.monotonic()
+
+    ticks = []
+    t = threading.Thread(target=work)
+    t.start()
+    while t.is_alive():
+        ticks.append(time.monotonic())  # needs the GIL: only runs while the engine does not hold it
+        time.sleep(0.001)
+    t.join()
+    inside = [x for x in ticks if span["start"] < x < span["end"]]
+    assert span["end"] - span["start"] > 0.05 and len(inside) >= 10, (span, len(inside))
+
+
 def test_generate_stops_at_a_stop_string_and_takes_ids(model):
     ids = model.tokenizer.encode("Once upon a time")
     r = model.generate(ids, max_tokens=100, temperature=0, stop=".", details=True)
