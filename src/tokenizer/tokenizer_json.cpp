@@ -264,4 +264,12 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& json_path, const
   }
 }
 
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& source, const json& j, const json& config) {
+  try {
+    return std::make_unique<HfTokenizer>(source, j, source, config);
+  } catch (const json::exception& e) {
+    fail("{}: unexpected tokenizer structure: {}", source, e.what());
+  }
+}
+
 }  // namespace lt

@@ -37,6 +37,7 @@
 #include "plan/flops.h"
 #include "plan/peak.h"
 #include "kernels/ops.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
 #include "train/data_loader.h"
@@ -158,7 +159,9 @@ TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t
 TrainingData load_training_data(const TrainConfig& c) {
   TrainingData d;
   const size_t rss0 = process_rss_bytes();
-  d.tokenizer = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  d.tokenizer = load_tokenizer_for_model(c.base_model, c.tokenizer.empty() && !is_gguf_model_path(c.base_model)
+                                                            ? default_tokenizer_path(c.base_model)
+                                                            : c.tokenizer);
   const size_t rss1 = process_rss_bytes();
   d.tokenizer_bytes = rss1 > rss0 ? rss1 - rss0 : 0;
   if (!c.eval_dataset.empty()) {

@@ -13,6 +13,7 @@
 #include "infer/generate.h"
 #include "io/model_files.h"
 #include "kernels/ops.h"
+#include "model/model_tokenizer.h"
 
 namespace lt::cli {
 
@@ -26,14 +27,6 @@ struct GenerateArgs {
   bool double_quant = false;
   SamplerOptions s;
 };
-
-std::string default_tokenizer(const std::string& model) {
-  // HF folder: the folder itself; llama2.c: no default (must be given)
-  auto slash = model.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
-  if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
-  return model.size() >= 12 && model.compare(model.size() - 12, 12, ".safetensors") == 0 ? dir : model;
-}
 
 // The ranges of the numeric flags; --context against the model's max_position_embeddings.
 void check_generate_flags(const GenerateArgs& a) {
@@ -58,9 +51,7 @@ void check_generate_flags(const GenerateArgs& a) {
 void run_generate(const GenerateArgs& a) {
   check_generate_flags(a);
   set_num_threads(a.threads);
-  std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
-  LT_CHECK(!tok_path.empty(), "{}: a llama2.c checkpoint needs --tokenizer (e.g. tok512.bin)", a.model);
-  auto tok = Tokenizer::load(tok_path);
+  auto tok = load_tokenizer_for_model(a.model, a.tokenizer);
   InferenceOptions io;
   io.context = a.context;
   io.quantization = a.quantize;
@@ -97,9 +88,9 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, model.gguf, or llama2.c .bin")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a .gguf (default: the model's)");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");

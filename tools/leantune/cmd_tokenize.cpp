@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lt::cli {
@@ -32,7 +33,7 @@ void write_stdout(const std::string& s) {
 }
 
 void run_tokenize(const TokenizeArgs& a) {
-  auto tok = Tokenizer::load(a.tokenizer);
+  auto tok = load_tokenizer_for_model("", a.tokenizer);
   const bool add_special = !a.no_special;
   if (!a.input.empty()) {
     nlohmann::json in = load_json_file(a.input);
@@ -57,7 +58,7 @@ void run_tokenize(const TokenizeArgs& a) {
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text with a tokenizer and print the token ids");
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, a folder holding it, or a llama2.c tokenizer .bin")
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, a folder holding it, a llama2.c tokenizer .bin, or a .gguf")
       ->required();
   auto* text = cmd->add_option("--text", args->text, "text to encode; prints the ids on one line");
   auto* input = cmd->add_option("--input", args->input, "JSON array of strings; prints [{\"ids\", \"decoded\"}, ...]");
