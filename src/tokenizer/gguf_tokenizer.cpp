@@ -1,8 +1,10 @@
 // make_gguf_tokenizer: GGUF vocabulary data -> Tokenizer.
-//   "llama": an SpmVocab: "▁" written back as ' ', control / unknown tokens special, control and
-//            user-defined tokens recognized in the text, byte tokens "<0xNN>" as byte fallback.
+//   "llama": an SpmVocab: "▁" written back as ' ', control / unknown tokens special, unused ones
+//            decoded as nothing, control and user-defined tokens recognized in the text, byte
+//            tokens "<0xNN>" as byte fallback.
 //   "gpt2":  a tokenizer.json built in memory for the Hugging Face pipeline (tokenizer_json.cpp):
-//            the BPE vocabulary and merges, control / user-defined tokens as added tokens, the
+//            the BPE vocabulary and merges (unused tokens left out: they decode to nothing, as
+//            in llama.cpp), control / user-defined tokens as added tokens, the
 //            pre-tokenizer llama.cpp uses for `pre` (written as the model's own tokenizer.json
 //            writes it), a ByteLevel decoder, BOS / EOS and add_bos / add_eos as a
 //            tokenizer_config.json says them.
@@ -66,6 +68,7 @@ std::unique_ptr<Tokenizer> make_spm(const gguf::Vocab& v, const std::string& sou
     }
     const int32_t t = types[i];
     s.special.push_back(t == gguf::kTokControl || t == gguf::kTokUnknown);
+    s.unused.push_back(t == gguf::kTokUnused);
     if (t == gguf::kTokControl || t == gguf::kTokUser) s.text_tokens.push_back(int(i));
     const int b = byte_of(v.tokens[i]);
     if (b >= 0 && s.byte_ids[size_t(b)] < 0 && (t == gguf::kTokByte || v.types.empty())) s.byte_ids[size_t(b)] = int(i);
@@ -109,9 +112,10 @@ std::unique_ptr<Tokenizer> make_byte_level(const gguf::Vocab& v, const std::stri
   const std::vector<int32_t> types = token_types(v, source);
   json vocab = json::object(), added = json::array(), merges = json::array();
   for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const int32_t t = types[i];
+    if (t == gguf::kTokUnused) continue;  // never produced, decoded as nothing (as llama.cpp)
     const bool dup = vocab.contains(v.tokens[i]);  // the first id keeps the text; a later one is an added token
     if (!dup) vocab[v.tokens[i]] = i;
-    const int32_t t = types[i];
     if (dup || t == gguf::kTokControl || t == gguf::kTokUser)
       added.push_back({{"id", i}, {"content", v.tokens[i]}, {"special", t != gguf::kTokUser}, {"normalized", false},
                        {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
@@ -125,7 +129,7 @@ std::unique_ptr<Tokenizer> make_byte_level(const gguf::Vocab& v, const std::stri
   json cfg = {{"add_bos_token", v.add_bos}, {"add_eos_token", v.add_eos}};
   if (v.bos >= 0) cfg["bos_token"] = v.tokens[size_t(v.bos)];
   if (v.eos >= 0) cfg["eos_token"] = v.tokens[size_t(v.eos)];
-  return make_hf_tokenizer(source, j, cfg);
+  return make_hf_tokenizer(source, j, cfg, v.tokens.size());
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ class SpmTokenizer final : public Tokenizer {
  public:
   SpmTokenizer(const std::string& path, SpmVocab v) : v_(std::move(v)) {
     source_ = path;
-    for (size_t i = 0; i < v_.pieces.size(); ++i) lookup_.emplace(v_.pieces[i], static_cast<int>(i));
+    for (size_t i = 0; i < v_.pieces.size(); ++i)
+      if (!is_unused(int(i))) lookup_.emplace(v_.pieces[i], static_cast<int>(i));
     for (int id : v_.text_tokens) {
       hf::AddedToken t;
       t.id = id, t.content = v_.pieces[size_t(id)], t.special = v_.special[size_t(id)], t.normalized = false;
@@ -70,6 +71,7 @@ class SpmTokenizer final : public Tokenizer {
         prev = id;
         continue;
       }
+      if (is_unused(id)) continue;
       std::string_view piece = v_.pieces[id];
       if (prev == bos_id() && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
       int byte = parse_byte_piece(piece);
@@ -88,11 +90,13 @@ class SpmTokenizer final : public Tokenizer {
   int eos_id() const override { return v_.eos; }
   bool is_special(int id) const override { return id >= 0 && id < vocab_size() && v_.special[size_t(id)]; }
   std::string token_text(int id) const override {
-    return id >= 0 && id < vocab_size() ? v_.pieces[id] : std::string();
+    return id >= 0 && id < vocab_size() && !is_unused(id) ? v_.pieces[id] : std::string();
   }
   bool one_entry_per_model_token() const override { return v_.one_entry_per_model_token; }
 
  private:
+  bool is_unused(int id) const { return !v_.unused.empty() && v_.unused[size_t(id)]; }
+
   // run.c's encode of one piece of text: code points, the byte-fallback tokens of those not in the
   // vocabulary, then the merges.
   void encode_piece(std::string_view text, bool dummy_prefix, std::vector<int>& out) const {
@@ -246,8 +250,9 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, const
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const std::string& source, SpmVocab v) {
   const size_t n = v.pieces.size();
-  LT_CHECK(n > 0 && v.scores.size() == n && v.special.size() == n, "{}: a SentencePiece vocabulary of {} tokens with "
-           "{} scores and {} token types; expected one of each per token", source, n, v.scores.size(), v.special.size());
+  LT_CHECK(n > 0 && v.scores.size() == n && v.special.size() == n && (v.unused.empty() || v.unused.size() == n),
+           "{}: a SentencePiece vocabulary of {} tokens with {} scores and {} token types; expected one of each per "
+           "token", source, n, v.scores.size(), v.special.size());
   auto check_id = [&](int id, const char* what) {
     LT_CHECK(id >= -1 && id < int(n), "{}: {} id {} is outside the vocabulary ({} tokens)", source, what, id, n);
   };

@@ -15,6 +15,7 @@ struct SpmVocab {
   std::vector<std::string> pieces;  // SentencePiece's "▁" written as ' ' (as llama2.c stores it)
   std::vector<float> scores;        // the adjacent pair whose merge scores highest merges first
   std::vector<bool> special;        // control / unknown tokens: dropped by decode(skip_special)
+  std::vector<bool> unused;         // decoded as nothing, no text (GGUF's unused tokens); empty: none
   std::vector<int> text_tokens;     // ids recognized when written in the text (control, user-defined)
   std::array<int, 256> byte_ids;    // the byte-fallback token of each byte, -1 when none
   int bos = -1, eos = -1;
