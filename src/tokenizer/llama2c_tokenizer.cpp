@@ -113,7 +113,8 @@ class SpmTokenizer final : public Tokenizer {
         tokens.push_back(id);
       } else {
         for (char b : buf) {
-          const int byte_id = v_.byte_ids[static_cast<uint8_t>(b)];
+          int byte_id = v_.byte_ids[static_cast<uint8_t>(b)];
+          if (byte_id < 0) byte_id = v_.unk;
           LT_CHECK(byte_id >= 0, "{}: byte {:#04x} has no byte-fallback token <0x{:02X}> in the vocabulary ({} tokens)",
                    source_, static_cast<uint8_t>(b), static_cast<uint8_t>(b), vocab_size());
           tokens.push_back(byte_id);
@@ -258,6 +259,7 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const std::string& source, SpmVoca
   };
   check_id(v.bos, "BOS");
   check_id(v.eos, "EOS");
+  check_id(v.unk, "unknown token");
   for (int id : v.byte_ids) check_id(id, "byte-fallback token");
   for (int id : v.text_tokens) LT_CHECK(id >= 0 && id < int(n), "{}: token id {} is outside the vocabulary", source, id);
   return std::make_unique<SpmTokenizer>(source, std::move(v));

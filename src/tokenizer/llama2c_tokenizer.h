@@ -19,6 +19,7 @@ struct SpmVocab {
   std::vector<int> text_tokens;     // ids recognized when written in the text (control, user-defined)
   std::array<int, 256> byte_ids;    // the byte-fallback token of each byte, -1 when none
   int bos = -1, eos = -1;
+  int unk = -1;                     // for a byte without a byte-fallback token; -1: that is an error
   bool add_bos = true, add_eos = false;  // what encode(add_special) adds
   bool add_space_prefix = true;     // " " before the text, and after each token recognized in it
   bool one_entry_per_model_token = false;  // llama2.c: the file lists exactly the model's tokens
