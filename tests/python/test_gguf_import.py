@@ -174,6 +174,29 @@ def test_exported_gguf_reads_back(leantune_bin, tmp_path, typ):
         assert np.abs(ours - logits(leantune_bin, folder, V, tmp_path)).max() <= 1e-5
 
 
+def test_gguf_to_gguf(leantune_bin, tmp_path):
+    # a GGUF model exported again (its tokenizer taken from its own metadata): the same tensors,
+    # the same vocabulary, the same logits
+    model = build("smollm2")
+    folder = tmp_path / "src"
+    model.save_pretrained(folder, safe_serialization=True)
+    byte_level_tokenizer(folder, 280)
+    for src, out in [(folder, "a.gguf"), (tmp_path / "a.gguf", "b.gguf")]:
+        r = subprocess.run([leantune_bin, "export", "--gguf", str(tmp_path / out), "--type", "f32", "--model", str(src)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    a, b = gguf.GGUFReader(str(tmp_path / "a.gguf")), gguf.GGUFReader(str(tmp_path / "b.gguf"))
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type", "tokenizer.ggml.pre"):
+        fa, fb = a.fields[key], b.fields[key]
+        assert [bytes(fa.parts[i]) for i in fa.data] == [bytes(fb.parts[i]) for i in fb.data], key
+    tb = {t.name: t for t in b.tensors}
+    assert set(tb) == {t.name for t in a.tensors}
+    for t in a.tensors:
+        np.testing.assert_array_equal(np.asarray(t.data), np.asarray(tb[t.name].data), err_msg=t.name)
+    V = model.config.vocab_size
+    assert np.abs(logits(leantune_bin, tmp_path / "b.gguf", V, tmp_path) - logits(leantune_bin, folder, V, tmp_path)).max() <= 1e-5
+
+
 def tokenize(leantune_bin, tok, texts, *extra):
     with tempfile.NamedTemporaryFile("w", suffix=".json") as inp:
         inp.write(json.dumps(texts))
