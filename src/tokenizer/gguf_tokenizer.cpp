@@ -1,7 +1,8 @@
 // make_gguf_tokenizer: GGUF vocabulary data -> Tokenizer.
 //   "llama": an SpmVocab: "▁" written back as ' ', control / unknown tokens special, unused ones
 //            decoded as nothing, control and user-defined tokens recognized in the text, byte
-//            tokens "<0xNN>" as byte fallback (the unknown token for a byte without one).
+//            tokens "<0xNN>" as byte fallback (the unknown token for a byte without one),
+//            decoded as llama.cpp does.
 //   "gpt2":  a tokenizer.json built in memory for the Hugging Face pipeline (tokenizer_json.cpp):
 //            the BPE vocabulary and merges (unused tokens left out: they decode to nothing, as
 //            in llama.cpp), control / user-defined tokens as added tokens, the
@@ -78,6 +79,7 @@ std::unique_ptr<Tokenizer> make_spm(const gguf::Vocab& v, const std::string& sou
   s.bos = v.bos, s.eos = v.eos;
   s.unk = v.unk >= 0 && size_t(v.unk) < v.tokens.size() ? v.unk : -1;
   s.add_bos = v.add_bos, s.add_eos = v.add_eos, s.add_space_prefix = v.add_space_prefix;
+  s.llama_cpp_decode = true;
   return make_spm_tokenizer(source, std::move(s));
 }
 

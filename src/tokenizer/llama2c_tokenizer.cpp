@@ -58,6 +58,7 @@ class SpmTokenizer final : public Tokenizer {
   }
 
   std::string decode(std::span<const int> ids, bool skip_special) const override {
+    if (v_.llama_cpp_decode) return decode_llama_cpp(ids, skip_special);
     std::string bytes;
     int prev = bos_id();  // the start of a sequence drops the dummy-prefix space, as SentencePiece does
     for (int id : ids) {
@@ -95,6 +96,24 @@ class SpmTokenizer final : public Tokenizer {
   bool one_entry_per_model_token() const override { return v_.one_entry_per_model_token; }
 
  private:
+  std::string decode_llama_cpp(std::span<const int> ids, bool skip_special) const {
+    if (skip_special && v_.add_bos && !ids.empty() && ids[0] == bos_id()) ids = ids.subspan(1);
+    std::string bytes, shown;
+    bool strip = v_.add_space_prefix;  // the first piece only
+    for (int id : ids) {
+      std::string_view piece;
+      if (id < 0 || id >= vocab_size()) piece = utf8::kReplacement;
+      else if (is_special(id) && !skip_special) shown = special_text(id), piece = shown;
+      else if (!is_special(id) && !is_unused(id)) piece = v_.pieces[id];
+      if (strip && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+      strip = false;
+      const int byte = is_special(id) ? -1 : parse_byte_piece(piece);
+      if (byte >= 0) bytes += static_cast<char>(byte);
+      else bytes.append(piece);
+    }
+    return utf8::lossy(bytes);
+  }
+
   bool is_unused(int id) const { return !v_.unused.empty() && v_.unused[size_t(id)]; }
 
   // run.c's encode of one piece of text: code points, the byte-fallback tokens of those not in the

@@ -23,6 +23,10 @@ struct SpmVocab {
   bool add_bos = true, add_eos = false;  // what encode(add_special) adds
   bool add_space_prefix = true;     // " " before the text, and after each token recognized in it
   bool one_entry_per_model_token = false;  // llama2.c: the file lists exactly the model's tokens
+  // decode() as llama.cpp's llama_detokenize (GGUF) rather than run.c: a leading BOS is dropped
+  // with the special tokens, and only the first piece loses its dummy-prefix space (run.c strips
+  // the piece after every BOS, shown or not).
+  bool llama_cpp_decode = false;
 };
 
 // The tokenizer of `v`; `source` names it in messages. lt::Error when the lists' lengths differ
