@@ -56,7 +56,7 @@ bool fit_bounds(const std::vector<double>& u, const std::vector<float>& f, doubl
     const double lo = lo_max > 0 ? lo_max : hi_min / 4, hi = hi_min < inf ? hi_min : 4 * lo_max;
     *x0 = lo + (hi - lo) / 3, *x1 = lo + 2 * (hi - lo) / 3;
   }
-  return *x0 > 0 && *x1 > *x0;
+  return *x0 > 0 && *x1 > *x0 && *x1 < 1e6;  // u <= 1 / 2pi: anything larger is no fit (and no float)
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // un-permuted, block types dequantized.
 #include "io/gguf_model.h"
 
+#include <cfloat>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -89,12 +91,20 @@ void read_shapes(const gguf::Reader& r, ModelConfig& c) {
            c.vocab_size);
 }
 
+// llama.<key> as a positive finite f32; `def` when absent (required when def is nullopt).
+float fparam(const gguf::Reader& r, const std::string& key, std::optional<double> def) {
+  const std::string k = "llama." + key;
+  const std::optional<double> v = r.get_float(k);
+  LT_CHECK(v || def, "{}: GGUF key '{}' is missing; a llama model GGUF needs it", r.path(), k);
+  const double x = v.value_or(def.value_or(0));
+  LT_CHECK(std::isfinite(x) && x > 0 && x <= FLT_MAX, "{}: GGUF key '{}' is {}; expected a positive number", r.path(),
+           k, x);
+  return float(x);
+}
+
 void read_rope(const gguf::Reader& r, ModelConfig& c) {
-  const std::optional<double> eps = r.get_float("llama.attention.layer_norm_rms_epsilon");
-  LT_CHECK(eps.has_value(), "{}: GGUF key 'llama.attention.layer_norm_rms_epsilon' is missing; a llama model GGUF "
-           "needs it", r.path());
-  c.norm_eps = float(*eps);
-  c.rope_theta = float(r.get_float("llama.rope.freq_base").value_or(10000.0));
+  c.norm_eps = fparam(r, "attention.layer_norm_rms_epsilon", std::nullopt);
+  c.rope_theta = fparam(r, "rope.freq_base", 10000.0);
   c.rope_layout = RopeLayout::Halves;  // the q/k rows are un-permuted on load
   const gguf::TensorEntry* t = r.find_tensor("rope_freqs.weight");
   if (!t) return;

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -318,8 +320,12 @@ std::optional<std::vector<float>> Reader::get_floats(std::string_view key) const
   LT_CHECK(v->type == ValueType::Array && (v->elem == ValueType::F32 || v->elem == ValueType::F64),
            "{}: GGUF key '{}': expected an array of f32, found {}", path_, key, type_of(*v));
   std::vector<float> out(size_t(v->count));
-  for (uint64_t k = 0; k < v->count; ++k)
-    out[k] = v->elem == ValueType::F32 ? element<float>(*v, k) : float(element<double>(*v, k));
+  for (uint64_t k = 0; k < v->count; ++k) {
+    const double x = v->elem == ValueType::F32 ? element<float>(*v, k) : element<double>(*v, k);
+    LT_CHECK(!(std::fabs(x) > FLT_MAX) || std::isinf(x), "{}: GGUF key '{}': element {} ({}) is out of the f32 range",
+             path_, key, k, x);
+    out[k] = float(x);
+  }
   return out;
 }
 
