@@ -2,7 +2,7 @@
 # Installs the Debian packages leantune's build needs (run as root; uses sudo otherwise).
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev libpcre2-dev
+PKGS=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev libpcre2-dev libicu-dev
       libfmt-dev libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       python3 python3-venv libopenmpi-dev openmpi-bin
       clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh

@@ -14,7 +14,7 @@
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 namespace fs = std::filesystem;
 
@@ -153,7 +153,7 @@ void run_demo(const DemoOptions& o) {
     std::vector<std::string> prompts = {o.prompt.empty() ? "Once upon a time" : o.prompt};
     samples("before fine-tuning", o.model, tok, "", prompts, 60);
     TrainConfig c = base_config(o.model, tok, o.data, dir / "lora", o.threads);
-    c.method = "lora";
+    c.method = Method::Lora;
     c.lora.r = 16;
     c.lora.alpha = 32;
     c.lora.target_modules = {"all-linear"};
@@ -180,7 +180,7 @@ void run_demo(const DemoOptions& o) {
   const std::string tok = base.string();
 
   TrainConfig c1 = base_config(base.string(), tok, (dir / "additions.txt").string(), dir / "pretrain", o.threads);
-  c1.method = "full";
+  c1.method = Method::Full;
   c1.max_steps = o.pretrain_steps;
   c1.learning_rate = 3e-3;
   c1.warmup_steps = std::min(20, o.pretrain_steps);
@@ -194,7 +194,7 @@ void run_demo(const DemoOptions& o) {
 
   fmt::print("\n");
   TrainConfig c2 = base_config(pretrained, tok, (dir / "additions_in_words.txt").string(), dir / "lora", o.threads);
-  c2.method = "lora";
+  c2.method = Method::Lora;
   c2.lora.r = 8;
   c2.lora.alpha = 16;
   c2.lora.target_modules = {"all-linear"};

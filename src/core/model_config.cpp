@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/quant_spec.h"
+#include "core/rope_freqs.h"
 
 namespace lt {
 
@@ -35,23 +36,10 @@ void validate_config(const ModelConfig& c, const std::string& where) {
            c.norm_eps);
   LT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta must be a positive number, got {}",
            where, c.rope_theta);
-  const RopeScaling& rs = c.rope_scaling;
-  LT_CHECK(rs.type.empty() || rs.type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3",
-           where, rs.type);
-  if (rs.type == "llama3") {
-    LT_CHECK(std::isfinite(rs.factor) && rs.factor > 0, "{}: rope_scaling.factor must be positive, got {}", where,
-             rs.factor);
-    LT_CHECK(std::isfinite(rs.low_freq_factor) && std::isfinite(rs.high_freq_factor) && rs.low_freq_factor > 0 &&
-                 rs.high_freq_factor > rs.low_freq_factor,
-             "{}: rope_scaling needs 0 < low_freq_factor < high_freq_factor, got {} and {}", where,
-             rs.low_freq_factor, rs.high_freq_factor);
-    LT_CHECK(rs.original_max_position_embeddings > 0,
-             "{}: rope_scaling.original_max_position_embeddings must be positive, got {}", where,
-             rs.original_max_position_embeddings);
-  }
-  if (!c.quantization.empty()) {
+  validate_rope_scaling(c, where);
+  if (c.quantization) {
     try {
-      check_quant_spec({parse_quant_type(c.quantization), c.quant_blocksize, c.quant_double_quant});
+      check_quant_spec({*c.quantization, c.quant_blocksize, c.quant_double_quant});
     } catch (const Error& e) {
       fail("{}: quantization_config: {}", where, e.what());
     }

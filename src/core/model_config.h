@@ -4,10 +4,13 @@
 // F MLP width, V vocabulary.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/projection.h"
+#include "core/quant_spec.h"
 
 namespace lt {
 
@@ -16,12 +19,21 @@ enum class RopeLayout : unsigned char {
   Interleaved,  // llama2.c / Meta: rotate (x[2i], x[2i+1])
 };
 
+// config.json rope_scaling / rope_parameters, as transformers reads them (core/rope_freqs.h
+// computes the frequencies). io resolves what transformers derives: a missing yarn / longrope
+// factor, original_max_position_embeddings (rope dict, else a top-level field, else
+// max_position_embeddings).
 struct RopeScaling {
-  std::string type;  // "" (none) or "llama3"
+  std::string type;  // "" (none) | "linear" | "dynamic" | "yarn" | "longrope" | "llama3"
   float factor = 1.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  int original_max_position_embeddings = 8192;
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+  int original_max_position_embeddings = 8192;  // llama3, yarn, longrope
+  float attention_factor = 0.0f;  // yarn, longrope: > 0 given by the config, 0 derived from factor
+  float beta_fast = 32.0f, beta_slow = 1.0f;  // yarn
+  float mscale = 0.0f, mscale_all_dim = 0.0f;  // yarn (0: absent)
+  bool truncate = true;                         // yarn
+  std::vector<float> short_factor, long_factor;  // longrope, HS/2 each
 };
 
 struct ModelConfig {
@@ -37,6 +49,9 @@ struct ModelConfig {
   float norm_eps = 1e-5f;      // rms_norm_eps
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // transformers multiplies RoPE's cos and sin by this (yarn / longrope attention factor, from
+  // rope_attention_factor()); 1 for the other types. Apply with rope_scale_queries().
+  float rope_attention_factor = 1.0f;
   RopeLayout rope_layout = RopeLayout::Halves;
   bool tie_embeddings = false;  // lm_head shares the embedding table
   // Linear biases, as transformers applies them: Llama's attention_bias gives q, k, v AND o_proj
@@ -48,8 +63,8 @@ struct ModelConfig {
   int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
-  // its seven linear weights per layer are stored quantized. "" when they are not.
-  std::string quantization;     // "" | nf4 | fp4 | int8
+  // its seven linear weights per layer are stored quantized. nullopt when they are not.
+  std::optional<QuantType> quantization;
   int quant_blocksize = 64;     // 4-bit block size
   bool quant_double_quant = false;
 

@@ -16,11 +16,23 @@ const char* quant_type_name(QuantType t) {
   return "?";
 }
 
-QuantType parse_quant_type(std::string_view name) {
+std::optional<QuantType> find_quant_type(std::string_view name) {
   if (name == "nf4") return QuantType::NF4;
   if (name == "fp4") return QuantType::FP4;
   if (name == "int8") return QuantType::Int8;
+  return std::nullopt;
+}
+
+QuantType parse_quant_type(std::string_view name) {
+  if (auto t = find_quant_type(name)) return *t;
   fail("unknown quantization '{}': expected nf4, fp4 or int8", name);
+}
+
+const char* quantization_name(Quantization q) { return q ? quant_type_name(*q) : "none"; }
+
+Quantization parse_quantization(std::string_view name) {
+  if (name.empty() || name == "none") return std::nullopt;
+  return parse_quant_type(name);
 }
 
 void check_blocksize4(int blocksize) {

@@ -35,9 +35,9 @@ TensorInfo f32_tensor(std::string name, std::vector<int64_t> shape, const float*
   return t;
 }
 
-nlohmann::json position_json(const TrainingPosition& p) { return trainer_state_json(p); }
+nlohmann::json position_json(const TrainerState& p) { return trainer_state_json(p); }
 
-TrainingPosition read_position(const nlohmann::json& j, const std::string& path) {
+TrainerState read_position(const nlohmann::json& j, const std::string& path) {
   return trainer_state_from_json(j, path);
 }
 
@@ -87,7 +87,7 @@ void copy_flat(const std::vector<Shard>& shards, const char* what, float* out, s
 // save_sharded_checkpoint's writes: this rank's shard and its json, then (rank 0, after every
 // shard is on disk) the manifest.
 void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<TrainParam>& params,
-                       const TrainingPosition& pos, const TrainedModelInfo& info) {
+                       const TrainerState& pos, const TrainedModelInfo& info) {
   Communicator& comm = z.comm();
   const FlatLayout& L = z.layout();
   const int r = comm.rank(), R = comm.size();
@@ -122,8 +122,9 @@ void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<
     man["format"] = "leantune-zero-checkpoint-1";
     man["ranks"] = R;
     man["zero_stage"] = z.options().stage;
-    if (!info.method.empty())
-      man["model"] = {{"method", info.method}, {"base_model", info.base_model}, {"adapter_config", info.adapter_config}};
+    if (info.method)
+      man["model"] = {{"method", method_name(*info.method)}, {"base_model", info.base_model},
+                      {"adapter_config", info.adapter_config}};
     man["total"] = L.total;
     for (size_t i = 0; i < params.size(); ++i)
       man["tensors"].push_back({{"name", params[i].name}, {"shape", params[i].shape}, {"offset", L.offset[i]}});
@@ -136,7 +137,7 @@ void write_shard_files(const fs::path& dir, ZeroOptimizer& z, const std::vector<
 }  // namespace
 
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const std::vector<TrainParam>& params, const TrainerState& pos,
                                     const TrainedModelInfo& info, const TrainHooks* hooks) {
   Communicator& comm = z.comm();
   const int r = comm.rank();
@@ -164,13 +165,13 @@ std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z
   return dir.string();
 }
 
-TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
+TrainerState load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
                                          std::vector<TrainParam>& params) {
   const std::string dir = resolve_checkpoint(path, out_dir);
   if (dir.empty()) return {};
   const FlatLayout& L = z.layout();
   const size_t lo = z.own_begin(), hi = z.own_end();
-  TrainingPosition pos;
+  TrainerState pos;
   if (fs::exists(fs::path(dir) / "manifest.json")) {
     const std::string mp = (fs::path(dir) / "manifest.json").string();
     nlohmann::json man = read_json(mp);
@@ -224,7 +225,7 @@ void consolidate_checkpoint(const std::string& sharded_dir, const std::string& o
   LT_CHECK(fs::exists(mp), "{}: no manifest.json; not a sharded checkpoint (or one whose writing did not finish)",
            sharded_dir);
   nlohmann::json man = read_json(mp);
-  const TrainingPosition pos = read_position(man, mp);
+  const TrainerState pos = read_position(man, mp);
   size_t total = 0;
   try {
     total = man.at("total").get<size_t>();
@@ -291,7 +292,8 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed: {}", mp, e.what());
   }
-  LT_CHECK(method == "lora" || method == "full", "{}: method '{}' is neither lora nor full", mp, method);
+  const std::optional<Method> kind = find_method(method);
+  LT_CHECK(kind, "{}: method '{}' is neither lora nor full", mp, method);
   std::vector<Shard> shards = open_shards(dir, man, total);
   std::vector<float> flat(total);
   copy_flat(shards, "param", flat.data(), 0, total);
@@ -303,7 +305,7 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
   for (const auto& [name, shape, off] : tensors)
     LT_CHECK(off + numel(shape) <= total, "{}: tensor '{}' ends past the flat vector", mp, name);
   fs::create_directories(out_dir);
-  if (method == "lora") {
+  if (kind == Method::Lora) {
     std::string base_name;
     const LoraConfig lc = parse_peft_adapter_config(adapter_config, mp, &base_name);
     std::vector<AdapterTensor> ts;

@@ -10,36 +10,28 @@
 // one into that format (whole tensors "param.<name>", "adam_m.<name>", "adam_v.<name>" and
 // trainer_state.json), which the single-process trainer resumes from.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/train_types.h"
 #include "dist/zero.h"
-#include "train/trainer.h"
+#include "train/sharding.h"
 #include "train/trainer_state.h"
 
 namespace lt {
-
-// What the run trained, recorded in the manifest so that a checkpoint exports on its own.
-struct TrainedModelInfo {
-  std::string method;          // "lora" | "full"
-  std::string base_model;      // the base model's path
-  std::string adapter_config;  // LoRA: the PEFT adapter_config.json text; else ""
-};
-
-// The step, data position, losses and loss scaler state: the single-process trainer's type.
-using TrainingPosition = TrainerState;
 
 // Collective: every rank of z.comm() calls it. Returns the checkpoint folder. A failed write is an
 // lt::Error saying whether the previous checkpoint (the one LATEST names) is intact; hooks (may be
 // null): on_checkpoint_written before LATEST is updated, on_checkpoint_saved after.
 std::string save_sharded_checkpoint(const std::string& out_dir, ZeroOptimizer& z,
-                                    const std::vector<TrainParam>& params, const TrainingPosition& pos,
+                                    const std::vector<TrainParam>& params, const TrainerState& pos,
                                     const TrainedModelInfo& info = {}, const TrainHooks* hooks = nullptr);
 
-// path: a checkpoint folder, or "auto" for OUT/LATEST (a default TrainingPosition when there is
+// path: a checkpoint folder, or "auto" for OUT/LATEST (a default TrainerState when there is
 // none; a LATEST that names no checkpoint folder of OUT is an lt::Error). Fills the model's parameters (all of them) and this rank's moments; lt::Error naming the
 // file when a tensor is missing or the checkpoint was written for a different model.
-TrainingPosition load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
+TrainerState load_sharded_checkpoint(const std::string& path, const std::string& out_dir, ZeroOptimizer& z,
                                          std::vector<TrainParam>& params);
 
 // Reads every shard of a sharded checkpoint and writes the single-process format to out_dir

@@ -1,7 +1,7 @@
 // ZeRO data parallelism (Rajbhandari et al., 2020) over a Communicator. The trainable tensors, in
 // TrainModel::params() order, are one logical flat vector of Ψ floats, cut into R contiguous
 // shards of S = ceil(Ψ/R) floats (the last padded with virtual zeros); rank r owns [r·S, r·S+S).
-// The tensors also form units in execution order (train/trainable_store.h: the embedding, each
+// The tensors also form units in execution order (train/sharding.h: the embedding, each
 // decoder layer, the final norm and lm_head), each a contiguous flat range; M = the largest unit.
 // Each rank divides its micro-batches' summed token-loss gradients by the label-token count of the
 // whole step (all ranks, all accumulation steps: all-reduced before the first backward), so a SUM
@@ -39,8 +39,9 @@
 #include "core/memory_plan.h"
 #include "dist/comm.h"
 #include "train/optimizer.h"
+#include "train/sharding.h"
+#include "train/train_config.h"
 #include "train/train_model.h"
-#include "train/trainable_store.h"
 
 namespace lt {
 
@@ -114,16 +115,22 @@ size_t trainable_floats(const MemoryPlan& plan);
 // (plan_zero_rank), the sharded buffers with their formulas, and the bytes offloaded to disk.
 std::string format_zero_plan(const MemoryPlan& single_process, int n_layers, int ranks, const ZeroOptions& o);
 
-class ZeroOptimizer final : public TrainableStore {
+// The ZeRO options of a config: zero_stage (-1 counts as 0), offload_optimizer, offload_dir, zero_overlap.
+ZeroOptions zero_options(const TrainConfig& config);
+
+// ZeRO as the sharding strategy of a training run (train/sharding.h): the engine's buffers, the
+// units' collectives during a pass, the sharded optimizer step, sharded checkpoints
+// (dist/shard_checkpoint.h) and each rank's ledger-rank<r>.json.
+class ZeroOptimizer final : public ShardingStrategy {
  public:
   // t: the trainable tensors (zero_tensors of the single-process plan). Allocates the engine's
-  // buffers. Build the model next with this as its TrainableStore (stage 3 fills the master shard
-  // through load_buffer / loaded), then attach() its params.
+  // buffers. Build the model next with this as its strategy (stage 3 fills the master shard
+  // through load_buffer / loaded); the model's UnitStore attach()es its params.
   ZeroOptimizer(const ZeroTensors& t, Communicator& comm, const ZeroOptions& o);
   ~ZeroOptimizer() override;
   // The model's trainable tensors (names, decay; p and g where the model holds them). lt::Error
   // when they differ from the tensors the engine was built for, or between ranks.
-  void attach(std::vector<TrainParam>& params);
+  void attach(std::vector<TrainParam>& params) override;
 
   // One optimizer step over the accumulated gradients: reduce (stages 0-1), global norm, clip
   // (max_grad_norm > 0), AdamW at lr on this rank's part, gather (stages 1-2). frozen / lr_factor
@@ -136,11 +143,25 @@ class ZeroOptimizer final : public TrainableStore {
   float step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale = 1.0f,
              bool skip_nonfinite = false);
   // Per tensor, as ParamGroup::frozen / lr_factor.
-  void set_frozen(size_t i, bool frozen, float lr_factor) { frozen_[i] = frozen; lr_factor_[i] = lr_factor; }
+  void set_frozen(size_t i, bool frozen, float lr_factor) override { frozen_[i] = frozen; lr_factor_[i] = lr_factor; }
 
-  // TrainableStore (stage 2: gradients; stage 3: parameters and gradients)
+  // ShardingStrategy (stage 2: gradients; stage 3: parameters and gradients; always the moments)
   bool holds_params() const override { return opts_.stage == 3; }
   bool holds_grads() const override { return opts_.stage >= 2; }
+  bool holds_moments() const override { return true; }
+  // step() with skip_nonfinite: a non-finite global norm is returned as !finite for the caller.
+  OptimizerStepResult optimizer_step(const OptimizerStepArgs& a) override;
+  void save_checkpoint(const std::string& out_dir, const TrainerState& state, const TrainedModelInfo& info,
+                       const TrainHooks& hooks) override;
+  TrainerState load_checkpoint(const std::string& path, const std::string& out_dir) override;
+  TrainedTensorFn trained_tensors() override;  // stage 3: gathered unit by unit, whole on rank 0
+  const MemoryPlan* rank_plan() const override { return &rank_plan_; }
+  const Arenas* engine_arenas() const override { return &arenas_; }
+  std::string describe() const override;
+  void write_rank_outputs(const std::string& out_dir, const Arenas& model, size_t fixed_bytes,
+                          double comm_bytes_per_step) override;
+  // The per-rank plan (plan_zero_rank) that rank_plan() returns.
+  void set_rank_plan(MemoryPlan p) { rank_plan_ = std::move(p); }
   float* load_buffer(size_t i, size_t n) override;
   void loaded(size_t i) override;
   float* acquire_params(int u, int next) override;
@@ -150,7 +171,7 @@ class ZeroOptimizer final : public TrainableStore {
   void grads_ready(int u) override;
   // Stages 0-1 with overlap: whether the micro-batch about to run is the step's last (its gradients
   // are then all-reduced unit by unit during its backward).
-  void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
+  void set_last_micro_batch(bool last) override { last_micro_batch_ = last; }
   // Completes every collective in flight (reductions into the shard, prefetches).
   void drain();
   // How the units' collectives ran: parameters found prefetched / gathered on demand (stage 3),
@@ -163,7 +184,7 @@ class ZeroOptimizer final : public TrainableStore {
   const FlatLayout& layout() const { return layout_; }
   const ZeroTensors& tensors() const { return tensors_; }
   const ZeroOptions& options() const { return opts_; }
-  Communicator& comm() { return comm_; }
+  Communicator& comm() override { return comm_; }
   const Arenas& arenas() const { return arenas_; }
   size_t offloaded_bytes() const;
   size_t unit_begin(int u) const { return unit_begin_[size_t(u)]; }
@@ -205,6 +226,8 @@ class ZeroOptimizer final : public TrainableStore {
   void finish(Slot& s);  // waits for its collectives; a reduction is added into the gradient shard
 
   std::vector<TrainParam>* params_ = nullptr;
+  MemoryPlan rank_plan_;
+  std::vector<float> gathered_;  // stage 3, rank 0: the trained parameters, gathered at the end
   Communicator& comm_;
   ZeroOptions opts_;
   ZeroTensors tensors_;
@@ -224,5 +247,10 @@ class ZeroOptimizer final : public TrainableStore {
   std::vector<bool> reduced_;                          // stages 0-1: tensors already all-reduced this step
   size_t bucket_elems_ = 0;
 };
+
+// The ZeRO strategy of a run: the engine for the trainable tensors of `single_process` (the
+// single-process training plan) on comm's ranks, with its per-rank plan (plan_zero_rank).
+std::unique_ptr<ZeroOptimizer> make_zero_strategy(const MemoryPlan& single_process, int n_layers, Communicator& comm,
+                                                  const ZeroOptions& o);
 
 }  // namespace lt

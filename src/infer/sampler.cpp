@@ -133,6 +133,102 @@ void Sampler::fail_all_banned() const {
   fail("sampler: every one of the model's {} logits is -inf; the model gives no token a probability", V_);
 }
 
+namespace {
+
+// Candidate order: higher score first, the lower id on ties.
+struct Better {
+  const float* logits;
+  bool operator()(int a, int b) const { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); }
+};
+
+// Top-k: HF keeps every score >= the k-th largest, so ties with the k-th stay in. Returns the
+// candidates left (cand[0, n') holds them).
+size_t keep_top_k(const float* logits, int* cand, size_t n, int top_k) {
+  if (top_k <= 0 || size_t(top_k) >= n) return n;
+  const size_t k = size_t(top_k);
+  const Better better{logits};
+  // A small k is a heap select (one compare per rejected id); a large one, introselect.
+  if (k <= 256) std::partial_sort(cand, cand + k, cand + n, better);
+  else std::nth_element(cand, cand + (k - 1), cand + n, better);
+  const float kth = logits[cand[k - 1]];
+  size_t kept = k;
+  for (size_t j = k; j < n; ++j)
+    if (logits[cand[j]] == kth) std::swap(cand[kept++], cand[j]);
+  return kept;
+}
+
+// Weights w[id] = exp(l - max) over the candidates (the max candidate, w = 1, survives every
+// filter below); returns their sum.
+double exp_weights(const float* logits, const int* cand, size_t n, float* w) {
+  float max_l = kNegInf;
+  for (size_t j = 0; j < n; ++j) max_l = std::max(max_l, logits[cand[j]]);
+  double total = 0.0;
+  for (size_t j = 0; j < n; ++j) {
+    const int id = cand[j];
+    w[id] = std::exp(logits[id] - max_l);
+    total += w[id];
+  }
+  return total;
+}
+
+// Top-p: keep tokens, best first, until their mass reaches top_p (the token crossing it stays).
+// Fast path: partial-sort the best 64 and scan them (a peaked distribution ends there). Else
+// bisect the rest by quickselect: split the undecided range [lo, hi) at its middle with
+// nth_element; if the better half's mass reaches the target, the crossing token lies in it,
+// otherwise past it. O(n) expected, against O(n log n) for HF's full sort. Returns the
+// candidates left; `total` becomes their mass.
+size_t keep_top_p(const float* logits, int* cand, size_t n, const float* w, float top_p, double& total) {
+  if (top_p >= 1.0f || n <= 1) return n;
+  const Better better{logits};
+  const double target = double(top_p) * total;
+  const size_t head = std::min<size_t>(n, 64);
+  std::partial_sort(cand, cand + head, cand + n, better);
+  double above = 0.0;  // mass of cand[0, lo), every one better than all of cand[lo, n)
+  size_t lo = 0, hi = n;
+  for (; lo < head; ++lo) {
+    above += w[cand[lo]];
+    if (above >= target) { hi = lo + 1; lo = hi; break; }
+  }
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(cand + lo, cand + mid, cand + hi, better);
+    double m = 0.0;
+    for (size_t j = lo; j < mid; ++j) m += w[cand[j]];
+    if (above + m >= target) {
+      hi = mid;
+    } else {
+      above += m;
+      lo = mid;
+    }
+  }
+  std::sort(cand + lo, cand + hi, better);
+  for (; lo < hi; ++lo) {
+    above += w[cand[lo]];
+    if (above >= target) { hi = lo + 1; break; }
+  }
+  // hi == n with the target unmet means rounding kept the full mass just under it: keep all.
+  if (hi == n) return n;
+  total = above;
+  return hi;
+}
+
+// Min-p: prob >= min_p * max prob  <=>  w >= min_p, since the max candidate has w = 1. Returns
+// the candidates left (compacted); `total` becomes their mass.
+size_t keep_min_p(int* cand, size_t n, const float* w, float min_p, double& total) {
+  if (min_p <= 0.0f) return n;
+  size_t kept = 0;
+  total = 0.0;
+  for (size_t j = 0; j < n; ++j) {
+    if (w[cand[j]] >= min_p) {
+      cand[kept++] = cand[j];
+      total += w[cand[j]];
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
 int Sampler::sample(float* logits, std::span<const int> context) {
   check_logits_finite(logits, V_);
   const bool penalise = opts_.repetition_penalty != 1.0f, ban = opts_.no_repeat_ngram_size > 0;
@@ -160,82 +256,10 @@ int Sampler::sample(float* logits, std::span<const int> context) {
     if (logits[i] > kNegInf) cand[n++] = i;
   }
   if (n == 0) fail_all_banned();
-  auto better = [logits](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-
-  // Top-k: HF keeps every score >= the k-th largest, so ties with the k-th stay in.
-  if (opts_.top_k > 0 && size_t(opts_.top_k) < n) {
-    const size_t k = size_t(opts_.top_k);
-    // A small k is a heap select (one compare per rejected id); a large one, introselect.
-    if (k <= 256) std::partial_sort(cand, cand + k, cand + n, better);
-    else std::nth_element(cand, cand + (k - 1), cand + n, better);
-    const float kth = logits[cand[k - 1]];
-    size_t kept = k;
-    for (size_t j = k; j < n; ++j)
-      if (logits[cand[j]] == kth) std::swap(cand[kept++], cand[j]);
-    n = kept;
-  }
-
-  // Weights exp(l - max) over the candidates; the max candidate survives every filter below.
-  float max_l = kNegInf;
-  for (size_t j = 0; j < n; ++j) max_l = std::max(max_l, logits[cand[j]]);
-  double total = 0.0;
-  for (size_t j = 0; j < n; ++j) {
-    const int id = cand[j];
-    w[id] = std::exp(logits[id] - max_l);
-    total += w[id];
-  }
-
-  // Top-p: keep tokens, best first, until their mass reaches top_p (the token crossing it stays).
-  // Fast path: partial-sort the best 64 and scan them (a peaked distribution ends there). Else
-  // bisect the rest by quickselect: split the undecided range [lo, hi) at its middle with
-  // nth_element; if the better half's mass reaches the target, the crossing token lies in it,
-  // otherwise past it. O(n) expected, against O(n log n) for HF's full sort.
-  if (opts_.top_p < 1.0f && n > 1) {
-    const double target = double(opts_.top_p) * total;
-    const size_t head = std::min<size_t>(n, 64);
-    std::partial_sort(cand, cand + head, cand + n, better);
-    double above = 0.0;  // mass of cand[0, lo), every one better than all of cand[lo, n)
-    size_t lo = 0, hi = n;
-    for (; lo < head; ++lo) {
-      above += w[cand[lo]];
-      if (above >= target) { hi = lo + 1; lo = hi; break; }
-    }
-    while (hi - lo > 64) {
-      const size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(cand + lo, cand + mid, cand + hi, better);
-      double m = 0.0;
-      for (size_t j = lo; j < mid; ++j) m += w[cand[j]];
-      if (above + m >= target) {
-        hi = mid;
-      } else {
-        above += m;
-        lo = mid;
-      }
-    }
-    std::sort(cand + lo, cand + hi, better);
-    for (; lo < hi; ++lo) {
-      above += w[cand[lo]];
-      if (above >= target) { hi = lo + 1; break; }
-    }
-    // hi == n with the target unmet means rounding kept the full mass just under it: keep all.
-    if (hi < n) {
-      n = hi;
-      total = above;
-    }
-  }
-
-  // Min-p: prob >= min_p * max prob  <=>  w >= min_p, since the max candidate has w = 1.
-  if (opts_.min_p > 0.0f) {
-    size_t kept = 0;
-    total = 0.0;
-    for (size_t j = 0; j < n; ++j) {
-      if (w[cand[j]] >= opts_.min_p) {
-        cand[kept++] = cand[j];
-        total += w[cand[j]];
-      }
-    }
-    n = kept;
-  }
+  n = keep_top_k(logits, cand, n, opts_.top_k);
+  double total = exp_weights(logits, cand, n, w);
+  n = keep_top_p(logits, cand, n, w, opts_.top_p, total);
+  n = keep_min_p(cand, n, w, opts_.min_p, total);
 
   // The draw: inverse CDF over the kept candidates' weights.
   const double u = next_unit() * total;

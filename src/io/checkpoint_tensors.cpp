@@ -74,7 +74,7 @@ std::string bias_hint(const ModelConfig& c, int m, bool missing) {
 
 std::vector<ExpectedTensor> checkpoint_tensors(const ModelConfig& c) {
   const int64_t C = c.dim, V = c.vocab_size;
-  const bool quant = !c.quantization.empty();
+  const bool quant = c.quantization.has_value();
   std::vector<ExpectedTensor> v;
   v.push_back({"model.embed_tokens.weight", {V, C}});
   for (int l = 0; l < c.n_layers; ++l) {

@@ -59,9 +59,6 @@ void check_architecture(const gguf::Reader& r) {
   const int experts = hparam(r, "expert_count", 0, 0);
   LT_CHECK(experts == 0, "{}: a mixture-of-experts llama ({} experts, llama.expert_count); leantune runs dense "
            "models only", r.path(), experts);
-  const std::string scaling = r.get_string("llama.rope.scaling.type").value_or("none");
-  LT_CHECK(scaling == "none", "{}: llama.rope.scaling.type '{}' is not supported (supported: none, and Llama 3 "
-           "scaling through rope_freqs.weight)", r.path(), excerpt(scaling));
 }
 
 void read_shapes(const gguf::Reader& r, ModelConfig& c) {
@@ -106,7 +103,15 @@ void read_rope(const gguf::Reader& r, ModelConfig& c) {
   c.norm_eps = fparam(r, "attention.layer_norm_rms_epsilon", std::nullopt);
   c.rope_theta = fparam(r, "rope.freq_base", 10000.0);
   c.rope_layout = RopeLayout::Halves;  // the q/k rows are un-permuted on load
+  const std::string scaling = r.get_string("llama.rope.scaling.type").value_or("none");
+  LT_CHECK(scaling == "none" || scaling == "linear", "{}: llama.rope.scaling.type '{}' is not supported (supported: "
+           "none, linear, and Llama 3 scaling through rope_freqs.weight)", r.path(), excerpt(scaling));
   const gguf::TensorEntry* t = r.find_tensor("rope_freqs.weight");
+  if (scaling == "linear") {
+    LT_CHECK(!t, "{}: both llama.rope.scaling.type linear and rope_freqs.weight; expected one of them", r.path());
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = fparam(r, "rope.scaling.factor", std::nullopt);
+  }
   if (!t) return;
   LT_CHECK(t->type == gguf::TensorType::F32 && t->shape == std::vector<int64_t>{c.head_dim / 2},
            "{}: rope_freqs.weight is {} [{}]; expected f32 [{}] (one factor per rotated pair)", r.path(),

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_parse.h"
+#include "core/rope_freqs.h"
 #include "io/safetensors.h"
 
 namespace lt {
@@ -79,8 +80,25 @@ struct Fields {
   }
 };
 
-// rope_scaling (transformers < 5) or rope_parameters (transformers >= 5, which also holds rope_theta).
-RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
+// A list of positive numbers (longrope's short_factor / long_factor).
+std::vector<float> float_list(const Fields& f, const char* key) {
+  const json* v = f.find(key);
+  LT_CHECK(v && v->is_array(), "{}: field '{}' must be a list of numbers, got {}", f.where, key,
+           v ? json_excerpt(*v) : std::string("nothing"));
+  std::vector<float> out;
+  for (const auto& x : *v) {
+    LT_CHECK(x.is_number(), "{}: field '{}' must hold numbers, got {}", f.where, key, json_excerpt(x));
+    out.push_back(x.get<float>());
+  }
+  return out;
+}
+
+// rope_scaling (transformers < 5) or rope_parameters (transformers >= 5, which also holds
+// rope_theta), read as transformers' standardize_rope_params and _compute_*_parameters do:
+// original_max_position_embeddings (llama3, yarn, longrope) from a top-level field first, then the
+// rope dict, then max_position_embeddings; a missing yarn / longrope factor is
+// max_position_embeddings / original_max_position_embeddings.
+RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_pos) {
   RopeScaling rs;
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) it = j.find("rope_parameters");
@@ -91,17 +109,44 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   std::string type = f.opt_string("rope_type");
   if (type.empty()) type = f.opt_string("type");
   LT_CHECK(!type.empty(), "{}: field 'rope_scaling' has no 'rope_type' (or 'type')", where);
+  LT_CHECK(f.opt_float("partial_rotary_factor", 1.0f) == 1.0f,
+           "{}: rope_scaling.partial_rotary_factor {} is not supported (RoPE on part of each head); supported: 1",
+           where, f.opt_float("partial_rotary_factor", 1.0f));
   if (type == "default") return rs;
-  LT_CHECK(type == "llama3", "{}: rope_scaling type '{}' is not supported; supported: llama3 (or null)", where,
-           excerpt(type));
+  LT_CHECK(type == "linear" || type == "dynamic" || type == "yarn" || type == "longrope" || type == "llama3",
+           "{}: rope_scaling type '{}' is not supported; supported: linear, dynamic, yarn, longrope, llama3 (or "
+           "default / null)",
+           where, excerpt(type));
   rs.type = type;
-  const json* factor = f.find("factor");
-  LT_CHECK(factor, "{}: missing required field 'rope_scaling.factor'", where);
-  rs.factor = f.opt_float("factor", 1.0f);
+  const bool has_original = type == "llama3" || type == "yarn" || type == "longrope";
+  if (has_original) {
+    Fields top{j, where};
+    rs.original_max_position_embeddings =
+        top.find("original_max_position_embeddings") ? top.opt_int("original_max_position_embeddings", 0)
+                                                     : f.opt_int("original_max_position_embeddings", max_pos);
+  }
+  const bool factor_derived = type == "yarn" || type == "longrope";
+  LT_CHECK(factor_derived || f.find("factor"), "{}: missing required field 'rope_scaling.factor'", where);
+  rs.factor = f.find("factor") || rs.original_max_position_embeddings <= 0
+                  ? f.opt_float("factor", 1.0f)
+                  : float(double(max_pos) / rs.original_max_position_embeddings);
   rs.low_freq_factor = f.opt_float("low_freq_factor", rs.low_freq_factor);
   rs.high_freq_factor = f.opt_float("high_freq_factor", rs.high_freq_factor);
-  rs.original_max_position_embeddings =
-      f.opt_int("original_max_position_embeddings", rs.original_max_position_embeddings);
+  rs.attention_factor = f.opt_float("attention_factor", 0.0f);
+  LT_CHECK(!f.find("attention_factor") || rs.attention_factor > 0,
+           "{}: rope_scaling.attention_factor must be positive, got {}", where, rs.attention_factor);
+  if (type == "yarn") {
+    // transformers: `beta_fast or 32`, `beta_slow or 1` (0 means the default too)
+    if (float b = f.opt_float("beta_fast", 0.0f); b != 0) rs.beta_fast = b;
+    if (float b = f.opt_float("beta_slow", 0.0f); b != 0) rs.beta_slow = b;
+    rs.mscale = f.opt_float("mscale", 0.0f);
+    rs.mscale_all_dim = f.opt_float("mscale_all_dim", 0.0f);
+    rs.truncate = f.opt_bool("truncate", true);
+  }
+  if (type == "longrope") {
+    rs.short_factor = float_list(f, "short_factor");
+    rs.long_factor = float_list(f, "long_factor");
+  }
   return rs;
 }
 
@@ -135,7 +180,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     if (rp != j.end() && rp->is_object())
       c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
   }
-  c.rope_scaling = parse_rope_scaling(j, where);
+  c.rope_scaling = parse_rope_scaling(j, where, c.max_seq_len);
+  c.rope_attention_factor = rope_attention_factor(c.rope_scaling);
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
   // Biases as transformers builds the modules: Qwen2 always has q/k/v biases (o_proj none, and
@@ -160,9 +206,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     LT_CHECK(method == "leantune", "{}: quantization_config.quant_method '{}' is not supported: leantune reads the "
              "quantized folders that `leantune quantize` writes (quant_method \"leantune\"); start from the "
              "unquantized model", where, excerpt(method));
-    c.quantization = qf.opt_string("type");
-    LT_CHECK(c.quantization == "nf4" || c.quantization == "fp4" || c.quantization == "int8",
-             "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, excerpt(c.quantization));
+    const std::string type = qf.opt_string("type");
+    c.quantization = find_quant_type(type);
+    LT_CHECK(c.quantization, "{}: quantization_config.type '{}' is not one of nf4, fp4, int8", where, excerpt(type));
     c.quant_blocksize = qf.opt_int("blocksize", 64);
     c.quant_double_quant = qf.opt_bool("double_quant", false);
   }

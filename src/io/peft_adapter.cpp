@@ -196,121 +196,151 @@ void save_peft_adapter(const std::string& dir, const LoraConfig& config, const s
   write_text_file_atomic(join_path(dir, kConfigFile), json);
 }
 
-LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model) {
-  nlohmann::json j = parse_json(text, path);
-  LT_CHECK(j.is_object(), "{}: expected a JSON object", path);
-  auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
-  auto type_error = [&](const char* k, const char* expected) {
+namespace {
+
+// adapter_config.json being read: its keys, and errors naming the file and the key.
+struct AdapterJson {
+  nlohmann::json& j;
+  const std::string& path;
+
+  bool has(const char* k) const { return j.contains(k) && !j[k].is_null(); }
+  [[noreturn]] void type_error(const char* k, const char* expected) const {
     fail("{}: key '{}' must be {} (got {})", path, k, expected, json_excerpt(j[k]));
-  };
+  }
+};
 
-  LT_CHECK(has("peft_type"), "{}: missing 'peft_type' (expected \"LORA\")", path);
-  if (!j["peft_type"].is_string()) type_error("peft_type", "a string");
-  const std::string peft_type = j["peft_type"];
-  LT_CHECK(peft_type == "LORA", "{}: peft_type is '{}'; only LORA adapters are supported", path, excerpt(peft_type));
-
-  LoraConfig c;
-  LT_CHECK(has("r"), "{}: missing 'r' (the LoRA rank)", path);
-  if (!j["r"].is_number_integer()) type_error("r", "an integer");
+// r, lora_alpha, lora_dropout, use_rslora, bias, init_lora_weights.
+void read_lora_scalars(LoraConfig& c, const AdapterJson& a) {
+  nlohmann::json& j = a.j;
+  const std::string& path = a.path;
+  LT_CHECK(a.has("r"), "{}: missing 'r' (the LoRA rank)", path);
+  if (!j["r"].is_number_integer()) a.type_error("r", "an integer");
   c.r = j["r"].get<int>();
   LT_CHECK(c.r > 0, "{}: 'r' must be > 0 (got {})", path, c.r);
-  if (has("lora_alpha")) {
-    if (!j["lora_alpha"].is_number()) type_error("lora_alpha", "a number");
+  if (a.has("lora_alpha")) {
+    if (!j["lora_alpha"].is_number()) a.type_error("lora_alpha", "a number");
     const double alpha = j["lora_alpha"].get<double>();
     LT_CHECK(alpha > 0 && alpha <= 1e9, "{}: lora_alpha: {} is out of range: it must be > 0 and <= 1e9 (the scale is "
              "lora_alpha / r)", path, alpha);
     c.alpha = float(alpha);
   }
-  if (has("lora_dropout")) {
-    if (!j["lora_dropout"].is_number()) type_error("lora_dropout", "a number");
+  if (a.has("lora_dropout")) {
+    if (!j["lora_dropout"].is_number()) a.type_error("lora_dropout", "a number");
     const double dropout = j["lora_dropout"].get<double>();
     LT_CHECK(dropout >= 0 && dropout < 1, "{}: lora_dropout: {} is out of range: it must be >= 0 and < 1", path,
              dropout);
     c.dropout = float(dropout);
   }
-  if (has("use_rslora")) {
-    if (!j["use_rslora"].is_boolean()) type_error("use_rslora", "true or false");
+  if (a.has("use_rslora")) {
+    if (!j["use_rslora"].is_boolean()) a.type_error("use_rslora", "true or false");
     c.use_rslora = j["use_rslora"].get<bool>();
   }
-  if (has("bias")) {
-    if (!j["bias"].is_string()) type_error("bias", "a string");
+  if (a.has("bias")) {
+    if (!j["bias"].is_string()) a.type_error("bias", "a string");
     c.bias = j["bias"];
     LT_CHECK(c.bias == "none" || c.bias == "all" || c.bias == "lora_only",
              "{}: bias '{}' is not one of none, all, lora_only", path, excerpt(c.bias));
   }
-  if (has("init_lora_weights")) {
+  if (a.has("init_lora_weights")) {
     const auto& v = j["init_lora_weights"];
     c.init = v.is_string() && v.get<std::string>() == "gaussian" ? "gaussian" : "default";
   }
+}
 
-  LT_CHECK(has("target_modules"), "{}: missing 'target_modules'", path);
-  const auto& tm = j["target_modules"];
+// target_modules: a list of Llama module names, or "all-linear" (not a regular expression).
+std::vector<std::string> read_target_modules(const AdapterJson& a) {
+  const std::string& path = a.path;
+  LT_CHECK(a.has("target_modules"), "{}: missing 'target_modules'", path);
+  const auto& tm = a.j["target_modules"];
   if (tm.is_string()) {
     const std::string s = tm;
     LT_CHECK(s == "all-linear",
              "{}: target_modules '{}' is a regular expression, which is not supported (use a list of module "
              "names or \"all-linear\")",
              path, excerpt(s));
-    c.target_modules = {"all-linear"};
-  } else if (tm.is_array()) {
-    c.target_modules.clear();
-    for (const auto& m : tm) {
-      if (!m.is_string()) type_error("target_modules", "a list of strings");
-      const std::string name = m;
-      LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path,
-               excerpt(name),
-               fmt::join(llama_linear_modules(), ", "));
-      c.target_modules.push_back(name);
-    }
-    LT_CHECK(!c.target_modules.empty(), "{}: target_modules is empty", path);
-  } else {
-    type_error("target_modules", "a list of module names or \"all-linear\"");
+    return {"all-linear"};
   }
+  if (!tm.is_array()) a.type_error("target_modules", "a list of module names or \"all-linear\"");
+  std::vector<std::string> out;
+  for (const auto& m : tm) {
+    if (!m.is_string()) a.type_error("target_modules", "a list of strings");
+    const std::string name = m;
+    LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path,
+             excerpt(name),
+             fmt::join(llama_linear_modules(), ", "));
+    out.push_back(name);
+  }
+  LT_CHECK(!out.empty(), "{}: target_modules is empty", path);
+  return out;
+}
 
-  if (has("layers_to_transform")) {
-    const auto& l = j["layers_to_transform"];
+// layers_to_transform (an index or a list of them) and layers_pattern (only Llama's "layers").
+void read_layers(LoraConfig& c, const AdapterJson& a) {
+  const std::string& path = a.path;
+  if (a.has("layers_to_transform")) {
+    const auto& l = a.j["layers_to_transform"];
     if (l.is_number_integer()) {
       c.layers_to_transform = {l.get<int>()};
     } else if (l.is_array()) {
       for (const auto& x : l) {
-        if (!x.is_number_integer()) type_error("layers_to_transform", "an integer or a list of integers");
+        if (!x.is_number_integer()) a.type_error("layers_to_transform", "an integer or a list of integers");
         c.layers_to_transform.push_back(x.get<int>());
       }
     } else {
-      type_error("layers_to_transform", "an integer or a list of integers");
+      a.type_error("layers_to_transform", "an integer or a list of integers");
     }
     for (int x : c.layers_to_transform) LT_CHECK(x >= 0, "{}: layers_to_transform has a negative layer {}", path, x);
   }
-  if (has("layers_pattern")) {
-    const auto& p = j["layers_pattern"];
+  if (a.has("layers_pattern")) {
+    const auto& p = a.j["layers_pattern"];
     const bool ok = (p.is_string() && p.get<std::string>() == "layers") ||
                     (p.is_array() && p.size() == 1 && p[0].is_string() && p[0].get<std::string>() == "layers");
     LT_CHECK(ok, "{}: layers_pattern {} is not supported (Llama layers are model.layers)", path, json_excerpt(p));
   }
+}
 
-  // Features we do not implement: refuse them rather than load something that computes otherwise.
+// Features we do not implement: refuse them rather than load something that computes otherwise.
+void refuse_unsupported(const AdapterJson& a) {
+  nlohmann::json& j = a.j;
   auto unsupported_if = [&](bool cond, const char* key, const char* why) {
-    LT_CHECK(!cond, "{}: '{}' = {} is not supported ({})", path, key, json_excerpt(j[key]), why);
+    LT_CHECK(!cond, "{}: '{}' = {} is not supported ({})", a.path, key, json_excerpt(j[key]), why);
   };
   auto non_empty = [&](const char* k) {
-    return has(k) && !((j[k].is_object() || j[k].is_array() || j[k].is_string()) && j[k].empty());
+    return a.has(k) && !((j[k].is_object() || j[k].is_array() || j[k].is_string()) && j[k].empty());
   };
   unsupported_if(non_empty("rank_pattern"), "rank_pattern", "per-module ranks");
   unsupported_if(non_empty("alpha_pattern"), "alpha_pattern", "per-module alphas");
   unsupported_if(non_empty("modules_to_save"), "modules_to_save", "fully trained extra modules");
-  unsupported_if(has("use_dora") && j["use_dora"] != false, "use_dora", "DoRA");
-  unsupported_if(has("lora_bias") && j["lora_bias"] != false, "lora_bias", "a bias on lora_B");
-  unsupported_if(has("fan_in_fan_out") && j["fan_in_fan_out"] != false, "fan_in_fan_out",
+  unsupported_if(a.has("use_dora") && j["use_dora"] != false, "use_dora", "DoRA");
+  unsupported_if(a.has("lora_bias") && j["lora_bias"] != false, "lora_bias", "a bias on lora_B");
+  unsupported_if(a.has("fan_in_fan_out") && j["fan_in_fan_out"] != false, "fan_in_fan_out",
                  "Llama linears are (out, in)");
-  unsupported_if(has("use_qalora") && j["use_qalora"] != false, "use_qalora", "QA-LoRA");
+  unsupported_if(a.has("use_qalora") && j["use_qalora"] != false, "use_qalora", "QA-LoRA");
   unsupported_if(non_empty("layer_replication"), "layer_replication", "layer replication");
   unsupported_if(non_empty("trainable_token_indices"), "trainable_token_indices", "trainable tokens");
   unsupported_if(non_empty("target_parameters"), "target_parameters", "LoRA on parameters");
+}
 
+}  // namespace
+
+LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model) {
+  nlohmann::json j = parse_json(text, path);
+  LT_CHECK(j.is_object(), "{}: expected a JSON object", path);
+  const AdapterJson a{j, path};
+  LT_CHECK(a.has("peft_type"), "{}: missing 'peft_type' (expected \"LORA\")", path);
+  if (!j["peft_type"].is_string()) a.type_error("peft_type", "a string");
+  const std::string peft_type = j["peft_type"];
+  LT_CHECK(peft_type == "LORA", "{}: peft_type is '{}'; only LORA adapters are supported", path, excerpt(peft_type));
+
+  LoraConfig c;
+  read_lora_scalars(c, a);
+  c.target_modules = read_target_modules(a);
+  read_layers(c, a);
+  refuse_unsupported(a);
   if (base_model) {
     base_model->clear();
-    if (has("base_model_name_or_path")) {
-      if (!j["base_model_name_or_path"].is_string()) type_error("base_model_name_or_path", "a string");
+    if (a.has("base_model_name_or_path")) {
+      if (!j["base_model_name_or_path"].is_string()) a.type_error("base_model_name_or_path", "a string");
       *base_model = j["base_model_name_or_path"].get<std::string>();
     }
   }

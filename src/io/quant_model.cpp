@@ -86,9 +86,36 @@ TensorInfo part(const std::string& name, DType dt, std::vector<int64_t> shape, c
 
 }  // namespace
 
+// The stored parts of quantized weight `name` (q's views), appended to out; offsets holds the
+// double-quantization offsets they point at.
+static void add_quant_parts(std::vector<TensorInfo>& out, const std::string& name, const QuantTensor& q,
+                            const QuantSpec& spec, std::deque<float>& offsets) {
+  if (spec.type == QuantType::Int8) {
+    out.push_back(part(name + ".qweight", DType::I8, {q.rows, q.cols}, q.qweight));
+    out.push_back(part(name + ".row_absmax", DType::F32, {q.rows}, q.row_absmax));
+    return;
+  }
+  out.push_back(part(name + ".codes", DType::U8, {(q.numel() + 1) / 2}, q.codes));
+  if (!spec.double_quant) {
+    out.push_back(part(name + ".absmax", DType::F32, {q.nblocks()}, q.absmax));
+  } else {
+    out.push_back(part(name + ".qabsmax", DType::U8, {q.nblocks()}, q.qabsmax));
+    out.push_back(part(name + ".absmax2", DType::F32, {q.nblocks2()}, q.absmax2));
+    out.push_back(part(name + ".offset", DType::F32, {1}, &offsets.emplace_back(q.offset)));
+  }
+}
+
+// An HF folder's tokenizer and generation files, copied to out_dir (those it has).
+static void copy_tokenizer_files(const fs::path& src_dir, const std::string& out_dir) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                        "generation_config.json"})
+    if (fs::exists(src_dir / f))
+      write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((src_dir / f).string()));
+}
+
 QuantSpec model_quant_spec(const ModelConfig& c) {
-  LT_ASSERT(!c.quantization.empty());
-  return {parse_quant_type(c.quantization), c.quant_blocksize, c.quant_double_quant};
+  LT_ASSERT(c.quantization);
+  return {*c.quantization, c.quant_blocksize, c.quant_double_quant};
 }
 
 void quantize_model(const std::string& model, const QuantSpec& spec, const std::string& out_dir) {
@@ -96,10 +123,10 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
   ModelFiles files = load_model_files(model);
   const ModelConfig& mc = files.config;
   check_checkpoint_tensors(mc, files.tensors);  // before quantizing: a stray tensor is named now, not on load
-  if (!mc.quantization.empty()) {
+  if (mc.quantization) {
     const QuantSpec s = model_quant_spec(mc);
     fail("{}: the model is already quantized ({}, block size {}, double quant {}); quantizing it again to {} would "
-         "compound the rounding. Quantize the original f32/f16/bf16 model instead{}", model, mc.quantization,
+         "compound the rounding. Quantize the original f32/f16/bf16 model instead{}", model, quant_type_name(s.type),
          s.blocksize, s.double_quant ? "on" : "off", quant_type_name(spec.type),
          s.type == spec.type ? " (or train on this folder as it is)" : "");
   }
@@ -140,20 +167,7 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
     const size_t bytes = quant_storage_bytes(spec, rows, cols);
     auto& buf = storage.emplace_back(bytes + 64);
     void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-    const QuantTensor q = quantize_weight(aligned, bytes, w.data(), rows, cols, spec);
-    if (spec.type == QuantType::Int8) {
-      out.push_back(part(name + ".qweight", DType::I8, {rows, cols}, q.qweight));
-      out.push_back(part(name + ".row_absmax", DType::F32, {rows}, q.row_absmax));
-    } else {
-      out.push_back(part(name + ".codes", DType::U8, {(q.numel() + 1) / 2}, q.codes));
-      if (!spec.double_quant) {
-        out.push_back(part(name + ".absmax", DType::F32, {q.nblocks()}, q.absmax));
-      } else {
-        out.push_back(part(name + ".qabsmax", DType::U8, {q.nblocks()}, q.qabsmax));
-        out.push_back(part(name + ".absmax2", DType::F32, {q.nblocks2()}, q.absmax2));
-        out.push_back(part(name + ".offset", DType::F32, {1}, &offsets.emplace_back(q.offset)));
-      }
-    }
+    add_quant_parts(out, name, quantize_weight(aligned, bytes, w.data(), rows, cols, spec), spec, offsets);
     ++n_quantized;
     bytes_in += t.nbytes;
     bytes_out += bytes;
@@ -164,11 +178,7 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), out,
                    {{"format", "pt"}, {"leantune_quantization", quant_type_name(spec.type)}});
   write_text_file_atomic((fs::path(out_dir) / "config.json").string(), cfg.dump(2) + "\n");
-  if (hf)
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                          "generation_config.json"})
-      if (fs::exists(src_dir / f))
-        write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((src_dir / f).string()));
+  if (hf) copy_tokenizer_files(src_dir, out_dir);
   fmt::print("{}: {} linear weights quantized to {} (block size {}, double quant {}): {} -> {} bytes; wrote {}{}\n",
              model, n_quantized, quant_type_name(spec.type), spec.blocksize, spec.double_quant ? "on" : "off",
              bytes_in, bytes_out, out_dir, permute ? " (q/k rows permuted to the HF RoPE layout)" : "");

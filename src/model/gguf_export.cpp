@@ -227,11 +227,17 @@ void add_layer(Writer& w, const ModelConfig& c, int l, const std::function<const
 }
 
 // llama.cpp applies Llama 3 rope scaling through rope_freqs.weight: per pair, the factor the
-// frequency is divided by (unscaled / scaled inverse frequency).
+// frequency is divided by (unscaled / scaled inverse frequency); linear scaling through
+// llama.rope.scaling.type / .factor.
 void add_rope_freqs(Writer& w, const ModelConfig& c) {
   if (c.rope_scaling.type.empty()) return;
-  LT_CHECK(c.rope_scaling.type == "llama3", "rope_scaling type '{}' cannot be written to GGUF (supported: llama3)",
-           c.rope_scaling.type);
+  if (c.rope_scaling.type == "linear") {  // as convert_hf_to_gguf.py: two keys, no tensor
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add_f32("llama.rope.scaling.factor", c.rope_scaling.factor);
+    return;
+  }
+  LT_CHECK(c.rope_scaling.type == "llama3", "rope_scaling type '{}' cannot be written to GGUF (supported: linear, "
+           "llama3)", c.rope_scaling.type);
   ModelConfig plain = c;
   plain.rope_scaling.type.clear();
   const std::vector<float> scaled = rope_inv_freq(c), base = rope_inv_freq(plain);

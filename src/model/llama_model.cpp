@@ -41,12 +41,12 @@ void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
 }
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
-  if (!c.quantization.empty()) {
+  if (c.quantization) {
     *spec = model_quant_spec(c);
     return true;
   }
-  if (o.quantization.empty() || o.quantization == "none") return false;
-  spec->type = parse_quant_type(o.quantization);
+  if (!o.quantization) return false;
+  spec->type = *o.quantization;
   spec->blocksize = o.quant_blocksize;
   spec->double_quant = o.double_quant && spec->type != QuantType::Int8;
   check_quant_spec(*spec);
@@ -110,7 +110,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
     p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
-    if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
+    if (!c.quantization) p.add("quant.load_scratch", Category::Workspace, load);
   }
   return p;
 }
@@ -122,6 +122,37 @@ LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, Infe
   resolve_inference_options(cfg_, opts_);
   plan_ = plan_inference(cfg_, opts_);
   arenas_.allocate(plan_);
+  bind_state();
+  load_weights(tensors);
+}
+
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts)
+    : cfg_(weights->cfg_), opts_(weights->opts_), ops_(weights->ops_), weights_(std::move(weights)) {
+  opts_.context = opts.context;
+  opts_.prefill_block = opts.prefill_block;
+  resolve_inference_options(cfg_, opts_);
+  // this sequence's buffers only: the weights (and the scratch that quantized them) stay shared
+  for (const auto& b : plan_inference(cfg_, opts_).buffers)
+    if (b.cat != Category::FrozenWeights && b.name != "quant.load_scratch") plan_.add(b.name, b.cat, b.bytes, b.life);
+  arenas_.allocate(plan_);
+  bind_state();
+  embed_ = weights_->embed_;
+  final_norm_ = weights_->final_norm_;
+  lm_head_ = weights_->lm_head_;
+  quant_ = weights_->quant_;
+  layers_ = weights_->layers_;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    layers_[l].k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
+    layers_[l].v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
+  }
+  if (quant_) {
+    quant_ws_ = arenas_.get("quant.workspace");
+    for (const auto& b : plan_.buffers)
+      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+  }
+}
+
+void LlamaModel::bind_state() {
   x_ = arenas_.get_as<float>("act.x");
   xn_ = arenas_.get_as<float>("act.xn");
   q_ = arenas_.get_as<float>("act.q");
@@ -133,7 +164,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, Infe
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
-  load_weights(tensors);
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
@@ -145,7 +175,7 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim, V = cfg_.vocab_size;
   QuantSpec qs;
   quant_ = inference_quant_spec(cfg_, opts_, &qs);
-  const bool stored = !cfg_.quantization.empty();
+  const bool stored = cfg_.quantization.has_value();
   float* scratch = nullptr;
   size_t scratch_floats = 0;
   for (const auto& b : plan_.buffers) {
@@ -214,6 +244,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
 }
 
 void LlamaModel::merge_adapter(const std::string& dir, float sign) {
+  LT_CHECK(!weights_, "{}: cannot merge a LoRA adapter into a sequence that reads another model's weights; merge "
+           "it into the model that holds them", dir);
   LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
            "(or train with the quantized base and keep the adapter separate)", dir);
   LoadedAdapter ad = load_peft_adapter(dir);

@@ -19,10 +19,11 @@ namespace lt {
 struct InferenceOptions {
   int context = 0;        // KV cache positions P; 0 = min(model max_seq_len, 4096)
   int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256)
-  // Quantize the seven linear weights of every layer on load: "" (no), nf4, fp4, int8 (LLM.int8:
-  // per-row int8 weights, per-token int8 activations, outlier columns above int8_threshold in
-  // f32). A folder written by `leantune quantize` is used as stored whatever this says.
-  std::string quantization;
+  // Quantize the seven linear weights of every layer on load: none (nullopt), nf4, fp4, int8
+  // (LLM.int8: per-row int8 weights, per-token int8 activations, outlier columns above
+  // int8_threshold in f32). A folder written by `leantune quantize` is used as stored whatever
+  // this says.
+  Quantization quantization;
   bool double_quant = false;
   int quant_blocksize = 64;
   float int8_threshold = 6.0f;
@@ -56,6 +57,12 @@ class LlamaModel {
   // Loads a checkpoint path (HF folder, .safetensors in an HF folder, or llama2.c .bin).
   static std::unique_ptr<LlamaModel> load(const std::string& path, InferenceOptions opts, const Ops& ops);
 
+  // Another sequence over the weights of `weights`: its own KV cache, activations, workspace and
+  // logits (opts.context / prefill_block; the quantization is the weights'), reading the weights
+  // in place. Any number of such models may run at once, one per thread, over one `weights`,
+  // which they keep alive and which must not change meanwhile (no merge_adapter on it).
+  LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts);
+
   // Runs tokens[0..T) at positions pos0..pos0+T-1 through the model, appending to the KV cache,
   // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context().
   void forward(const int* tokens, int T, int pos0);
@@ -74,6 +81,7 @@ class LlamaModel {
   int context() const { return opts_.context; }
 
  private:
+  void bind_state();  // points the activations, logits and KV cache at this model's arenas
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights)
@@ -96,6 +104,7 @@ class LlamaModel {
   void* quant_ws_ = nullptr;                  // tile / activation workspace of the quantized linears
   size_t quant_ws_bytes_ = 0;
   float* logits_ = nullptr;                   // (V)
+  std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
 };
 
 }  // namespace lt

@@ -46,11 +46,11 @@ static TrainModelOptions model_options(const TrainConfig& c) { return train_mode
 
 size_t model_weight_bytes(const ModelConfig& m) {
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 1;
   o.seq_len = 2;
-  if (!m.quantization.empty()) {  // a quantized base trains only with LoRA: its frozen weights as stored
-    o.method = "lora";
+  if (m.quantization) {  // a quantized base trains only with LoRA: its frozen weights as stored
+    o.method = Method::Lora;
     o.lora.r = 1;
     o.lora.target_modules = {"q_proj"};
     return plan_training(m, o).arena_bytes(Category::FrozenWeights);
@@ -77,9 +77,9 @@ std::vector<FitCandidate> cheaper_fits(const ModelConfig& m, const TrainConfig& 
     t.gradient_checkpointing = ck;
     consider(fmt::format("gradient_checkpointing: {}", ck), t);
   }
-  if (c.method == "full") {
+  if (c.method == Method::Full) {
     TrainConfig t = c;
-    t.method = "lora";
+    t.method = Method::Lora;
     t.lora.target_modules = {"all-linear"};
     consider(fmt::format("method: lora (r={}, all-linear) instead of full", t.lora.r), t);
     t.gradient_checkpointing = "every";
@@ -115,6 +115,35 @@ FitCandidate auto_fit(const ModelConfig& m, const TrainConfig& c, size_t budget,
        "shorter sequence_len", format_bytes(budget),
        format_bytes(predict_training_bytes(m, [&] { TrainConfig t = c; t.micro_batch_size = 1;
                                                      t.gradient_checkpointing = "every"; return t; }(), baseline)));
+}
+
+TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline) {
+  if (c.memory_budget.empty()) {
+    LT_CHECK(!c.auto_fit, "auto needs a memory_budget");
+    return c;
+  }
+  const size_t budget = parse_bytes(c.memory_budget);
+  const size_t weights = model_weight_bytes(m);
+  LT_CHECK(budget >= weights + baseline, "the memory budget of {} is smaller than the model's weights alone ({} in "
+           "fp32, plus {} of process baseline and data): no micro-batch, checkpointing or LoRA setting can fit it. Raise the "
+           "budget or use a smaller model; nothing was allocated.", format_bytes(budget), format_bytes(weights),
+           format_bytes(baseline));
+  if (c.auto_fit) {
+    FitCandidate f = auto_fit(m, c, budget, baseline);
+    fmt::print("auto: {} fits {} (predicted peak {})\n", f.change, format_bytes(budget), format_bytes(f.predicted_bytes));
+    return f.config;
+  }
+  size_t need = predict_training_bytes(m, c, baseline);
+  if (need <= budget) return c;
+  std::string msg = fmt::format("the run needs {} (arenas {} + process baseline and data {}), over the memory budget of {}; "
+                                "nothing was allocated.", format_bytes(need), format_bytes(need - baseline),
+                                format_bytes(baseline), format_bytes(budget));
+  auto fits = cheaper_fits(m, c, budget, baseline);
+  if (fits.empty()) msg += " No single change tried (checkpointing, LoRA, smaller micro-batches) fits.";
+  else msg += " Changes that fit, in the order to try them:";
+  for (const auto& f : fits) msg += fmt::format("\n  {:<90} predicted peak {}", f.change, format_bytes(f.predicted_bytes));
+  if (!fits.empty()) msg += "\n(or run with auto: true to pick the largest micro-batch that fits)";
+  throw Error(msg);
 }
 
 }  // namespace lt

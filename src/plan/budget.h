@@ -38,4 +38,9 @@ std::vector<FitCandidate> cheaper_fits(const ModelConfig& m, const TrainConfig& 
 // that fit, keeping the global batch by raising accumulation. lt::Error when nothing fits.
 FitCandidate auto_fit(const ModelConfig& m, const TrainConfig& c, size_t budget, size_t baseline);
 
+// Applies memory_budget / auto to a config before anything is allocated: returns the config to
+// run (changed by auto), or throws lt::Error listing the cheaper runs that would fit.
+// baseline_bytes: the process baseline plus the run's data.
+TrainConfig fit_memory_budget(const TrainConfig& c, const ModelConfig& m, size_t baseline_bytes);
+
 }  // namespace lt

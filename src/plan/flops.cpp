@@ -19,7 +19,7 @@
 namespace lt {
 
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
-  const bool lora = o.method == "lora";
+  const bool lora = o.method == Method::Lora;
   const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
   for (Proj p : kProjs) {
@@ -75,36 +75,55 @@ const std::vector<GpuProfile>& gpu_profiles() {
   return p;
 }
 
-std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
-                           double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
+ActuaryEstimate actuary_estimate(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
+                                 double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
   LT_CHECK(std::isfinite(tokens) && tokens > 0, "actuary: tokens to train: {} is out of range: it must be > 0", tokens);
   LT_CHECK(std::isfinite(cpu_price) && cpu_price >= 0, "actuary: --price-per-hour: {} is out of range: it must be "
            ">= 0 (US dollars per hour)", cpu_price);
   for (const auto& g : gpus)
     LT_CHECK(std::isfinite(g.price_per_hour) && g.price_per_hour >= 0, "actuary: GPU profile {}: price_per_hour {} is "
              "out of range: it must be >= 0 (US dollars per GPU-hour; --gpu-price sets it)", g.name, g.price_per_hour);
-  PhaseFlops f = training_flops_per_token(m, o);
+  ActuaryEstimate e;
+  e.flops = training_flops_per_token(m, o);
+  const double total = e.flops.total();
+  e.step_tokens = double(o.micro_batch) * o.seq_len;
+  e.gemm_gflops = calibrated_gemm_gflops();
+  e.threads = num_threads();
+  e.step_seconds = total * e.step_tokens / (e.gemm_gflops * 1e9);
+  e.tokens = tokens;
+  e.cpu_hours = total * tokens / (e.gemm_gflops * 1e9) / 3600;
+  e.cpu_price_per_hour = cpu_price;
+  e.cpu_cost_usd = e.cpu_hours * cpu_price;
+  for (const auto& g : gpus.empty() ? gpu_profiles() : gpus) {
+    const double secs = total * tokens / (g.bf16_tflops * 1e12 * 0.4);
+    const bool fits = double(predicted_bytes) <= g.memory_gib * double(1ull << 30);
+    e.gpus.push_back({g, fits, secs / 3600, secs / 3600 * g.price_per_hour / tokens * 1000});
+  }
+  return e;
+}
+
+std::string format_actuary(const ActuaryEstimate& e) {
+  const PhaseFlops& f = e.flops;
   std::string out = fmt::format(
       "FLOPs per trained token: forward {:.3g}, backward {:.3g}, recompute {:.3g}, total {:.3g}\n", f.forward,
       f.backward, f.recompute, f.total());
-  const double step_tokens = double(o.micro_batch) * o.seq_len;
-  const double gf = calibrated_gemm_gflops();
-  const double cpu_s = f.total() * tokens / (gf * 1e9);
   out += fmt::format("this machine: f32 GEMM {:.0f} GFLOP/s with {} threads (calibrated); at that rate a step of {:.0f} "
                      "tokens takes >= {:.3g} s and {:.3g} tokens take >= {:.3g} h",
-                     gf, num_threads(), step_tokens, f.total() * step_tokens / (gf * 1e9), tokens, cpu_s / 3600);
-  if (cpu_price > 0) out += fmt::format(", ${:.4g} (${:.3g} per 1,000 tokens)", cpu_s / 3600 * cpu_price,
-                                        cpu_s / 3600 * cpu_price / tokens * 1000);
+                     e.gemm_gflops, e.threads, e.step_tokens, e.step_seconds, e.tokens, e.cpu_hours);
+  if (e.cpu_price_per_hour > 0)
+    out += fmt::format(", ${:.4g} (${:.3g} per 1,000 tokens)", e.cpu_cost_usd, e.cpu_cost_usd / e.tokens * 1000);
   out += "\n(a lower bound: GEMM speed for every FLOP; the run's measured tokens/s in metrics.jsonl is the truth)\n\n";
   out += "ESTIMATE on GPUs (bf16 peak at 40% utilisation; memory as planned here in f32, which bf16 roughly halves):\n";
   out += fmt::format("{:<14} {:>8} {:>7} {:>12} {:>10} {:>14}\n", "gpu", "memory", "fits", "time", "$/h", "$ per 1k tok");
-  for (const auto& g : gpus.empty() ? gpu_profiles() : gpus) {
-    double secs = f.total() * tokens / (g.bf16_tflops * 1e12 * 0.4);
-    bool fits = double(predicted_bytes) <= g.memory_gib * double(1ull << 30);
-    out += fmt::format("{:<14} {:>6.0f}GB {:>7} {:>10.3g} h {:>10.2f} {:>14.3g}\n", g.name, g.memory_gib,
-                       fits ? "yes" : "no", secs / 3600, g.price_per_hour, secs / 3600 * g.price_per_hour / tokens * 1000);
-  }
+  for (const auto& g : e.gpus)
+    out += fmt::format("{:<14} {:>6.0f}GB {:>7} {:>10.3g} h {:>10.2f} {:>14.3g}\n", g.gpu.name, g.gpu.memory_gib,
+                       g.fits ? "yes" : "no", g.hours, g.gpu.price_per_hour, g.usd_per_1k_tokens);
   return out;
+}
+
+std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
+                           double tokens, double cpu_price, const std::vector<GpuProfile>& gpus) {
+  return format_actuary(actuary_estimate(m, o, predicted_bytes, tokens, cpu_price, gpus));
 }
 
 const GpuProfile& find_gpu_profile(const std::string& name) {
@@ -126,13 +145,8 @@ const GpuProfile& find_gpu_profile(const std::string& name) {
   fail("{} GPU profile '{}'; the known profiles are: {}", prefix.empty() ? "unknown" : "ambiguous", name, known);
 }
 
-std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
-  std::string out = fmt::format("{:<26} {:>5} {:>14} {:>14} {:>16}\n", "targets", "r", "trainable", "memory",
-                                "FLOPs/token +%");
-  TrainModelOptions none = base;
-  none.method = "lora";
-  none.lora.target_modules = {"q_proj"};
-  none.lora.r = 1;
+std::vector<RankRow> rank_rows(const ModelConfig& m, const TrainModelOptions& base) {
+  std::vector<RankRow> rows;
   const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
       {"q_proj,v_proj", {"q_proj", "v_proj"}},
       {"attention (q,k,v,o)", {"q_proj", "k_proj", "v_proj", "o_proj"}},
@@ -140,28 +154,45 @@ std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) {
   for (const auto& [label, mods] : sets) {
     for (int r : {4, 8, 16, 32, 64}) {
       TrainModelOptions o = base;
-      o.method = "lora";
+      o.method = Method::Lora;
       o.lora.r = r;
       o.lora.target_modules = mods;
+      RankRow row{label, r};
       if (r > max_lora_rank(m, o.lora)) {  // a rank above min(in, out) of a target is refused by train
-        out += fmt::format("{:<26} {:>5} {:>14}\n", label, r, fmt::format("(r > {})", max_lora_rank(m, o.lora)));
+        row.max_rank = max_lora_rank(m, o.lora);
+        rows.push_back(row);
         continue;
       }
       MemoryPlan p = plan_training(m, o);
-      size_t params = p.arena_bytes(Category::TrainableParams) / sizeof(float);
+      row.params = p.arena_bytes(Category::TrainableParams) / sizeof(float);
       // parameters + gradients + two moments + the saved x·Aᵀ activations
-      size_t bytes = p.arena_bytes(Category::TrainableParams) + p.arena_bytes(Category::Grads) +
-                     p.arena_bytes(Category::OptimizerState);
+      row.bytes = p.arena_bytes(Category::TrainableParams) + p.arena_bytes(Category::Grads) +
+                  p.arena_bytes(Category::OptimizerState);
       for (const auto& b : p.buffers)
-        if (b.name.find(".xa.") != std::string::npos) bytes += align_up(b.bytes);
+        if (b.name.find(".xa.") != std::string::npos) row.bytes += align_up(b.bytes);
       PhaseFlops with = training_flops_per_token(m, o);
       o.lora.target_modules = {"__none__"};
       PhaseFlops without = training_flops_per_token(m, o);
-      out += fmt::format("{:<26} {:>5} {:>14} {:>14} {:>15.2f}%\n", label, r, params, format_bytes(bytes),
-                         100.0 * (with.total() - without.total()) / without.total());
+      row.flops_increase_percent = 100.0 * (with.total() - without.total()) / without.total();
+      rows.push_back(row);
     }
+  }
+  return rows;
+}
+
+std::string format_rank_rows(const std::vector<RankRow>& rows) {
+  std::string out = fmt::format("{:<26} {:>5} {:>14} {:>14} {:>16}\n", "targets", "r", "trainable", "memory",
+                                "FLOPs/token +%");
+  for (const auto& row : rows) {
+    if (row.max_rank > 0)
+      out += fmt::format("{:<26} {:>5} {:>14}\n", row.targets, row.r, fmt::format("(r > {})", row.max_rank));
+    else
+      out += fmt::format("{:<26} {:>5} {:>14} {:>14} {:>15.2f}%\n", row.targets, row.r, row.params,
+                         format_bytes(row.bytes), row.flops_increase_percent);
   }
   return out;
 }
+
+std::string rank_report(const ModelConfig& m, const TrainModelOptions& base) { return format_rank_rows(rank_rows(m, base)); }
 
 }  // namespace lt

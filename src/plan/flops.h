@@ -33,7 +33,39 @@ const std::vector<GpuProfile>& gpu_profiles();  // A100 40/80, H100, H200, L4, R
 // lt::Error listing the known names otherwise.
 const GpuProfile& find_gpu_profile(const std::string& name);
 
-// Text tables for `leantune plan --actuary` / `--rank-report`.
+// `leantune plan --actuary` as data: FLOPs per token, this machine's lower bound, GPU estimates.
+struct GpuEstimate {
+  GpuProfile gpu;
+  bool fits = false;             // the predicted bytes fit its memory
+  double hours = 0;              // at 40% of its bf16 peak
+  double usd_per_1k_tokens = 0;
+};
+struct ActuaryEstimate {
+  PhaseFlops flops;              // per trained token
+  double gemm_gflops = 0;        // calibrated_gemm_gflops()
+  int threads = 0;
+  double step_tokens = 0, step_seconds = 0, tokens = 0, cpu_hours = 0;
+  double cpu_price_per_hour = 0, cpu_cost_usd = 0;
+  std::vector<GpuEstimate> gpus;
+};
+// lt::Error when tokens <= 0 or a price is negative or not finite.
+ActuaryEstimate actuary_estimate(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
+                                 double tokens_to_train, double cpu_price_per_hour,
+                                 const std::vector<GpuProfile>& gpus = {});  // empty: every profile
+std::string format_actuary(const ActuaryEstimate& e);
+
+// `leantune plan --rank-report` as data: per target set and rank, what LoRA costs.
+struct RankRow {
+  std::string targets;
+  int r = 0;
+  int max_rank = 0;              // > 0: r is above it and train refuses it (the other fields are 0)
+  size_t params = 0, bytes = 0;  // trainable parameters; their + gradients + moments + saved x·Aᵀ bytes
+  double flops_increase_percent = 0;
+};
+std::vector<RankRow> rank_rows(const ModelConfig& m, const TrainModelOptions& o);
+std::string format_rank_rows(const std::vector<RankRow>& rows);
+
+// Text tables for `leantune plan --actuary` / `--rank-report`: the formats of the above.
 std::string actuary_report(const ModelConfig& m, const TrainModelOptions& o, size_t predicted_bytes,
                            double tokens_to_train, double cpu_price_per_hour,
                            const std::vector<GpuProfile>& gpus = {});  // empty: every profile

@@ -1,5 +1,6 @@
 // The stages of a Hugging Face tokenizer.json pipeline around the BPE model, built from their
-// JSON objects: normalizers (Sequence, Prepend, Replace, NFC as identity), pre-tokenizers
+// JSON objects: normalizers (hf_normalizers.cpp: Sequence, NFC, NFD, NFKC, NFKD, Lowercase,
+// Strip, StripAccents, Replace, Prepend, Nmt, BertNormalizer, ByteLevel), pre-tokenizers
 // (Sequence, Split, ByteLevel, Metaspace, Digits) and decoders (Sequence, ByteLevel, Replace,
 // ByteFallback, Fuse, Strip, Metaspace). Each mirrors the tokenizers library (v0.2x) behaviour.
 #pragma once
@@ -7,6 +8,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace lt {
+class Regex;
+}
 
 namespace lt::hf {
 
@@ -40,6 +45,10 @@ class Decoder {
 std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const std::string& path);
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const std::string& path);
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j, const std::string& path);
+
+// {"pattern": {"String": "..."} or {"Regex": "..."}} of a Split pre-tokenizer or Replace
+// normalizer -> a compiled regex; `what` names the component in errors.
+std::unique_ptr<Regex> make_pattern(const nlohmann::json& j, const std::string& path, const char* what);
 
 // GPT-2's byte <-> printable-character table used by ByteLevel.
 const std::string& byte_to_char(uint8_t b);  // UTF-8 of the mapped character

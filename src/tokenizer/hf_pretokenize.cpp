@@ -1,4 +1,4 @@
-// Everything before the BPE model: tokenizer.json normalizers and pre-tokenizers. Split behaviours (Isolated, Removed,
+// tokenizer.json pre-tokenizers (the normalizers are in hf_normalizers.cpp). Split behaviours (Isolated, Removed,
 // MergedWithPrevious, MergedWithNext, Contiguous) are folded exactly as tokenizers'
 // NormalizedString::split does it; ByteLevel maps each byte of a piece to GPT-2's printable
 // characters after the optional regex split; Metaspace replaces ' ' by the replacement character.
@@ -24,60 +24,6 @@ std::string get_str(const json& j, const char* k, const std::string& path, const
   LT_CHECK(j.contains(k) && j[k].is_string(), "{}: {} needs a string \"{}\"", path, what, k);
   return j[k].get<std::string>();
 }
-
-// {"String": "..."} or {"Regex": "..."} -> a compiled regex.
-std::unique_ptr<Regex> make_pattern(const json& j, const std::string& path, const char* what) {
-  LT_CHECK(j.contains("pattern") && j["pattern"].is_object(), "{}: {} needs a \"pattern\" object", path, what);
-  const json& p = j["pattern"];
-  std::string where = path + " (" + what + " pattern)";
-  if (p.contains("String") && p["String"].is_string()) return std::make_unique<Regex>(Regex::escape(p["String"].get<std::string>()), where);
-  if (p.contains("Regex") && p["Regex"].is_string()) return std::make_unique<Regex>(p["Regex"].get<std::string>(), where);
-  fail("{}: {} pattern is neither {{\"String\": ...}} nor {{\"Regex\": ...}}", path, what);
-}
-
-// ---- normalizers ----
-
-class SequenceNormalizer final : public Normalizer {
- public:
-  std::vector<std::unique_ptr<Normalizer>> items;
-  void normalize(std::string& s) const override {
-    for (const auto& n : items) n->normalize(s);
-  }
-};
-
-class PrependNormalizer final : public Normalizer {
- public:
-  std::string prepend;
-  void normalize(std::string& s) const override {
-    if (!s.empty()) s = prepend + s;
-  }
-};
-
-class ReplaceNormalizer final : public Normalizer {
- public:
-  std::unique_ptr<Regex> pattern;
-  std::string content;
-  void normalize(std::string& s) const override {
-    auto m = pattern->find_all(s);
-    if (m.empty()) return;
-    std::string out;
-    size_t prev = 0;
-    for (auto [a, b] : m) {
-      out.append(s, prev, a - prev);
-      out += content;
-      prev = b;
-    }
-    out.append(s, prev);
-    s.swap(out);
-  }
-};
-
-// NFC is accepted as the identity: exact for text already in NFC (what tokenizers sees in
-// practice for Qwen2-style files); leantune links no Unicode normalization tables.
-class IdentityNormalizer final : public Normalizer {
- public:
-  void normalize(std::string&) const override {}
-};
 
 // ---- pre-tokenizers ----
 
@@ -225,29 +171,14 @@ class MetaspacePre final : public PreTokenizer {
 
 }  // namespace
 
-std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& path) {
-  if (j.is_null()) return nullptr;
-  std::string t = type_of(j, path, "normalizer");
-  if (t == "Sequence") {
-    auto s = std::make_unique<SequenceNormalizer>();
-    LT_CHECK(j.contains("normalizers") && j["normalizers"].is_array(), "{}: Sequence normalizer needs \"normalizers\"", path);
-    for (const auto& n : j["normalizers"])
-      if (auto p = make_normalizer(n, path)) s->items.push_back(std::move(p));
-    return s;
-  }
-  if (t == "Prepend") {
-    auto p = std::make_unique<PrependNormalizer>();
-    p->prepend = get_str(j, "prepend", path, "Prepend normalizer");
-    return p;
-  }
-  if (t == "Replace") {
-    auto r = std::make_unique<ReplaceNormalizer>();
-    r->pattern = make_pattern(j, path, "Replace normalizer");
-    r->content = get_str(j, "content", path, "Replace normalizer");
-    return r;
-  }
-  if (t == "NFC") return std::make_unique<IdentityNormalizer>();
-  fail("{}: unsupported normalizer type '{}' (supported: Sequence, Prepend, Replace, NFC)", path, excerpt(t));
+// {"String": "..."} or {"Regex": "..."} -> a compiled regex.
+std::unique_ptr<Regex> make_pattern(const json& j, const std::string& path, const char* what) {
+  LT_CHECK(j.contains("pattern") && j["pattern"].is_object(), "{}: {} needs a \"pattern\" object", path, what);
+  const json& p = j["pattern"];
+  std::string where = path + " (" + what + " pattern)";
+  if (p.contains("String") && p["String"].is_string()) return std::make_unique<Regex>(Regex::escape(p["String"].get<std::string>()), where);
+  if (p.contains("Regex") && p["Regex"].is_string()) return std::make_unique<Regex>(p["Regex"].get<std::string>(), where);
+  fail("{}: {} pattern is neither {{\"String\": ...}} nor {{\"Regex\": ...}}", path, what);
 }
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::string& path) {

@@ -39,7 +39,7 @@ PlanBound plan_bytes_bound(const ModelConfig& c, const TrainModelOptions& o) {
   using LD = long double;
   LD lin = 0;  // elements of one layer's projections
   for (Proj p : kProjs) lin += LD(c.linear_shape(p).first) * LD(c.linear_shape(p).second);
-  const LD R = o.method == "lora" ? std::max(o.lora.r, 0) : 0;
+  const LD R = o.method == Method::Lora ? std::max(o.lora.r, 0) : 0;
   const LD widest = std::max({LD(c.dim), LD(c.q_dim()), LD(c.kv_dim()), LD(c.hidden_dim), LD(c.n_heads), R});
   const LD N = LD(o.micro_batch) * LD(o.seq_len), L = c.n_layers, V = c.vocab_size, C = c.dim;
   // Each weight element: f32 tensor, gradient, two moments and a 16-bit copy (at most 5 x 4
@@ -64,7 +64,7 @@ void check_run_fits_model(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(tokens <= INT_MAX, "micro_batch_size {} x sequence_len {} = {} tokens per micro-batch is more than {}; "
            "the configuration is too large: use a smaller micro_batch_size (gradient_accumulation_steps keeps the "
            "batch)", o.micro_batch, o.seq_len, tokens, INT_MAX);
-  if (o.method == "lora" && o.lora.r > 0) check_lora_rank(c, o);
+  if (o.method == Method::Lora && o.lora.r > 0) check_lora_rank(c, o);
   const PlanBound b = plan_bytes_bound(c, o);
   LT_CHECK(b.bytes <= kPlanLimit, "the configuration is too large: in the memory plan, {} could need up to {:.3g} "
            "bytes, beyond 2^62 (4 EiB) and any machine; model: {} layers, hidden size {}, MLP width {}, vocabulary "

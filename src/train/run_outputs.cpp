@@ -87,7 +87,7 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
 
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
                          const TrainedTensorFn& trained) {
-  if (c.method == "lora") write_adapter(c, model, trained);
+  if (c.method == Method::Lora) write_adapter(c, model, trained);
   else write_full_model(c, plan, model, base, trained);
 }
 

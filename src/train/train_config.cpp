@@ -1,4 +1,5 @@
-// YAML and flag parsing for TrainConfig (yaml-cpp). Every key is one entry in apply_key().
+// YAML and flag parsing for TrainConfig (yaml-cpp). Every key is one entry of apply_data_key(),
+// apply_optim_key() or apply_run_key(); method, precision and quantization are parsed there once.
 #include "train/train_config.h"
 
 #include <yaml-cpp/yaml.h>
@@ -242,112 +243,170 @@ void check_duplicate_keys(const YAML::Node& root, const std::string& path) {
   }
 }
 
-void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, const std::string& where) {
-  auto S = [&] { return as<std::string>(v, key, where); };
-  auto I = [&] {  // read wide, so an out-of-range value is reported as such, not as a wrong type
+// One `key: value` being applied: the value read as the key's type, checked against its range
+// (lt::Error naming where it is, the key, the value and what it must be).
+struct KeyValue {
+  const std::string& key;
+  const YAML::Node& v;
+  const std::string& where;
+
+  std::string S() const { return as<std::string>(v, key, where); }
+  bool B() const { return as<bool>(v, key, where); }
+  int I() const {  // read wide, so an out-of-range value is reported as such, not as a wrong type
     const long long x = as<long long>(v, key, where);
     check_range(key, double(x), where, v.IsScalar() ? v.Scalar() : "");
     LT_CHECK(x >= INT_MIN && x <= INT_MAX, "{}: {}: {} is out of range (a whole number of at most {})", where, key, x,
              INT_MAX);
     return int(x);
-  };
-  auto D = [&] {
+  }
+  double D() const {
     const double x = as<double>(v, key, where);
     check_range(key, x, where, v.IsScalar() ? v.Scalar() : "");
     return x;
-  };
-  auto B = [&] { return as<bool>(v, key, where); };
-  if (key == "base_model") c.base_model = S();
-  else if (key == "tokenizer") c.tokenizer = S();
-  else if (key == "datasets") {
-    c.datasets.clear();
-    if (v.IsSequence()) {
-      for (const auto& d : v) {
-        DatasetSpec ds;
-        ds.min_blank_lines = c.min_blank_lines;
-        if (d.IsScalar()) {
-          ds.path = as<std::string>(d, key, where);
-        } else {
-          LT_CHECK(d["path"], "{}: each entry of 'datasets' needs a 'path'", where);
-          ds.path = as<std::string>(d["path"], "datasets.path", where);
-          if (d["min_blank_lines"]) {
-            ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
-            check_range("min_blank_lines", ds.min_blank_lines, where);
-          }
-          if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
-          for (const auto& kv : d) {
-            // a list or mapping as key: yaml-cpp's exception, named by file:line:column in parse_train_config_text
-            auto k = kv.first.as<std::string>();
-            LT_CHECK(k == "path" || k == "min_blank_lines" || k == "doc_separator" || k == "type",
-                     "{}: unknown key 'datasets.{}' (expected path, type, min_blank_lines, doc_separator)", where, k);
-          }
-        }
-        c.datasets.push_back(ds);
-      }
-    } else {
-      for (const auto& p : as_list(v, key, where)) c.datasets.push_back({p, c.min_blank_lines});
+  }
+  // The named choices, parsed here once: lt::Error naming where, the key and the choices.
+  Method method() const {
+    const std::string s = S(), m = s == "qlora" ? "lora" : s;
+    const std::optional<Method> r = find_method(m);
+    LT_CHECK(r, "{}: method: '{}' is not one of lora, full (qlora: lora with quantization)", where, m);
+    return *r;
+  }
+  Quantization quantization() const {
+    const std::string s = S();
+    if (s == "none") return std::nullopt;
+    const std::optional<QuantType> r = find_quant_type(s);
+    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8", where, s);
+    return r;
+  }
+  Precision precision() const {
+    const std::string s = S();
+    const std::optional<Precision> r = find_precision(s);
+    LT_CHECK(r, "{}: precision '{}' is not one of fp32, bf16, fp16", where, s);
+    return *r;
+  }
+};
+
+// datasets: a list of paths, or of mappings {path, type, min_blank_lines, doc_separator}.
+void apply_datasets(TrainConfig& c, const KeyValue& kv) {
+  const std::string& where = kv.where;
+  c.datasets.clear();
+  if (!kv.v.IsSequence()) {
+    for (const auto& p : as_list(kv.v, kv.key, where)) c.datasets.push_back({p, c.min_blank_lines});
+    return;
+  }
+  for (const auto& d : kv.v) {
+    DatasetSpec ds;
+    ds.min_blank_lines = c.min_blank_lines;
+    if (d.IsScalar()) {
+      ds.path = as<std::string>(d, kv.key, where);
+      c.datasets.push_back(ds);
+      continue;
     }
-  } else if (key == "dataset") c.datasets = {{S(), c.min_blank_lines}};
+    LT_CHECK(d["path"], "{}: each entry of 'datasets' needs a 'path'", where);
+    ds.path = as<std::string>(d["path"], "datasets.path", where);
+    if (d["min_blank_lines"]) {
+      ds.min_blank_lines = as<int>(d["min_blank_lines"], "datasets.min_blank_lines", where);
+      check_range("min_blank_lines", ds.min_blank_lines, where);
+    }
+    if (d["doc_separator"]) ds.doc_separator = as<std::string>(d["doc_separator"], "datasets.doc_separator", where);
+    for (const auto& e : d) {
+      // a list or mapping as key: yaml-cpp's exception, named by file:line:column in parse_train_config_text
+      auto k = e.first.as<std::string>();
+      LT_CHECK(k == "path" || k == "min_blank_lines" || k == "doc_separator" || k == "type",
+               "{}: unknown key 'datasets.{}' (expected path, type, min_blank_lines, doc_separator)", where, k);
+    }
+    c.datasets.push_back(ds);
+  }
+}
+
+// The model, the data and what is trained. false: not one of these keys.
+bool apply_data_key(TrainConfig& c, const KeyValue& kv) {
+  const std::string& key = kv.key;
+  if (key == "base_model") c.base_model = kv.S();
+  else if (key == "tokenizer") c.tokenizer = kv.S();
+  else if (key == "datasets") apply_datasets(c, kv);
+  else if (key == "dataset") c.datasets = {{kv.S(), c.min_blank_lines}};
   else if (key == "min_blank_lines") {  // every dataset listed so far, and those listed after it
-    c.min_blank_lines = I();
+    c.min_blank_lines = kv.I();
     for (auto& d : c.datasets) d.min_blank_lines = c.min_blank_lines;
   }
-  else if (key == "eval_dataset") c.eval_dataset = S();
-  else if (key == "val_set_size") c.val_set_size = D();
-  else if (key == "chat_template") c.chat_template = S();
-  else if (key == "skip_bad_lines") c.skip_bad_lines = B();
-  else if (key == "method" || key == "adapter") c.method = S() == "qlora" ? "lora" : S();
-  else if (key == "lora_r") c.lora.r = I();
-  else if (key == "lora_alpha") c.lora.alpha = float(D());
-  else if (key == "lora_dropout") c.lora.dropout = float(D());
-  else if (key == "lora_target_modules") c.lora.target_modules = as_list(v, key, where);
-  else if (key == "lora_target_linear") { if (B()) c.lora.target_modules = {"all-linear"}; }
-  else if (key == "use_rslora") c.lora.use_rslora = B();
-  else if (key == "lora_bias") c.lora.bias = S();
-  else if (key == "lora_init") c.lora.init = S();
+  else if (key == "eval_dataset") c.eval_dataset = kv.S();
+  else if (key == "val_set_size") c.val_set_size = kv.D();
+  else if (key == "chat_template") c.chat_template = kv.S();
+  else if (key == "skip_bad_lines") c.skip_bad_lines = kv.B();
+  else if (key == "method" || key == "adapter") c.method = kv.method();
+  else if (key == "lora_r") c.lora.r = kv.I();
+  else if (key == "lora_alpha") c.lora.alpha = float(kv.D());
+  else if (key == "lora_dropout") c.lora.dropout = float(kv.D());
+  else if (key == "lora_target_modules") c.lora.target_modules = as_list(kv.v, key, kv.where);
+  else if (key == "lora_target_linear") { if (kv.B()) c.lora.target_modules = {"all-linear"}; }
+  else if (key == "use_rslora") c.lora.use_rslora = kv.B();
+  else if (key == "lora_bias") c.lora.bias = kv.S();
+  else if (key == "lora_init") c.lora.init = kv.S();
   else if (key == "layers_to_transform") {
     c.lora.layers_to_transform.clear();
-    for (const auto& s : as_list(v, key, where)) c.lora.layers_to_transform.push_back(parse_layer_index(s, where));
-  } else if (key == "freeze_embeddings") c.freeze_embeddings = B();
-  else if (key == "freeze_lm_head") c.freeze_lm_head = B();
-  else if (key == "micro_batch_size") c.micro_batch_size = I();
-  else if (key == "gradient_accumulation_steps") c.gradient_accumulation_steps = I();
-  else if (key == "sequence_len") c.sequence_len = I();
-  else if (key == "sample_packing") c.sample_packing = B();
-  else if (key == "learning_rate") c.learning_rate = D();
-  else if (key == "lr_scheduler") c.lr_scheduler = S();
-  else if (key == "warmup_steps") c.warmup_steps = I();
-  else if (key == "weight_decay") c.weight_decay = D();
-  else if (key == "max_grad_norm") c.max_grad_norm = D();
-  else if (key == "num_epochs") c.num_epochs = I();
-  else if (key == "max_steps") c.max_steps = I();
+    for (const auto& s : as_list(kv.v, key, kv.where))
+      c.lora.layers_to_transform.push_back(parse_layer_index(s, kv.where));
+  } else if (key == "freeze_embeddings") c.freeze_embeddings = kv.B();
+  else if (key == "freeze_lm_head") c.freeze_lm_head = kv.B();
+  else return false;
+  return true;
+}
+
+// The optimization: batch shape, schedule, checkpointing, evaluation and saving. false: not one of these keys.
+bool apply_optim_key(TrainConfig& c, const KeyValue& kv) {
+  const std::string& key = kv.key;
+  if (key == "micro_batch_size") c.micro_batch_size = kv.I();
+  else if (key == "gradient_accumulation_steps") c.gradient_accumulation_steps = kv.I();
+  else if (key == "sequence_len") c.sequence_len = kv.I();
+  else if (key == "sample_packing") c.sample_packing = kv.B();
+  else if (key == "learning_rate") c.learning_rate = kv.D();
+  else if (key == "lr_scheduler") c.lr_scheduler = kv.S();
+  else if (key == "warmup_steps") c.warmup_steps = kv.I();
+  else if (key == "weight_decay") c.weight_decay = kv.D();
+  else if (key == "max_grad_norm") c.max_grad_norm = kv.D();
+  else if (key == "num_epochs") c.num_epochs = kv.I();
+  else if (key == "max_steps") c.max_steps = kv.I();
   else if (key == "gradient_checkpointing") {
-    std::string s = S();
+    std::string s = kv.S();
     c.gradient_checkpointing = s == "true" ? "every" : s == "false" ? "none" : s;
-  } else if (key == "unfreeze_schedule") c.unfreeze_schedule = S();
-  else if (key == "eval_steps") c.eval_steps = I();
-  else if (key == "eval_batches") c.eval_batches = I();
-  else if (key == "save_steps") c.save_steps = I();
-  else if (key == "logging_steps") c.logging_steps = I();
-  else if (key == "output_dir") c.output_dir = S();
-  else if (key == "seed") c.seed = parse_seed(S(), where);
-  else if (key == "threads") c.threads = I();
-  else if (key == "resume") c.resume = S();
-  else if (key == "overwrite_output_dir") c.overwrite_output_dir = B();
-  else if (key == "memory_budget") c.memory_budget = S();
-  else if (key == "auto") c.auto_fit = B();
-  else if (key == "quantization") c.quantization = S();
-  else if (key == "double_quant") c.double_quant = B();
-  else if (key == "quant_blocksize") c.quant_blocksize = I();
-  else if (key == "int8_threshold") c.int8_threshold = D();
-  else if (key == "precision") c.precision = S();
-  else if (key == "initial_loss_scale") c.initial_loss_scale = D();
-  else if (key == "loss_scale_window") c.loss_scale_window = I();
-  else if (key == "zero_stage" || key == "zero") c.zero_stage = I();
-  else if (key == "offload_optimizer") c.offload_optimizer = S();
-  else if (key == "offload_dir") c.offload_dir = S();
-  else if (key == "zero_overlap") c.zero_overlap = B();
-  else unknown_key(key, where);
+  } else if (key == "unfreeze_schedule") c.unfreeze_schedule = kv.S();
+  else if (key == "eval_steps") c.eval_steps = kv.I();
+  else if (key == "eval_batches") c.eval_batches = kv.I();
+  else if (key == "save_steps") c.save_steps = kv.I();
+  else if (key == "logging_steps") c.logging_steps = kv.I();
+  else return false;
+  return true;
+}
+
+// The run: output, seed, threads, resume, memory, quantization, precision, ZeRO. false: not one of these keys.
+bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
+  const std::string& key = kv.key;
+  if (key == "output_dir") c.output_dir = kv.S();
+  else if (key == "seed") c.seed = parse_seed(kv.S(), kv.where);
+  else if (key == "threads") c.threads = kv.I();
+  else if (key == "resume") c.resume = kv.S();
+  else if (key == "overwrite_output_dir") c.overwrite_output_dir = kv.B();
+  else if (key == "memory_budget") c.memory_budget = kv.S();
+  else if (key == "auto") c.auto_fit = kv.B();
+  else if (key == "quantization") c.quantization = kv.quantization();
+  else if (key == "double_quant") c.double_quant = kv.B();
+  else if (key == "quant_blocksize") c.quant_blocksize = kv.I();
+  else if (key == "int8_threshold") c.int8_threshold = kv.D();
+  else if (key == "precision") c.precision = kv.precision();
+  else if (key == "initial_loss_scale") c.initial_loss_scale = kv.D();
+  else if (key == "loss_scale_window") c.loss_scale_window = kv.I();
+  else if (key == "zero_stage" || key == "zero") c.zero_stage = kv.I();
+  else if (key == "offload_optimizer") c.offload_optimizer = kv.S();
+  else if (key == "offload_dir") c.offload_dir = kv.S();
+  else if (key == "zero_overlap") c.zero_overlap = kv.B();
+  else return false;
+  return true;
+}
+
+void apply_key(TrainConfig& c, const std::string& key, const YAML::Node& v, const std::string& where) {
+  const KeyValue kv{key, v, where};
+  if (!apply_data_key(c, kv) && !apply_optim_key(c, kv) && !apply_run_key(c, kv)) unknown_key(key, where);
 }
 
 // Applies every key of the document's top-level mapping, after refusing duplicate keys.
@@ -415,11 +474,7 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
   }
 }
 
-TrainConfig parse_train_args(const std::vector<std::string>& args) {
-  size_t first = 0;
-  std::string path;
-  if (!args.empty() && args[0].rfind("--", 0) != 0) path = args[first++];
-  TrainConfig cfg = load_train_config(path);
+void apply_train_flags(TrainConfig& cfg, const std::vector<std::string>& args, size_t first) {
   for (size_t i = first; i < args.size(); ++i) {
     std::string arg = args[i];
     LT_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (keys are given as --key value)", arg);
@@ -441,6 +496,14 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
     set_train_config_key(cfg, key, value);
   }
   check_train_config_ranges(cfg);
+}
+
+TrainConfig parse_train_args(const std::vector<std::string>& args) {
+  size_t first = 0;
+  std::string path;
+  if (!args.empty() && args[0].rfind("--", 0) != 0) path = args[first++];
+  TrainConfig cfg = load_train_config(path);
+  apply_train_flags(cfg, args, first);
   return cfg;
 }
 
@@ -456,21 +519,18 @@ void validate_train_config(const TrainConfig& c) {
   LT_CHECK(c.num_epochs >= 1 || c.max_steps > 0, "num_epochs must be >= 1 or max_steps > 0");
   LT_CHECK(c.max_grad_norm >= 0, "max_grad_norm must be >= 0");
   LT_CHECK(c.logging_steps >= 1, "logging_steps must be >= 1");
-  const std::string& q = c.quantization;
-  LT_CHECK(q == "none" || q == "nf4" || q == "fp4" || q == "int8",
-           "{}: quantization '{}' is not one of none, nf4, fp4, int8", c.source, q);
-  if (q != "none")
-    LT_CHECK(c.method == "lora", "{}: quantization: {} quantizes the frozen base of a LoRA run; method: {} trains "
-             "the base weights themselves. Use method: lora (QLoRA) or quantization: none", c.source, q, c.method);
+  const Quantization q = c.quantization;
+  if (q)
+    LT_CHECK(c.method == Method::Lora, "{}: quantization: {} quantizes the frozen base of a LoRA run; method: {} "
+             "trains the base weights themselves. Use method: lora (QLoRA) or quantization: none", c.source,
+             quantization_name(q), method_name(c.method));
   const int bs = c.quant_blocksize;
   LT_CHECK(bs >= 64 && bs <= 4096 && (bs & (bs - 1)) == 0,
            "{}: quant_blocksize {} is not a power of two from 64 to 4096 (64 is the NF4 default)", c.source, bs);
-  LT_CHECK(!(c.double_quant && q == "int8"), "{}: double_quant applies to nf4 and fp4; int8 keeps one f32 scale "
-           "per row", c.source);
+  LT_CHECK(!(c.double_quant && q == QuantType::Int8), "{}: double_quant applies to nf4 and fp4; int8 keeps one f32 "
+           "scale per row", c.source);
   LT_CHECK(std::isfinite(c.int8_threshold) && c.int8_threshold >= 0,
            "{}: int8_threshold must be >= 0 (got {}; 0 disables the outlier columns)", c.source, c.int8_threshold);
-  LT_CHECK(c.precision == "fp32" || c.precision == "bf16" || c.precision == "fp16",
-           "{}: precision '{}' is not one of fp32, bf16, fp16", c.source, c.precision);
   LT_CHECK(std::isfinite(c.initial_loss_scale) && c.initial_loss_scale > 0 && c.initial_loss_scale <= 3e38,
            "{}: initial_loss_scale must be a finite number > 0 (got {}; 65536 is the default)", c.source,
            c.initial_loss_scale);
@@ -491,9 +551,6 @@ void check_train_config_ranges(const TrainConfig& c) {
   LT_CHECK(c.max_steps == 0 || c.warmup_steps <= c.max_steps,
            "{}: warmup_steps: {} is out of range: it must be <= max_steps ({}); the learning rate would never "
            "finish warming up", c.source, c.warmup_steps, c.max_steps);
-  const std::string& m = c.method;
-  LT_CHECK(m == "lora" || m == "full", "{}: method: '{}' is not one of lora, full (qlora: lora with quantization)",
-           c.source, m);
   // the named choices, checked by their own parsers; the message gains the file and the key
   auto named = [&](const char* key, auto&& parse) {
     try {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/lora_config.h"
+#include "core/train_types.h"
 #include "train/train_model.h"
 
 namespace lt {
@@ -26,7 +27,7 @@ struct TrainConfig {
   double val_set_size = 0.1;              // fraction held out for evaluation
   std::string chat_template = "chatml";   // chatml | llama3 | llama2 | alpaca
   bool skip_bad_lines = false;
-  std::string method = "lora";            // lora | full
+  Method method = Method::Lora;           // lora | full (qlora: lora)
   LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, ...
   bool freeze_embeddings = false, freeze_lm_head = false;
   int micro_batch_size = 4;
@@ -55,11 +56,11 @@ struct TrainConfig {
                                           // its outputs (else it refuses; train/output_dir.h)
   std::string memory_budget;              // e.g. "6GiB": stop before allocating when the plan exceeds it
   bool auto_fit = false;                  // auto: with memory_budget, pick micro-batch and checkpointing
-  std::string quantization = "none";      // none | nf4 | fp4 | int8: frozen linear weights of a LoRA run (QLoRA)
+  Quantization quantization;              // none | nf4 | fp4 | int8: frozen linear weights of a LoRA run (QLoRA)
   bool double_quant = false;              // nf4 / fp4: the absmax values quantized to 8 bits
   int quant_blocksize = 64;               // nf4 / fp4 block size: a power of two in [64, 4096]
   double int8_threshold = 6.0;            // LLM.int8 outlier threshold (0: no outlier columns)
-  std::string precision = "fp32";         // fp32 | bf16 | fp16: mixed precision (TrainModelOptions::precision)
+  Precision precision = Precision::FP32;  // fp32 | bf16 | fp16: mixed precision (TrainModelOptions::precision)
   double initial_loss_scale = 65536;      // fp16: the dynamic loss scale's start (2^16; train/loss_scaler.h)
   int loss_scale_window = 2000;           // fp16: clean steps before the loss scale doubles
   int zero_stage = -1;                    // ZeRO data parallelism 0-3 (dist/zero.h, --zero S); -1: one process,
@@ -82,11 +83,14 @@ void set_train_config_key(TrainConfig& c, const std::string& key, const std::str
 // `[CONFIG.yaml] [--key value | --key=value ...]` (dashes in keys become underscores): the YAML
 // file first, then each flag over it. lt::Error on a flag without a value or an unknown key.
 TrainConfig parse_train_args(const std::vector<std::string>& args);
+// The flags args[first..] (--key value | --key=value) over cfg, then the ranges checked.
+void apply_train_flags(TrainConfig& cfg, const std::vector<std::string>& args, size_t first = 0);
 // Checks the whole config; lt::Error naming the key.
 void validate_train_config(const TrainConfig& c);
 // The part of validate_train_config that needs no base_model / datasets: every numeric key in its
-// range, warmup_steps <= max_steps, and the names of method, lr_scheduler, chat_template,
-// doc_separator and gradient_checkpointing. lt::Error naming the key, the value and the range.
+// range, warmup_steps <= max_steps, and the names of lr_scheduler, chat_template, doc_separator
+// and gradient_checkpointing (method, precision and quantization are checked as they are read).
+// lt::Error naming the key, the value and the range.
 void check_train_config_ranges(const TrainConfig& c);
 // The TrainModel options of a run (method, LoRA, batch shape, checkpointing, quantization).
 TrainModelOptions train_model_options(const TrainConfig& c);

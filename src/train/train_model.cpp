@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <iterator>
 #include <random>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/ledger.h"
@@ -38,11 +40,13 @@ namespace lt {
 
 using cpu::gemm_f32;
 
-DType precision_dtype(const std::string& precision) {
-  if (precision == "fp32") return DType::F32;
-  if (precision == "bf16") return DType::BF16;
-  if (precision == "fp16") return DType::F16;
-  fail("precision: '{}' is not one of fp32, bf16, fp16", precision);
+DType precision_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::FP32: return DType::F32;
+    case Precision::BF16: return DType::BF16;
+    case Precision::FP16: return DType::F16;
+  }
+  return DType::F32;
 }
 
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
@@ -78,7 +82,7 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   Dims d;
   d.N = o.micro_batch * o.seq_len;
   d.C = c.dim; d.QD = c.q_dim(); d.KVD = c.kv_dim(); d.F = c.hidden_dim; d.V = c.vocab_size;
-  d.R = o.method == "lora" ? o.lora.r : 0;
+  d.R = o.method == Method::Lora ? o.lora.r : 0;
   d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
   d.max_io = std::max({d.C, d.QD, d.F});
   return d;
@@ -118,18 +122,16 @@ std::string peft_name(int l, int m, bool A) {
 }
 
 void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
-  LT_CHECK(o.method == "lora" || o.method == "full", "method: '{}' is not one of lora, full", o.method);
   LT_CHECK(o.micro_batch >= 1, "micro_batch_size must be >= 1 (got {})", o.micro_batch);
   LT_CHECK(o.seq_len >= 2, "sequence_len must be >= 2 (got {})", o.seq_len);
   check_run_fits_model(c, o);  // context, tokens per micro-batch, LoRA rank per module, plan size (train/run_limits.h)
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
-  precision_dtype(o.precision);
   LT_CHECK(c.sliding_window <= 0 || o.seq_len <= c.sliding_window,
            "sequence_len {} is longer than the model's sliding attention window ({}), which is not supported",
            o.seq_len, c.sliding_window);
-  if (o.method == "lora") {
+  if (o.method == Method::Lora) {
     const auto& lc = o.lora;
     LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);
     LT_CHECK(lc.dropout >= 0 && lc.dropout < 1, "lora_dropout must be in [0, 1) (got {})", lc.dropout);
@@ -149,23 +151,23 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
     LT_CHECK(lc.init == "default" || lc.init == "gaussian", "lora init: '{}' is not one of default, gaussian",
              lc.init);
   }
-  const bool stored = !c.quantization.empty(), requested = o.quantization != "none";
+  const bool stored = c.quantization.has_value(), requested = o.quantization.has_value();
   if (!stored && !requested) return;
-  LT_CHECK(o.method == "lora", "{}: full fine-tuning trains the base weights in fp32; quantized frozen weights are "
-           "for LoRA (QLoRA). Use method: lora, or quantization: none{}",
-           stored ? fmt::format("the base model is stored quantized ({})", c.quantization)
-                  : fmt::format("quantization: {}", o.quantization),
+  LT_CHECK(o.method == Method::Lora, "{}: full fine-tuning trains the base weights in fp32; quantized frozen weights "
+           "are for LoRA (QLoRA). Use method: lora, or quantization: none{}",
+           stored ? fmt::format("the base model is stored quantized ({})", quantization_name(c.quantization))
+                  : fmt::format("quantization: {}", quantization_name(o.quantization)),
            stored ? " with the unquantized model" : "");
   LT_CHECK(std::isfinite(o.int8_threshold) && o.int8_threshold >= 0, "int8_threshold must be >= 0 (got {}; 0 "
            "disables the LLM.int8 outlier columns)", o.int8_threshold);
   if (!requested) return;
-  QuantSpec want{parse_quant_type(o.quantization), o.quant_blocksize, o.double_quant};
+  QuantSpec want{*o.quantization, o.quant_blocksize, o.double_quant};
   if (want.type == QuantType::Int8) want.blocksize = 64;  // unused by int8
   try {
     check_quant_spec(want);
   } catch (const Error& e) {
-    fail("quantization: {} (quant_blocksize {}, double_quant {}): {}", o.quantization, o.quant_blocksize,
-         o.double_quant, e.what());
+    fail("quantization: {} (quant_blocksize {}, double_quant {}): {}", quantization_name(o.quantization),
+         o.quant_blocksize, o.double_quant, e.what());
   }
   if (stored) {
     const QuantSpec have = model_quant_spec(c);
@@ -173,7 +175,8 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
                                                                          have.double_quant == want.double_quant)),
              "the base model is already quantized ({}, block size {}, double quant {}) and cannot be re-quantized "
              "to {} (block size {}, double quant {}); set quantization: none to train on it as stored, or start "
-             "from the unquantized model", c.quantization, have.blocksize, have.double_quant, o.quantization,
+             "from the unquantized model", quantization_name(c.quantization), have.blocksize, have.double_quant,
+             quantization_name(o.quantization),
              want.blocksize, want.double_quant);
   }
 }
@@ -203,24 +206,188 @@ struct TrainModel::LayerActs {
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
 };
 
-// The activation buffers of one layer: name, elements, and the part of the block that produces
-// them (1 attention, 2 MLP, 3 x_mid: recomputed only when the whole block is).
-struct ActBuffer {
-  std::string name;
-  size_t n;
-  int part;
-  bool gemm_input = false;  // xn1, att, xn2, h: 16-bit with mixed precision
-  size_t bytes(bool half) const { return n * (half && gemm_input ? 2 : sizeof(float)); }
+// ---- the buffer table ---------------------------------------------------------------------------
+// Every buffer of the plan is named once. A weight is named by its checkpoint name; its gradient,
+// moments and 16-bit or quantized storage by the suffixes below. Every other buffer is one row of
+// BufferTable {name, size, field}: plan_training() lists the rows, TrainModel's constructor
+// stores each row's address in the row's field.
+
+// The buffers of a trainable tensor: the tensor, its gradient and its two AdamW moments.
+struct TrainableBuffer {
+  const char* prefix;  // before the tensor's name
+  Category cat;
+  float* TrainParam::*field;
+};
+constexpr TrainableBuffer kTrainableBuffers[] = {{"", Category::TrainableParams, &TrainParam::p},
+                                                 {"grad.", Category::Grads, &TrainParam::g},
+                                                 {"adam_m.", Category::OptimizerState, &TrainParam::m},
+                                                 {"adam_v.", Category::OptimizerState, &TrainParam::v}};
+
+// Whether the model holds kTrainableBuffers[i] (else a TrainableStore or the ZeRO shards do).
+static bool holds_trainable_buffer(const TrainModelOptions& o, size_t i) {
+  return i == 0 ? !o.store_params : i == 1 ? !o.store_grads : o.optimizer_state;
+}
+
+// A frozen linear weight's 16-bit storage, or a trainable one's 16-bit working copy.
+static std::string half_buffer_name(const std::string& weight, Precision p) {
+  return weight + "." + precision_name(p);
+}
+
+static std::string quant_buffer_name(const std::string& weight, const QuantSpec& s) {
+  return weight + "." + quant_type_name(s.type);
+}
+
+struct BufferTable {
+  using M = TrainModel;
+  using Acts = TrainModel::LayerActs;
+
+  // A buffer that is not a weight: its plan entry and how its address is stored (`index`: the
+  // element of a per-layer field).
+  struct Row {
+    std::string name;
+    Category cat;
+    size_t bytes;
+    Lifetime life;
+    void (*bind)(M& m, void* buf, const Row& row);
+    int index = 0;
+  };
+
+  // An activation buffer of a decoder layer: elements, the part of the block that produces it (1
+  // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is) and its LayerActs field
+  // (xa[module] for a LoRA input); a GEMM input (field16 set) is 16-bit with mixed precision.
+  struct Act {
+    std::string name;
+    size_t n;
+    int part;
+    float* Acts::*field;
+    uint16_t* Acts::*field16 = nullptr;
+    int module = -1;
+    size_t bytes(bool half) const { return n * (half && field16 ? 2 : sizeof(float)); }
+    // half_x: the shared f32 buffer of the 16-bit GEMM inputs (mixed precision), else null
+    void bind(Acts& a, void* buf, float* half_x) const {
+      if (half_x && field16) {
+        a.*field16 = static_cast<uint16_t*>(buf);
+        a.*field = half_x;
+      } else if (module >= 0) {
+        a.xa[module] = static_cast<float*>(buf);
+      } else {
+        a.*field = static_cast<float*>(buf);
+      }
+    }
+  };
+
+  // The binders: the buffer into the fields F (one buffer may be seen as several types), into
+  // element `index` of a per-layer field, into the quantized linears' workspace (address and size).
+  template <auto... F>
+  static void to(M& m, void* buf, const Row&) {
+    ((m.*F = static_cast<std::remove_reference_t<decltype(m.*F)>>(buf)), ...);
+  }
+  template <auto F>
+  static void to_layer(M& m, void* buf, const Row& r) {
+    auto& v = m.*F;
+    if (v.size() <= size_t(r.index)) v.resize(size_t(r.index) + 1);
+    v[size_t(r.index)] = static_cast<float*>(buf);
+  }
+  static void to_quant_ws(M& m, void* buf, const Row& r) {
+    m.quant_ws_ = buf;
+    m.quant_ws_bytes_ = r.bytes;
+  }
+  static void to_load_scratch(M& m, void* buf, const Row& r) {
+    m.load_scratch_ = static_cast<float*>(buf);
+    m.load_scratch_floats_ = r.bytes / sizeof(float);
+  }
+
+  static std::vector<Row> rows(const ModelConfig& c, const TrainModelOptions& o, size_t* acts_at = nullptr);
+  static void add_workspaces(std::vector<Row>& r, const ModelConfig& c, const TrainModelOptions& o, const Dims& d);
+  static std::vector<Act> acts(const Dims& d, const std::vector<bool>& adapted);
 };
 
-static std::vector<ActBuffer> act_buffers(const Dims& d, const std::vector<bool>& adapted) {
+// The rows in plan order; the decoder layers' activation sets go before rows[*acts_at].
+std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const TrainModelOptions& o, size_t* acts_at) {
+  const Dims d = dims_of(c, o);
+  const size_t f = sizeof(float), N = d.N;
+  const auto W = Category::Workspace, A = Category::Activations;
+  std::vector<Row> r;
+  add_workspaces(r, c, o, d);
+  for (int l = 0; l <= d.L; ++l)  // L+1 residual streams
+    r.push_back({fmt::format("act.res.{}", l), A, N * d.C * f, Lifetime::Step, to_layer<&M::res_>, l});
+  if (acts_at) *acts_at = r.size();
+  r.push_back({"act.final.xn", A, N * d.C * f, Lifetime::Step, to<&M::xnf_>});
+  r.push_back({"act.final.rstd", A, N * f, Lifetime::Step, to<&M::rstdf_>});
+  r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
+               Lifetime::Phase, to<&M::logits_chunk_>});
+  r.push_back({"loss.d_xn", Category::LossChunk, N * d.C * f, Lifetime::Phase, to<&M::d_xnf_>});
+  // backward scratch, reused layer by layer
+  r.push_back({"bwd.d_res", W, N * d.C * f, Lifetime::Phase, to<&M::d_res_>});
+  r.push_back({"bwd.d_xn", W, N * d.C * f, Lifetime::Layer, to<&M::d_xn_>});
+  r.push_back({"bwd.d_h", W, N * d.F * f, Lifetime::Layer, to<&M::d_h_>});
+  r.push_back({"bwd.d_gate", W, N * d.F * f, Lifetime::Layer, to<&M::d_gate_>});
+  r.push_back({"bwd.d_up", W, N * d.F * f, Lifetime::Layer, to<&M::d_up_>});
+  r.push_back({"bwd.d_q", W, N * d.QD * f, Lifetime::Layer, to<&M::d_q_>});
+  r.push_back({"bwd.d_k", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_k_>});
+  r.push_back({"bwd.d_v", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_v_>});
+  r.push_back({"bwd.d_att", W, N * d.QD * f, Lifetime::Layer, to<&M::d_att_>});
+  if (d.R > 0) {
+    r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to<&M::lora_g_>});
+    if (o.lora.dropout > 0) {
+      r.push_back({"lora.tmp", W, N * d.max_io * f, Lifetime::Layer, to<&M::lora_tmp_>});
+      r.push_back({"lora.xd", W, N * d.max_io * f, Lifetime::Layer, to<&M::lora_xd_>});
+    }
+  }
+  return r;
+}
+
+// The RoPE table, the quantized linears' workspaces and the 16-bit GEMM workspaces.
+void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, const TrainModelOptions& o,
+                                 const Dims& d) {
+  const size_t f = sizeof(float), N = d.N;
+  const auto W = Category::Workspace;
+  r.push_back({"rope.inv_freq", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_>});
+  QuantSpec qs;
+  const bool quant = quantized_base(c, o, &qs);
+  if (quant) {
+    // one tile workspace shared by every quantized linear; converting checkpoint tensors chunk by
+    // chunk on load (not needed when the file holds them quantized)
+    size_t ws = 0, load = 0;
+    for (int m = 0; m < 7; ++m) {
+      auto [in, out] = module_shape(d, m);
+      ws = std::max(ws, quant_workspace_bytes(qs, d.N, in, out));
+      load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
+    }
+    r.push_back({"quant.workspace", W, ws, Lifetime::Layer, to_quant_ws});
+    if (!c.quantization) r.push_back({"quant.load_scratch", W, load, Lifetime::Persistent, to_load_scratch});
+  }
+  const DType ht = precision_dtype(o.precision);
+  if (ht == DType::F32) return;
+  r.push_back({"half.x", W, N * d.max_io * f, Lifetime::Layer, to<&M::half_x_>});
+  if (quant) return;
+  r.push_back({"half.dy", W, half_dy_bytes(ht, N, d.max_io), Lifetime::Layer, to<&M::half_dy16_, &M::half_dy32_>});
+  if (ht != DType::F16) return;
+  size_t tile = 0;
+  for (int m = 0; m < 7; ++m) {
+    auto [in, out] = module_shape(d, m);
+    tile = std::max(tile, size_t(std::min(kHalfTileRows, out)) * in);
+  }
+  r.push_back({"half.w_tile", W, tile * f, Lifetime::Layer, to<&M::half_wtile_>});
+}
+
+std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector<bool>& adapted) {
   const size_t N = d.N;
-  std::vector<ActBuffer> v = {
-      {"rstd1", N, 1}, {"xn1", N * d.C, 1, true}, {"q", N * d.QD, 1}, {"k", N * d.KVD, 1}, {"v", N * d.KVD, 1},
-      {"att", N * d.QD, 1, true}, {"lse", size_t(d.NH) * N, 1}, {"x_mid", N * d.C, 3}, {"rstd2", N, 2},
-      {"xn2", N * d.C, 2, true}, {"gate", N * d.F, 2}, {"up", N * d.F, 2}, {"h", N * d.F, 2, true}};
+  std::vector<Act> v = {{"rstd1", N, 1, &Acts::rstd1},
+                        {"xn1", N * d.C, 1, &Acts::xn1, &Acts::xn1_h},
+                        {"q", N * d.QD, 1, &Acts::q},
+                        {"k", N * d.KVD, 1, &Acts::k},
+                        {"v", N * d.KVD, 1, &Acts::v},
+                        {"att", N * d.QD, 1, &Acts::att, &Acts::att_h},
+                        {"lse", size_t(d.NH) * N, 1, &Acts::lse},
+                        {"x_mid", N * d.C, 3, &Acts::x_mid},
+                        {"rstd2", N, 2, &Acts::rstd2},
+                        {"xn2", N * d.C, 2, &Acts::xn2, &Acts::xn2_h},
+                        {"gate", N * d.F, 2, &Acts::gate},
+                        {"up", N * d.F, 2, &Acts::up},
+                        {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
   for (int m = 0; m < 7; ++m)
-    if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2});
+    if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2, nullptr, nullptr, m});
   return v;
 }
 
@@ -238,160 +405,134 @@ static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelO
 static std::vector<bool> adapted_modules(const ModelConfig& c, const TrainModelOptions& o, int l) {
   std::vector<bool> a(7);
   for (int m = 0; m < 7; ++m)
-    a[m] = o.method == "lora" && targets_module(o.lora, llama_linear_modules()[m]) && (l < 0 || targets_layer(o.lora, l));
+    a[m] = o.method == Method::Lora && targets_module(o.lora, llama_linear_modules()[m]) &&
+           (l < 0 || targets_layer(o.lora, l));
   return a;
 }
 
 // A buffer is shared (recompute scratch) when every part producing it is replayed.
-static bool shared_buffer(const ActBuffer& b, int replay) { return replay && (b.part & replay) == b.part; }
+static bool shared_buffer(const BufferTable::Act& b, int replay) { return replay && (b.part & replay) == b.part; }
+
+// Layer l's buffer of activation b: its own, or the recompute set's shared one.
+static std::string act_buffer_name(int l, const BufferTable::Act& b, int replay) {
+  return shared_buffer(b, replay) ? "recompute." + b.name : fmt::format("act.{}.{}", l, b.name);
+}
 
 bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec* spec) {
   QuantSpec s;
-  if (!c.quantization.empty()) s = model_quant_spec(c);
-  else if (o.quantization != "none") s = {parse_quant_type(o.quantization), o.quant_blocksize, o.double_quant};
+  if (c.quantization) s = model_quant_spec(c);
+  else if (o.quantization) s = {*o.quantization, o.quant_blocksize, o.double_quant};
   else return false;
   if (s.type == QuantType::Int8) s = {QuantType::Int8, 64, false};
   if (spec) *spec = s;
   return true;
 }
 
-static std::string quant_buffer_name(const std::string& weight, const QuantSpec& s) {
-  return weight + "." + quant_type_name(s.type);
+// A weight: frozen, or trainable with the buffers of kTrainableBuffers the model holds.
+static void plan_weight(MemoryPlan& p, const TrainModelOptions& o, const std::string& name, size_t n, bool train) {
+  if (!train) {
+    p.add(name, Category::FrozenWeights, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
+    if (holds_trainable_buffer(o, i))
+      p.add(kTrainableBuffers[i].prefix + name, kTrainableBuffers[i].cat, n * sizeof(float));
+}
+
+// Projection m of layer l: its weight (f32, 16-bit or quantized storage; a 16-bit working copy
+// when trained in 16 bits), its bias, its LoRA A and B.
+static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOptions& o, const Dims& d, int l,
+                        int m) {
+  QuantSpec qs;
+  const bool quant = quantized_base(c, o, &qs), full = o.method == Method::Full;
+  const bool half = o.precision != Precision::FP32;
+  auto [in, out] = module_shape(d, m);
+  const std::string wn = hf_linear_name(l, m, "weight");
+  if (quant) p.add(quant_buffer_name(wn, qs), Category::FrozenWeights, quant_storage_bytes(qs, out, in));
+  else if (half && !full) p.add(half_buffer_name(wn, o.precision), Category::FrozenWeights, size_t(in) * out * 2);
+  else plan_weight(p, o, wn, size_t(in) * out, full);
+  // full fine-tuning in 16 bits: the working copy the GEMMs read, refreshed after each step
+  if (half && full) p.add(half_buffer_name(wn, o.precision), Category::Workspace, size_t(in) * out * 2);
+  const bool adapted = !full && targets_module(o.lora, llama_linear_modules()[m]) && targets_layer(o.lora, l);
+  if (c.has_bias(m)) {
+    const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
+    plan_weight(p, o, hf_linear_name(l, m, "bias"), out, train_bias);
+  }
+  if (adapted) {
+    plan_weight(p, o, peft_name(l, m, true), size_t(d.R) * in, true);
+    plan_weight(p, o, peft_name(l, m, false), size_t(out) * d.R, true);
+  }
+}
+
+// Every weight, in checkpoint order.
+static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOptions& o, const Dims& d) {
+  const bool full = o.method == Method::Full;
+  plan_weight(p, o, "model.embed_tokens.weight", size_t(d.V) * d.C, full && !o.freeze_embeddings);
+  for (int l = 0; l < d.L; ++l) {
+    plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
+    plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    for (int m = 0; m < 7; ++m) plan_linear(p, c, o, d, l, m);
+  }
+  plan_weight(p, o, "model.norm.weight", d.C, full);
+  if (!c.tie_embeddings) plan_weight(p, o, "lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
+}
+
+// The decoder layers' activations: each layer's own set, or (replayed parts) one shared recompute
+// set sized for the largest user (every layer has the same shapes).
+static void plan_layer_acts(MemoryPlan& p, const ModelConfig& c, const TrainModelOptions& o, const Dims& d) {
+  const bool half = o.precision != Precision::FP32;
+  const auto rec = recompute_layers(c, o);
+  std::vector<std::string> shared_added;
+  for (int l = 0; l < d.L; ++l) {
+    for (const auto& b : BufferTable::acts(d, adapted_modules(c, o, l))) {
+      const std::string name = act_buffer_name(l, b, rec[l]);
+      if (!shared_buffer(b, rec[l])) {
+        p.add(name, Category::Activations, b.bytes(half), Lifetime::Step);
+      } else if (std::find(shared_added.begin(), shared_added.end(), name) == shared_added.end()) {
+        shared_added.push_back(name);
+        p.add(name, Category::Recompute, b.bytes(half), Lifetime::Layer);
+      }
+    }
+  }
 }
 
 MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
   validate_options(c, o);
   const Dims d = dims_of(c, o);
-  QuantSpec qs;
-  const bool quant = quantized_base(c, o, &qs);
-  const size_t f = sizeof(float), N = d.N;
-  const bool full = o.method == "full";
-  const DType ht = precision_dtype(o.precision);
-  const bool half = ht != DType::F32;
   MemoryPlan p;
-  // a trainable tensor: the tensor, its gradient and two AdamW moments
-  auto trainable = [&](const std::string& name, size_t n) {
-    if (!o.store_params) p.add(name, Category::TrainableParams, n * f);
-    if (!o.store_grads) p.add("grad." + name, Category::Grads, n * f);
-    if (!o.optimizer_state) return;
-    p.add("adam_m." + name, Category::OptimizerState, n * f);
-    p.add("adam_v." + name, Category::OptimizerState, n * f);
-  };
-  auto weight = [&](const std::string& name, size_t n, bool train) {
-    if (train) trainable(name, n);
-    else p.add(name, Category::FrozenWeights, n * f);
-  };
-  weight("model.embed_tokens.weight", size_t(d.V) * d.C, full && !o.freeze_embeddings);
-  for (int l = 0; l < d.L; ++l) {
-    weight(fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
-    weight(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
-    for (int m = 0; m < 7; ++m) {
-      auto [in, out] = module_shape(d, m);
-      const std::string wn = hf_linear_name(l, m, "weight");
-      if (quant) p.add(quant_buffer_name(wn, qs), Category::FrozenWeights, quant_storage_bytes(qs, out, in));
-      else if (half && !full) p.add(wn + "." + o.precision, Category::FrozenWeights, size_t(in) * out * 2);
-      else weight(wn, size_t(in) * out, full);
-      // full fine-tuning in 16 bits: the working copy the GEMMs read, refreshed after each step
-      if (half && full) p.add(wn + "." + o.precision, Category::Workspace, size_t(in) * out * 2);
-      const auto& mod = llama_linear_modules()[m];
-      bool adapted = !full && targets_module(o.lora, mod) && targets_layer(o.lora, l);
-      if (c.has_bias(m)) {
-        bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
-        weight(hf_linear_name(l, m, "bias"), out, train_bias);
-      }
-      if (adapted) {
-        trainable(peft_name(l, m, true), size_t(d.R) * in);
-        trainable(peft_name(l, m, false), size_t(out) * d.R);
-      }
-    }
-  }
-  weight("model.norm.weight", d.C, full);
-  if (!c.tie_embeddings) weight("lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
-  p.add("rope.inv_freq", Category::Workspace, size_t(d.HS / 2) * f);
-  if (quant) {
-    // one tile workspace shared by every quantized linear; converting checkpoint tensors chunk by
-    // chunk on load (not needed when the file holds them quantized)
-    size_t ws = 0, load = 0;
-    for (int m = 0; m < 7; ++m) {
-      auto [in, out] = module_shape(d, m);
-      ws = std::max(ws, quant_workspace_bytes(qs, d.N, in, out));
-      load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
-    }
-    p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
-    if (c.quantization.empty()) p.add("quant.load_scratch", Category::Workspace, load);
-  }
-  if (half) {
-    p.add("half.x", Category::Workspace, N * d.max_io * f, Lifetime::Layer);
-    if (!quant) p.add("half.dy", Category::Workspace, half_dy_bytes(ht, N, d.max_io), Lifetime::Layer);
-    if (!quant && ht == DType::F16) {
-      size_t tile = 0;
-      for (int m = 0; m < 7; ++m) {
-        auto [in, out] = module_shape(d, m);
-        tile = std::max(tile, size_t(std::min(kHalfTileRows, out)) * in);
-      }
-      p.add("half.w_tile", Category::Workspace, tile * f, Lifetime::Layer);
-    }
-  }
-
-  // activations: L+1 residual streams, per-layer sets (or one shared recompute set)
-  for (int l = 0; l <= d.L; ++l) p.add(fmt::format("act.res.{}", l), Category::Activations, N * d.C * f, Lifetime::Step);
-  auto rec = recompute_layers(c, o);
-  std::vector<std::string> shared_added;
-  for (int l = 0; l < d.L; ++l) {
-    for (const auto& b : act_buffers(d, adapted_modules(c, o, l))) {
-      if (!shared_buffer(b, rec[l])) {
-        p.add(fmt::format("act.{}.{}", l, b.name), Category::Activations, b.bytes(half), Lifetime::Step);
-      } else if (std::find(shared_added.begin(), shared_added.end(), b.name) == shared_added.end()) {
-        shared_added.push_back(b.name);  // sized for the largest user: every layer has the same shapes
-        p.add("recompute." + b.name, Category::Recompute, b.bytes(half), Lifetime::Layer);
-      }
-    }
-  }
-  p.add("act.final.xn", Category::Activations, N * d.C * f, Lifetime::Step);
-  p.add("act.final.rstd", Category::Activations, N * f, Lifetime::Step);
-  p.add("loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f, Lifetime::Phase);
-  p.add("loss.d_xn", Category::LossChunk, N * d.C * f, Lifetime::Phase);
-  // backward scratch, reused layer by layer
-  const auto W = Category::Workspace;
-  p.add("bwd.d_res", W, N * d.C * f, Lifetime::Phase);
-  p.add("bwd.d_xn", W, N * d.C * f, Lifetime::Layer);
-  p.add("bwd.d_h", W, N * d.F * f, Lifetime::Layer);
-  p.add("bwd.d_gate", W, N * d.F * f, Lifetime::Layer);
-  p.add("bwd.d_up", W, N * d.F * f, Lifetime::Layer);
-  p.add("bwd.d_q", W, N * d.QD * f, Lifetime::Layer);
-  p.add("bwd.d_k", W, N * d.KVD * f, Lifetime::Layer);
-  p.add("bwd.d_v", W, N * d.KVD * f, Lifetime::Layer);
-  p.add("bwd.d_att", W, N * d.QD * f, Lifetime::Layer);
-  if (d.R > 0) {
-    p.add("lora.g", W, N * d.R * f, Lifetime::Layer);
-    if (o.lora.dropout > 0) {
-      p.add("lora.tmp", W, N * d.max_io * f, Lifetime::Layer);
-      p.add("lora.xd", W, N * d.max_io * f, Lifetime::Layer);
-    }
+  plan_weights(p, c, o, d);
+  size_t acts_at = 0;
+  const auto rows = BufferTable::rows(c, o, &acts_at);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == acts_at) plan_layer_acts(p, c, o, d);
+    p.add(rows[i].name, rows[i].cat, rows[i].bytes, rows[i].life);
   }
   return p;
 }
 
 TrainModel::~TrainModel() = default;
 
+// About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
+// gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
-                       TrainableStore* store)
+                       UnitStore* store)
     : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
-      store_(store) {
+      own_store_(store ? nullptr : std::make_unique<UnitStore>()), store_(store ? store : own_store_.get()) {
   validate_config(cfg_, ts.source);
   check_checkpoint_tensors(cfg_, ts);
-  LT_CHECK(!(opts_.store_params || opts_.store_grads) ||
-               (store_ && store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads),
-           "TrainModel: store_params / store_grads need a TrainableStore holding exactly those");
-  LT_CHECK(!(opts_.store_params && opts_.method == "full" && opts_.precision != "fp32"),
+  LT_CHECK(store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads,
+           "TrainModel: store_params / store_grads need a sharding strategy holding exactly those");
+  LT_CHECK(!(opts_.store_params && opts_.method == Method::Full && opts_.precision != Precision::FP32),
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
-           opts_.precision);
+           precision_name(opts_.precision));
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
+  lora_g_ = lora_tmp_ = lora_xd_ = nullptr;  // bound below when planned
+  for (const auto& r : BufferTable::rows(cfg_, opts_)) r.bind(*this, arenas_.get(r.name), r);
   const Dims d = dims_of(cfg_, opts_);
   N_ = d.N;
-  const bool full = opts_.method == "full";
+  const bool full = opts_.method == Method::Full;
   // the trainable tensors' names, whether or not the model holds them
   std::vector<std::string> trainable_names;
   {
@@ -404,31 +545,27 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   auto is_trainable = [&](const std::string& n) {
     return std::find(trainable_names.begin(), trainable_names.end(), n) != trainable_names.end();
   };
-  const bool sp = opts_.store_params, sg = opts_.store_grads;
+  const bool sp = opts_.store_params;
   // a trainable tensor: its buffer (planned, or the store's load buffer) to fill, registered with
   // the pointers aimed at it; finish_trainable() once filled
   auto begin_trainable = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
                              float** gref) -> float* {
     size_t n = 1;
     for (auto s : shape) n *= size_t(s);
-    float* dst = sp ? store_->load_buffer(params_.size(), n) : arenas_.get_as<float>(name);
-    float* g = sg ? nullptr : arenas_.get_as<float>("grad." + name);
-    TrainParam tp{name, shape, sp ? nullptr : dst, g,
-                  opts_.optimizer_state ? arenas_.get_as<float>("adam_m." + name) : nullptr,
-                  opts_.optimizer_state ? arenas_.get_as<float>("adam_v." + name) : nullptr, n, layer, decay,
-                  trainable_unit(name, d.L)};
+    TrainParam tp{name, shape, nullptr, nullptr, nullptr, nullptr, n, layer, decay, trainable_unit(name, d.L)};
+    for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
+      if (holds_trainable_buffer(opts_, i))
+        tp.*kTrainableBuffers[i].field = arenas_.get_as<float>(kTrainableBuffers[i].prefix + name);
+    float* dst = store_->load_buffer(params_.size(), n, sp ? nullptr : tp.p);
+    if (!sp) tp.p = dst;
+    float* g = tp.g;
     params_.push_back(tp);
-    pref_.push_back({pref});
-    gref_.push_back({gref});
     *pref = dst;
     *gref = g;
+    store_->add_pointers(params_.size() - 1, pref, gref);
     return dst;
   };
-  auto finish_trainable = [&]() {
-    if (!sp) return;
-    store_->loaded(params_.size() - 1);
-    *pref_.back()[0] = nullptr;
-  };
+  auto finish_trainable = [&]() { store_->loaded(params_.size() - 1); };
   // copy a checkpoint tensor into its buffer (*pref points at it); a trainable one is registered
   // with *gref pointing at its gradient, a frozen one gets *gref = null
   auto load = [&](const std::string& name, std::vector<int64_t> shape, int layer, bool decay, float** pref,
@@ -445,19 +582,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   };
   const int64_t C = d.C, V = d.V;
   QuantSpec qs;
-  const bool quant = quantized_base(cfg_, opts_, &qs), stored = !cfg_.quantization.empty();
-  float* load_scratch = nullptr;
-  size_t load_scratch_floats = 0;
-  if (quant) {
-    quant_ws_ = arenas_.get("quant.workspace");
-    for (const auto& b : plan_.buffers)
-      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
-    if (!stored) {
-      load_scratch = arenas_.get_as<float>("quant.load_scratch");
-      for (const auto& b : plan_.buffers)
-        if (b.name == "quant.load_scratch") load_scratch_floats = b.bytes / sizeof(float);
-    }
-  }
+  const bool quant = quantized_base(cfg_, opts_, &qs), stored = cfg_.quantization.has_value();
   // a frozen linear weight into its quantized storage: the file's parts copied, or the checkpoint
   // tensor converted and quantized a chunk at a time
   auto load_quant = [&](Linear& lin, const std::string& name) {
@@ -475,7 +600,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
                dtype_name(t.dtype));
       const auto* src = static_cast<const uint8_t*>(t.data);
       const size_t es = dtype_size(t.dtype);
-      lin.qt = quantize_weight_chunked(dst, bytes, lin.out, lin.in, qs, load_scratch, load_scratch_floats,
+      lin.qt = quantize_weight_chunked(dst, bytes, lin.out, lin.in, qs, load_scratch_, load_scratch_floats_,
                                        [&](float* out, int64_t first, int64_t count) {
                                          convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
                                        });
@@ -483,13 +608,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     }
     lin.q = &lin.qt;
   };
-  if (load_scratch) std::memset(load_scratch, 0, load_scratch_floats * sizeof(float));
+  if (load_scratch_) std::memset(load_scratch_, 0, load_scratch_floats_ * sizeof(float));
   half_ = precision_dtype(opts_.precision);
-  const std::string half_suffix = "." + opts_.precision;
   // a frozen linear weight into its 16-bit storage, converted a chunk at a time
   auto load_half = [&](const std::string& name, int64_t out, int64_t in) -> uint16_t* {
     const TensorInfo& t = ts.get(name, {out, in});
-    auto* dst = arenas_.get_as<uint16_t>(name + half_suffix);
+    auto* dst = arenas_.get_as<uint16_t>(half_buffer_name(name, opts_.precision));
     const size_t n = size_t(t.numel()), es = dtype_size(t.dtype);
     if (t.dtype == half_) {
       std::memcpy(dst, t.data, n * 2);
@@ -527,7 +651,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         lin->w16 = load_half(wn, out, in);
       } else {
         load(wn, {out, in}, l, true, &lin->w, &lin->dw);
-        if (half_ != DType::F32) lin->w16 = arenas_.get_as<uint16_t>(wn + half_suffix);  // filled by zero_grads()
+        if (half_ != DType::F32)  // filled by zero_grads()
+          lin->w16 = arenas_.get_as<uint16_t>(half_buffer_name(wn, opts_.precision));
       }
       if (cfg_.has_bias(m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
       auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
@@ -554,77 +679,25 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   if (cfg_.tie_embeddings) {
     lm_head_ = embed_;
     d_lm_head_ = d_embed_;
-    if (!params_.empty() && params_[0].name == "model.embed_tokens.weight") {  // one tensor, two names
-      pref_[0].push_back(&lm_head_);
-      gref_[0].push_back(&d_lm_head_);
-    }
+    if (!params_.empty() && params_[0].name == "model.embed_tokens.weight")  // one tensor, two names
+      store_->add_pointers(0, &lm_head_, &d_lm_head_);
   } else {
     load("lm_head.weight", {V, C}, -1, true, &lm_head_, &d_lm_head_);
   }
   // units: each one's tensors are contiguous in params_ (registered in execution order)
-  unit_first_.assign(size_t(d.L) + 2, 0);
-  unit_end_.assign(size_t(d.L) + 2, 0);
-  for (size_t u = 0, i = 0; u < unit_first_.size(); ++u) {
-    unit_first_[u] = i;
-    while (i < params_.size() && params_[i].unit == int(u)) ++i;
-    unit_end_[u] = i;
-  }
-  LT_CHECK(unit_end_.back() == params_.size(), "TrainModel: trainable tensors out of unit order");
-  unit_seen_.reserve(4 * unit_first_.size());  // a pass acquires each unit at most twice (+ the head)
-  inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
+  store_->attach(params_, d.L + 2);
+  store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
   auto inv = rope_inv_freq(cfg_);
   std::copy(inv.begin(), inv.end(), inv_freq_);
 
-  for (int l = 0; l <= d.L; ++l) res_.push_back(arenas_.get_as<float>(fmt::format("act.res.{}", l)));
   recompute_ = recompute_layers(cfg_, opts_);
-  if (half_ != DType::F32) {
-    half_x_ = arenas_.get_as<float>("half.x");
-    if (!quant) half_dy16_ = arenas_.get_as<uint16_t>("half.dy");
-    if (!quant) half_dy32_ = arenas_.get_as<float>("half.dy");
-    if (!quant && half_ == DType::F16) half_wtile_ = arenas_.get_as<float>("half.w_tile");
-  }
   for (int l = 0; l < d.L; ++l) {
     auto a = std::make_unique<LayerActs>();
     std::fill(std::begin(a->xa), std::end(a->xa), nullptr);
-    for (const auto& b : act_buffers(d, adapted_modules(cfg_, opts_, l))) {
-      void* buf = arenas_.get(shared_buffer(b, recompute_[l]) ? "recompute." + b.name
-                                                              : fmt::format("act.{}.{}", l, b.name));
-      float* ptr = static_cast<float*>(buf);
-      const std::string& n = b.name;
-      if (half_ != DType::F32 && b.gemm_input) {
-        auto* h = static_cast<uint16_t*>(buf);
-        if (n == "xn1") a->xn1_h = h; else if (n == "att") a->att_h = h; else if (n == "xn2") a->xn2_h = h;
-        else a->h_h = h;
-        ptr = half_x_;
-      }
-      if (n == "rstd1") a->rstd1 = ptr; else if (n == "xn1") a->xn1 = ptr; else if (n == "q") a->q = ptr;
-      else if (n == "k") a->k = ptr; else if (n == "v") a->v = ptr; else if (n == "att") a->att = ptr;
-      else if (n == "lse") a->lse = ptr; else if (n == "x_mid") a->x_mid = ptr; else if (n == "rstd2") a->rstd2 = ptr;
-      else if (n == "xn2") a->xn2 = ptr; else if (n == "gate") a->gate = ptr; else if (n == "up") a->up = ptr;
-      else if (n == "h") a->h = ptr;
-      else
-        for (int m = 0; m < 7; ++m)
-          if (n == "xa." + llama_linear_modules()[m]) a->xa[m] = ptr;
-    }
+    for (const auto& b : BufferTable::acts(d, adapted_modules(cfg_, opts_, l)))
+      b.bind(*a, arenas_.get(act_buffer_name(l, b, recompute_[l])), half_ != DType::F32 ? half_x_ : nullptr);
     acts_.push_back(std::move(a));
   }
-
-  xnf_ = arenas_.get_as<float>("act.final.xn");
-  rstdf_ = arenas_.get_as<float>("act.final.rstd");
-  logits_chunk_ = arenas_.get_as<float>("loss.logits_chunk");
-  d_xnf_ = arenas_.get_as<float>("loss.d_xn");
-  d_res_ = arenas_.get_as<float>("bwd.d_res");
-  d_xn_ = arenas_.get_as<float>("bwd.d_xn");
-  d_h_ = arenas_.get_as<float>("bwd.d_h");
-  d_gate_ = arenas_.get_as<float>("bwd.d_gate");
-  d_up_ = arenas_.get_as<float>("bwd.d_up");
-  d_q_ = arenas_.get_as<float>("bwd.d_q");
-  d_k_ = arenas_.get_as<float>("bwd.d_k");
-  d_v_ = arenas_.get_as<float>("bwd.d_v");
-  d_att_ = arenas_.get_as<float>("bwd.d_att");
-  lora_g_ = d.R > 0 ? arenas_.get_as<float>("lora.g") : nullptr;
-  lora_tmp_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.tmp") : nullptr;
-  lora_xd_ = d.R > 0 && opts_.lora.dropout > 0 ? arenas_.get_as<float>("lora.xd") : nullptr;
   refresh_half_weights();
 }
 
@@ -677,50 +750,6 @@ int trainable_unit(const std::string& name, int n_layers) {
     if (digits && i < name.size() && name[i] == '.' && l < n_layers) return l + 1;
   }
   return n_layers + 1;
-}
-
-void TrainModel::bind(int u, float* base, bool grads) {
-  size_t off = 0;
-  for (size_t i = unit_first_[size_t(u)]; i < unit_end_[size_t(u)]; ++i) {
-    float* ptr = base ? base + off : nullptr;
-    (grads ? params_[i].g : params_[i].p) = ptr;
-    for (float** r : (grads ? gref_ : pref_)[i]) *r = ptr;
-    off += params_[i].n;
-  }
-}
-
-void TrainModel::remember_unit_order(bool backward) {
-  if (!opts_.store_params || order_known_[backward]) return;
-  unit_order_[backward] = unit_seen_;  // once, on the first pass of each kind
-  order_known_[backward] = true;
-}
-
-void TrainModel::use_params(int u) {
-  if (!opts_.store_params || unit_empty(u)) return;
-  // the hint: what followed u the last time a pass of this kind got this far the same way
-  const auto& order = unit_order_[pass_backward_];
-  const size_t at = unit_seen_.size();
-  int next = -1;
-  if (order_known_[pass_backward_] && at < order.size() && order[at] == u && at + 1 < order.size()) next = order[at + 1];
-  if (unit_seen_.size() < unit_seen_.capacity()) unit_seen_.push_back(u);
-  bind(u, store_->acquire_params(u, next), false);
-}
-void TrainModel::drop_params(int u) {
-  if (!opts_.store_params || unit_empty(u)) return;
-  store_->release_params(u);
-  bind(u, nullptr, false);
-}
-void TrainModel::use_grads(int u) {
-  if (opts_.store_grads && !unit_empty(u)) bind(u, store_->acquire_grads(u), true);
-}
-void TrainModel::drop_grads(int u, bool last) {
-  if (!store_ || unit_empty(u)) return;
-  if (!opts_.store_grads) {
-    if (last) store_->grads_ready(u);
-    return;
-  }
-  store_->release_grads(u);
-  bind(u, nullptr, true);
 }
 
 void TrainModel::zero_grads() {
@@ -816,7 +845,7 @@ struct LinearRunner {
 };
 }  // namespace
 
-void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
+void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t step, int parts) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
   const TrainOps& t = tops_;
@@ -835,9 +864,9 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   lr.forward(a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
   lr.forward(a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
-  ops_.rope_forward(a.q, positions_, inv_freq_, N, d.NH, d.HS, il);
-  ops_.rope_forward(a.k, positions_, inv_freq_, N, d.NKV, d.HS, il);
-  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, doc_start_, N, d.NH, d.NKV, d.HS);
+  ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
+  ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
+  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
   lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
@@ -854,7 +883,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, uint64_t step, int parts) {
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
 }
 
-void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
+void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t step) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
   const TrainOps& t = tops_;
@@ -884,9 +913,9 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
-  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, doc_start_, N, d.NH, d.NKV, d.HS);
-  t.rope_backward(d_q_, positions_, inv_freq_, N, d.NH, d.HS, il);
-  t.rope_backward(d_k_, positions_, inv_freq_, N, d.NKV, d.HS, il);
+  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, b.doc_start, N, d.NH, d.NKV, d.HS);
+  t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
+  t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
   lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
@@ -895,78 +924,61 @@ void TrainModel::layer_backward(int l, LayerActs& a, uint64_t step) {
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }
 
-float TrainModel::run(const int* tokens, const int* labels, const int* positions, const int* doc_start,
-                      float loss_scale, bool backward, uint64_t step) {
-  const Dims d = dims_of(cfg_, opts_);
-  const int N = N_;
-  for (int i = 0; i < N; ++i) {
-    LT_CHECK(tokens[i] >= 0 && tokens[i] < d.V, "token id {} at batch position {} is outside the vocabulary ({})",
-             tokens[i], i, d.V);
-    LT_CHECK(doc_start[i] >= 0 && doc_start[i] <= i, "doc_start[{}] = {} is not in [0, {}]", i, doc_start[i], i);
-    LT_CHECK(positions[i] >= 0 && positions[i] < cfg_.max_seq_len, "position {} at batch position {} is past the "
-             "model's context ({})", positions[i], i, cfg_.max_seq_len);
+void TrainModel::check_batch(const BatchView& b) const {
+  for (int i = 0; i < N_; ++i) {
+    LT_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.vocab_size, "token id {} at batch position {} is outside the "
+             "vocabulary ({})", b.tokens[i], i, cfg_.vocab_size);
+    LT_CHECK(b.doc_start[i] >= 0 && b.doc_start[i] <= i, "doc_start[{}] = {} is not in [0, {}]", i, b.doc_start[i], i);
+    LT_CHECK(b.positions[i] >= 0 && b.positions[i] < cfg_.max_seq_len, "position {} at batch position {} is past the "
+             "model's context ({})", b.positions[i], i, cfg_.max_seq_len);
   }
-  tokens_ = tokens;
-  positions_ = positions;
-  doc_start_ = doc_start;
+}
+
+// One pass, as llm.c's forward and backward: each unit between the store's before / after hooks
+// (units: 0 embedding, l+1 layer l, L+1 final norm and lm_head; a tied lm_head is unit 0).
+float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint64_t step) {
+  check_batch(b);
+  const Dims d = dims_of(cfg_, opts_);
+  const int N = N_, head = d.L + 1, lm = cfg_.tie_embeddings ? 0 : head;
   const TrainOps& t = tops_;
-  // units (TrainableStore): 0 embedding, l+1 layer l, L+1 final norm and lm_head (tied: unit 0)
-  const int head = d.L + 1;
-  const bool tied = cfg_.tie_embeddings;
-  pass_backward_ = backward;
-  unit_seen_.clear();
-  use_params(0);
-  ops_.embedding_forward(res_[0], tokens, embed_, N, d.C);
-  drop_params(0);
+  UnitStore& s = *store_;
+  s.begin_pass(backward);
+  s.before(0, Pass::Forward);
+  ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  s.after(0, Pass::Forward);
   for (int l = 0; l < d.L; ++l) {
-    use_params(l + 1);
-    layer_forward(l, *acts_[l], step);
-    drop_params(l + 1);
+    s.before(l + 1, Pass::Forward);
+    layer_forward(l, *acts_[l], b, step);
+    s.after(l + 1, Pass::Forward);
     if (ledger_) ledger_->mark("forward", l);
   }
-  // the final norm and the loss; tied, the head (final norm) and the embedding (lm_head) take
-  // turns, so one unit is acquired at a time: the lm_head part of the embedding's gradient leaves
-  // after the loss and its embedding part at the end
-  const int lm_unit = tied ? 0 : head;
-  use_params(head);
-  if (backward && !tied) use_grads(head);
+  s.before(head, Pass::Forward);
   ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
-  if (tied) {
-    drop_params(head);
-    use_params(0);
-    if (backward) use_grads(0);
-  }
-  float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
-                              lm_head_, labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  s.after(head, Pass::Forward);
+  // the chunked lm_head + cross-entropy; with backward it also writes d_lm_head and d_xnf
+  const Pass loss_pass = backward ? Pass::Loss : Pass::Forward;
+  s.before(lm, loss_pass);
+  const float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                                    lm_head_, b.labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  s.after(lm, loss_pass);
   if (ledger_) ledger_->mark("loss");
-  if (!backward) {
-    drop_params(lm_unit);
-    remember_unit_order(false);
-    return loss;
+  if (backward) {
+    std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
+    s.before(head, Pass::Backward);
+    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+    s.after(head, Pass::Backward);
+    for (int l = d.L - 1; l >= 0; --l) {
+      s.before(l + 1, Pass::Backward);
+      if (recompute_[l]) layer_forward(l, *acts_[l], b, step, recompute_[l]);
+      layer_backward(l, *acts_[l], b, step);
+      s.after(l + 1, Pass::Backward);
+      if (ledger_) ledger_->mark("backward", l);
+    }
+    s.before(0, Pass::Backward);
+    if (d_embed_) t.embedding_backward(d_embed_, d_res_, b.tokens, N, d.C);
+    s.after(0, Pass::Backward);
   }
-  if (tied) {
-    drop_params(0);
-    drop_grads(0, /*last=*/false);  // the embedding's own gradient comes at the end
-    use_params(head);
-    use_grads(head);
-  }
-  std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
-  t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
-  drop_params(head);
-  drop_grads(head);
-  for (int l = d.L - 1; l >= 0; --l) {
-    use_params(l + 1);
-    use_grads(l + 1);
-    if (recompute_[l]) layer_forward(l, *acts_[l], step, recompute_[l]);
-    layer_backward(l, *acts_[l], step);
-    drop_params(l + 1);
-    drop_grads(l + 1);
-    if (ledger_) ledger_->mark("backward", l);
-  }
-  use_grads(0);
-  if (d_embed_) t.embedding_backward(d_embed_, d_res_, tokens, N, d.C);
-  drop_grads(0);
-  remember_unit_order(true);
+  s.end_pass();
   return loss;
 }
 
@@ -980,14 +992,14 @@ float TrainModel::forward_backward(const int* tokens, const int* labels, const i
                step_label_tokens);
       loss_scale = float(double(loss_scale) * own / double(step_label_tokens));
     }
-  return run(tokens, labels, positions, doc_start, loss_scale, true, dropout_step);
+  return run({tokens, labels, positions, doc_start}, loss_scale, true, dropout_step);
 }
 
 float TrainModel::forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start) {
   // evaluation: LoRA dropout off
   float p = opts_.lora.dropout;
   opts_.lora.dropout = 0;
-  float loss = run(tokens, labels, positions, doc_start, 1.0f, false, 0);
+  float loss = run({tokens, labels, positions, doc_start}, 1.0f, false, 0);
   opts_.lora.dropout = p;
   return loss;
 }

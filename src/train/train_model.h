@@ -2,8 +2,9 @@
 // micro-batch of N = B*T tokens with document masking (DESIGN.md §2-5). Every buffer — frozen and
 // trainable weights, gradients, AdamW moments, saved activations, checkpoint recompute scratch,
 // the loss chunk — comes from plan_training(), built before anything is allocated; a step
-// allocates nothing. Under ZeRO stages 2-3 the trainable tensors' gradients (and parameters) live
-// in a TrainableStore instead (train/trainable_store.h), acquired unit by unit during the pass.
+// allocates nothing. A pass calls its UnitStore (train/unit_store.h) before and after each unit
+// (embedding, decoder layer, head); under ZeRO stages 2-3 the store's sharding strategy holds the
+// trainable tensors' gradients (and parameters) and hands them out unit by unit during the pass.
 // Dimension letters: N tokens in the micro-batch, C, QD = NH*HS, KVD = NKV*HS, F, V, R LoRA rank.
 #pragma once
 #include <cstdint>
@@ -19,7 +20,8 @@
 #include "core/model_config.h"
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
-#include "train/trainable_store.h"
+#include "core/train_types.h"
+#include "train/unit_store.h"
 
 namespace lt {
 
@@ -29,7 +31,7 @@ namespace lt {
 enum class Checkpointing { None, EveryK, Attention, Mlp };
 
 struct TrainModelOptions {
-  std::string method = "lora";   // "lora" | "full"
+  Method method = Method::Lora;
   LoraConfig lora;
   int micro_batch = 1;           // B
   int seq_len = 256;             // T
@@ -40,29 +42,29 @@ struct TrainModelOptions {
   int loss_chunk = 256;          // rows of logits computed at a time
   uint64_t seed = 0;             // LoRA init and dropout masks
   // Frozen linear weights (q, k, v, o, gate, up, down) stored quantized, LoRA only (QLoRA):
-  // "none" | nf4 | fp4 | int8, quantized on load. A base model stored quantized
-  // (ModelConfig::quantization) is used as stored; "none" or its own format is accepted then.
-  std::string quantization = "none";
+  // nf4 | fp4 | int8, quantized on load; nullopt: none. A base model stored quantized
+  // (ModelConfig::quantization) is used as stored; none or its own format is accepted then.
+  Quantization quantization;
   int quant_blocksize = 64;      // 4-bit: a power of two in [64, 4096]
   bool double_quant = false;     // 4-bit: absmax values quantized to 8 bits
   float int8_threshold = 6.0f;   // LLM.int8 outlier threshold (0: none)
   // false: the AdamW moments live outside the model (ZeRO shards, disk offload; dist/zero.h): the
   // plan lists none and TrainParam::m / v are null.
   bool optimizer_state = true;
-  // true: the trainable tensors' parameters / gradients live in a TrainableStore given to the
-  // constructor (ZeRO stage 3 / 2, dist/zero.h): the plan lists none of those buffers.
+  // true: the trainable tensors' parameters / gradients live in the sharding strategy of the
+  // UnitStore given to the constructor (ZeRO stage 3 / 2, dist/zero.h): the plan lists none of
+  // those buffers.
   bool store_params = false;
   bool store_grads = false;
-  // Mixed precision: "fp32" | "bf16" | "fp16". bf16 / fp16 store the frozen linear weights (LoRA;
+  // Mixed precision: fp32 | bf16 | fp16. bf16 / fp16 store the frozen linear weights (LoRA;
   // a quantized base stays quantized), a working copy of each trainable linear weight (full) and
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (half_linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
-  std::string precision = "fp32";
+  Precision precision = Precision::FP32;
 };
 
-// The 16-bit storage type of a precision: BF16 for "bf16", F16 for "fp16", F32 for "fp32";
-// lt::Error naming the choices otherwise.
-DType precision_dtype(const std::string& precision);
+// The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
+DType precision_dtype(Precision precision);
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
@@ -72,8 +74,8 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o);
 // Whether the frozen linear weights are quantized (requested or stored so), and in which format.
 bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec* spec = nullptr);
 
-// One trainable tensor with its gradient and AdamW moments (all from the arenas). With a
-// TrainableStore holding parameters (gradients), p (g) is null except while its unit is acquired.
+// One trainable tensor with its gradient and AdamW moments (all from the arenas). With a sharding
+// strategy holding parameters (gradients), p (g) is null except while its unit is acquired.
 struct TrainParam {
   std::string name;              // PEFT key for LoRA tensors, HF name for full fine-tuning
   std::vector<int64_t> shape;
@@ -84,6 +86,10 @@ struct TrainParam {
   int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
 };
 
+// The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in
+// decoder layer l ("layers.<l>."), n_layers+1 the rest (final norm, lm_head).
+int trainable_unit(const std::string& name, int n_layers);
+
 struct Linear;  // train_model.cpp
 class Ledger;
 
@@ -91,9 +97,10 @@ class TrainModel {
  public:
   // ops: ops_ref() runs every op, forward and backward, on the scalar reference kernels;
   // ops_cpu() on the fast CPU kernels.
-  // store: required when opts.store_params or opts.store_grads (it must outlive the model).
+  // store: its strategy must hold exactly the parameters / gradients that opts.store_params /
+  // store_grads say (it must outlive the model); null: the model holds everything (a store of its own).
   TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops,
-             TrainableStore* store = nullptr);
+             UnitStore* store = nullptr);
   ~TrainModel();
 
   // Forward and backward over one micro-batch (B*T tokens, labels already shifted, -100 ignored).
@@ -128,20 +135,16 @@ class TrainModel {
   void lora_tensors(int layer, const std::string& module, float** A, float** B) const;
 
  private:
+  friend struct BufferTable;  // train_model.cpp: the planned buffers and the fields they are bound to
   struct LayerActs;
-  void layer_forward(int l, LayerActs& a, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
-  void layer_backward(int l, LayerActs& a, uint64_t dropout_step);
+  struct BatchView {  // one micro-batch's inputs (N each)
+    const int *tokens, *labels, *positions, *doc_start;
+  };
+  void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
+  void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
-  // TrainableStore units: point unit u's tensors (parameters / gradients) at base, or at null.
-  void bind(int u, float* base, bool grads);
-  void use_params(int u);
-  void drop_params(int u);
-  void use_grads(int u);
-  void drop_grads(int u, bool last = true);  // last: u's final contribution in this pass
-  void remember_unit_order(bool backward);
-  bool unit_empty(int u) const { return unit_first_[size_t(u)] == unit_end_[size_t(u)]; }
-  float run(const int* tokens, const int* labels, const int* positions, const int* doc_start, float loss_scale,
-            bool backward, uint64_t dropout_step);
+  void check_batch(const BatchView& b) const;
+  float run(const BatchView& b, float loss_scale, bool backward, uint64_t dropout_step);
 
   ModelConfig cfg_;
   TrainModelOptions opts_;
@@ -152,13 +155,8 @@ class TrainModel {
   Arenas arenas_;
   int N_ = 0;
   std::vector<TrainParam> params_;
-  TrainableStore* store_ = nullptr;
-  std::vector<std::vector<float**>> pref_, gref_;  // per trainable tensor: the pointers aimed at p / g
-  std::vector<size_t> unit_first_, unit_end_;      // per unit: its tensors [first, end) in params_
-  // the order a pass acquires units' parameters (index: backward), recorded for prefetch hints
-  std::vector<int> unit_order_[2], unit_seen_;
-  bool order_known_[2] = {false, false};
-  bool pass_backward_ = false;
+  std::unique_ptr<UnitStore> own_store_;  // without a store given: one of its own, holding nothing
+  UnitStore* store_ = nullptr;
   std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
   std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets; recomputed buffers point into one shared set
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)
@@ -171,12 +169,13 @@ class TrainModel {
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
   void* quant_ws_ = nullptr;                      // quantized linears' shared tile workspace
   size_t quant_ws_bytes_ = 0;
+  float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
+  size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
   uint16_t* half_dy16_ = nullptr;                 // 16-bit GEMM workspaces (half_linear.h)
   float *half_dy32_ = nullptr, *half_wtile_ = nullptr;
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_, *lora_g_, *lora_tmp_, *lora_xd_;
-  const int *tokens_ = nullptr, *positions_ = nullptr, *doc_start_ = nullptr;
 };
 
 }  // namespace lt

@@ -21,7 +21,7 @@ inline TrainConfig dist_config(const std::string& method, int global_accum) {
   c.datasets = {{shared + "/data/aesop_fables/aesop_fables.txt", 2}};
   c.val_set_size = 0.05;
   c.eval_batches = 1;
-  c.method = method;
+  c.method = parse_method(method);
   c.lora.r = 4;
   c.lora.alpha = 8;
   c.lora.dropout = 0.1f;  // the masks depend on the global micro-batch index: this checks it

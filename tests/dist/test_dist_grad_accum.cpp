@@ -10,10 +10,9 @@
 #include <fmt/format.h>
 
 #include "dist/zero.h"
-#include "dist/zero_trainer.h"
 #include "dist_test_config.h"
 #include "../train/grad_accum_test_data.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using namespace lt::test;

@@ -14,12 +14,11 @@
 #include "core/error.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
-#include "dist/zero_trainer.h"
 #include "dist_test_config.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using lt::test::dist_config;
@@ -231,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(DistZero, DistZeroStages,
 // steps skipped while an initial scale of 2^24 overflows and backs off (every rank skips them).
 TEST(DistZeroFp16, LossScalingSkipsTheSameStepsAsOneProcess) {
   auto fp16 = [](TrainConfig c) {
-    c.precision = "fp16";
+    c.precision = Precision::FP16;
     c.initial_loss_scale = 16777216.0;  // 2^24: the first steps overflow
     c.max_steps = 10;
     return c;

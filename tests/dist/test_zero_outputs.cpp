@@ -14,12 +14,11 @@
 #include <sstream>
 
 #include "core/mapped_file.h"
-#include "dist/zero_trainer.h"
 #include "dist_test_config.h"
 #include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using lt::test::dist_config;

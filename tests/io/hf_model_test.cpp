@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/atomic_file.h"
 #include "io/safetensors.h"
 #include "io_test_util.h"
@@ -123,16 +125,62 @@ TEST(HfConfig, MissingAndWrongTypedFields) {
 
 TEST(HfConfig, RopeScaling) {
   std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "intermediate_size": 128, "vocab_size": 100, "rope_scaling": )";
-  EXPECT_LT_ERROR(parse_hf_config(base + R"({"type": "linear", "factor": 2.0}})", "r/config.json"),
-                  {"r/config.json", "'linear'", "llama3"});
-  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "yarn", "factor": 2.0}})", "r/config.json"),
-                  {"r/config.json", "'yarn'"});
+      "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 256, "rope_scaling": )";
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"type": "su", "factor": 2.0}})", "r/config.json"),
+                  {"r/config.json", "'su'", "linear, dynamic, yarn, longrope, llama3"});
   EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "llama3"}})", "r/config.json"),
                   {"r/config.json", "rope_scaling.factor"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "linear"}})", "r/config.json"),
+                  {"r/config.json", "rope_scaling.factor"});
   EXPECT_LT_ERROR(parse_hf_config(base + R"(5})", "r/config.json"), {"r/config.json", "'rope_scaling'"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5}})",
+                                  "r/config.json"),
+                  {"r/config.json", "partial_rotary_factor"});
   EXPECT_EQ(parse_hf_config(base + R"({"rope_type": "default"}})", "r").rope_scaling.type, "");
   EXPECT_EQ(parse_hf_config(base + R"({"type": "llama3", "factor": 8}})", "r").rope_scaling.factor, 8.0f);
+  // llama3 without original_max_position_embeddings: max_position_embeddings, as transformers
+  EXPECT_EQ(parse_hf_config(base + R"({"type": "llama3", "factor": 8}})", "r").rope_scaling.original_max_position_embeddings,
+            256);
+  ModelConfig lin = parse_hf_config(base + R"({"type": "linear", "factor": 4}})", "r");
+  EXPECT_EQ(lin.rope_scaling.type, "linear");
+  EXPECT_FLOAT_EQ(lin.rope_scaling.factor, 4.0f);
+  EXPECT_FLOAT_EQ(lin.rope_attention_factor, 1.0f);
+  EXPECT_EQ(parse_hf_config(base + R"({"type": "dynamic", "factor": 2}})", "r").rope_scaling.type, "dynamic");
+}
+
+TEST(HfConfig, RopeScalingYarnAndLongrope) {
+  std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 256, )";
+  ModelConfig y = parse_hf_config(base + R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 64, "beta_fast": 16, "beta_slow": 0, "truncate": false}})", "y");
+  EXPECT_EQ(y.rope_scaling.type, "yarn");
+  EXPECT_EQ(y.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_FLOAT_EQ(y.rope_scaling.beta_fast, 16.0f);
+  EXPECT_FLOAT_EQ(y.rope_scaling.beta_slow, 1.0f);  // `beta_slow or 1`
+  EXPECT_FALSE(y.rope_scaling.truncate);
+  EXPECT_NEAR(y.rope_attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  // factor null: max_position_embeddings / original; a top-level original_max_position_embeddings wins
+  ModelConfig y2 = parse_hf_config(base + R"("original_max_position_embeddings": 32,
+      "rope_scaling": {"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 64,
+                       "attention_factor": 1.5}})", "y2");
+  EXPECT_EQ(y2.rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_FLOAT_EQ(y2.rope_scaling.factor, 8.0f);
+  EXPECT_FLOAT_EQ(y2.rope_attention_factor, 1.5f);
+  // longrope: factor lists of head_dim / 2 = 8, attention factor from max_position / original
+  std::string lists = R"("short_factor": [1, 1, 1, 1, 1, 1, 1, 1], "long_factor": [1, 1, 2, 2, 4, 4, 8, 8])";
+  ModelConfig l = parse_hf_config(base + R"("rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 64, )" +
+                                      lists + "}}",
+                                  "l");
+  EXPECT_EQ(l.rope_scaling.long_factor.size(), 8u);
+  EXPECT_FLOAT_EQ(l.rope_scaling.long_factor[7], 8.0f);
+  EXPECT_FLOAT_EQ(l.rope_scaling.factor, 4.0f);
+  EXPECT_NEAR(l.rope_attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(64.0)), 1e-6);
+  EXPECT_LT_ERROR(parse_hf_config(base + R"("rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1],
+      "long_factor": [1, 1]}})", "l/config.json"),
+                  {"l/config.json", "short_factor", "head_dim / 2 = 8", "got 2"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"("rope_scaling": {"rope_type": "longrope", "short_factor": "x"}})",
+                                  "l/config.json"),
+                  {"l/config.json", "'short_factor'", "list of numbers"});
 }
 
 TEST(HfConfig, RopeParametersTransformers5) {
@@ -148,8 +196,9 @@ TEST(HfConfig, RopeParametersTransformers5) {
   EXPECT_FLOAT_EQ(l.rope_theta, 5e5f);
   EXPECT_EQ(l.rope_scaling.type, "llama3");
   EXPECT_FLOAT_EQ(l.rope_scaling.factor, 8.0f);
-  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "yarn", "factor": 4.0}})", "v5/config.json"),
-                  {"v5/config.json", "'yarn'"});
+  EXPECT_LT_ERROR(parse_hf_config(base + R"({"rope_type": "ntk", "factor": 4.0}})", "v5/config.json"),
+                  {"v5/config.json", "'ntk'"});
+  EXPECT_EQ(parse_hf_config(base + R"({"rope_type": "yarn", "factor": 4.0}})", "v5").rope_scaling.type, "yarn");
 }
 
 TEST(HfConfig, FileErrors) {

@@ -36,7 +36,7 @@ TEST(IoValidateConfig, AcceptsAndRejects) {
   bad([](ModelConfig& c) { c.norm_eps = 0; }, {"where.json", "rms_norm_eps"});
   bad([](ModelConfig& c) { c.rope_theta = -1; }, {"where.json", "rope_theta"});
   bad([](ModelConfig& c) { c.arch = "gpt2"; }, {"'gpt2'", "where.json"});
-  bad([](ModelConfig& c) { c.rope_scaling.type = "yarn"; }, {"where.json", "'yarn'"});
+  bad([](ModelConfig& c) { c.rope_scaling.type = "su"; }, {"where.json", "'su'", "longrope"});
   bad([](ModelConfig& c) { c.rope_scaling.type = "llama3", c.rope_scaling.factor = 0; }, {"where.json", "factor"});
   bad([](ModelConfig& c) { c.eos_token_id = 32; }, {"where.json", "eos_token_id"});
   bad([](ModelConfig& c) { c.max_seq_len = 0; }, {"where.json", "sequence length"});

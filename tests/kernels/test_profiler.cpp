@@ -69,7 +69,7 @@ float one_step(TrainModel& m, int N, int T) {
 TEST(Profiler, RecordsEveryOpWithTheModelsFlopsAndAChromeTrace) {
   Tiny t;
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 2;
   o.seq_len = 32;
   TrainModel plain(t.cfg, t.ts, o, ops_cpu());

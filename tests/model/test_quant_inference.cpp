@@ -48,10 +48,10 @@ TEST(QuantInference, Int8AndNf4StayCloseToF32AndShrinkTheWeights) {
   auto f32 = LlamaModel::load(kModel, {}, ops_cpu());
   const auto ref = run(*f32);
   InferenceOptions i8;
-  i8.quantization = "int8";
+  i8.quantization = QuantType::Int8;
   auto m8 = LlamaModel::load(kModel, i8, ops_cpu());
   InferenceOptions n4;
-  n4.quantization = "nf4";
+  n4.quantization = QuantType::NF4;
   n4.double_quant = true;
   auto m4 = LlamaModel::load(kModel, n4, ops_cpu());
   const double e8 = rel_rms(run(*m8), ref), e4 = rel_rms(run(*m4), ref);
@@ -73,7 +73,7 @@ TEST(QuantInference, AQuantizedFolderGivesTheSameLogitsAsQuantizingOnLoad) {
   fs::remove_all(dir);
   quantize_model(kModel, {QuantType::NF4, 64, true}, dir.string());
   InferenceOptions n4;
-  n4.quantization = "nf4";
+  n4.quantization = QuantType::NF4;
   n4.double_quant = true;
   auto on_load = LlamaModel::load(kModel, n4, ops_cpu());
   auto stored = LlamaModel::load(dir.string(), {}, ops_cpu());  // no options: the folder says nf4 + dq

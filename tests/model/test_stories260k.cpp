@@ -3,6 +3,7 @@
 // arenas are exactly what was allocated.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
@@ -70,4 +71,29 @@ TEST(ModelStories260K, PlanMatchesAllocation) {
   auto model2 = LlamaModel::load(kDir + "stories260K.bin", small, ops_cpu());
   model2->forward(ids.data(), int(ids.size()), 0);
   for (int i = 0; i < 512; ++i) EXPECT_NEAR(a[i], model2->logits()[i], 1e-4f);
+}
+
+// A sequence over another model's weights (its own KV cache and activations) computes exactly
+// what a model loaded on its own does, and allocates no weights.
+TEST(ModelStories260K, SharedWeightsGiveIdenticalLogits) {
+  InferenceOptions io;
+  io.context = 64;
+  io.prefill_block = 5;
+  auto alone = LlamaModel::load(kDir + "stories260K.bin", io, ops_cpu());
+  InferenceOptions one;
+  one.context = 1;
+  std::shared_ptr<const LlamaModel> weights = LlamaModel::load(kDir + "stories260K.bin", one, ops_cpu());
+  LlamaModel shared(weights, io);
+  EXPECT_EQ(shared.arenas().allocated_bytes(Category::FrozenWeights), 0u);
+  EXPECT_EQ(shared.arenas().allocated_bytes(Category::KVCache), alone->arenas().allocated_bytes(Category::KVCache));
+  const std::vector<int> ids = {1, 403, 407, 261, 378, 263, 300, 285};
+  alone->forward(ids.data(), int(ids.size()), 0);
+  shared.forward(ids.data(), int(ids.size()), 0);
+  for (int i = 0; i < 512; ++i) ASSERT_EQ(alone->logits()[i], shared.logits()[i]) << i;
+  const int next = 290;
+  alone->forward(&next, 1, int(ids.size()));
+  shared.forward(&next, 1, int(ids.size()));
+  for (int i = 0; i < 512; ++i) ASSERT_EQ(alone->logits()[i], shared.logits()[i]) << i;
+  // the shared weights are read-only through it
+  EXPECT_THROW(shared.merge_adapter("some_adapter"), Error);
 }

@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "io/model_files.h"
 #include "plan/budget.h"
-#include "train/trainer.h"
 
 using namespace lt;
 

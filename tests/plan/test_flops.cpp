@@ -15,7 +15,7 @@ static ModelConfig shape() {
 TEST(PlanFlops, FullFineTuningCounts) {
   ModelConfig m = shape();
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.seq_len = 31;  // (T+1)/2 = 16 keys per query on average
   const double lin = 64.0 * 64 + 2 * 64.0 * 32 + 64.0 * 64 + 3 * 64.0 * 128;  // weights per layer
   const double attn = 2 * 2 * 64.0 * 16;

@@ -14,7 +14,6 @@
 #include "plan/flops.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
 
 using namespace lt;
 
@@ -89,7 +88,7 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
     RandomModel rm(mc);
     for (const auto& r : runs) {
       TrainModelOptions o;
-      o.method = std::string(r.method).substr(0, 4);
+      o.method = parse_method(std::string(r.method).substr(0, 4));
       o.lora.r = 4;
       o.lora.alpha = 8;
       o.lora.dropout = r.dropout;
@@ -97,9 +96,9 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
                                                                  : std::vector<std::string>{"all-linear"};
       o.micro_batch = r.B;
       o.seq_len = r.T;
-      o.quantization = r.quant;
+      o.quantization = parse_quantization(r.quant);
       o.double_quant = r.dq;
-      o.precision = r.precision;
+      o.precision = parse_precision(r.precision);
       parse_checkpointing(r.ckpt, o);
       const MemoryPlan plan = plan_training(mc, o);  // what `leantune plan` prints
       TrainModel m(mc, rm.ts, o, ops_cpu());
@@ -148,13 +147,13 @@ TEST(PlanLedger, QuantizedFrozenWeightBytesPerParameter) {
   const size_t linear = L * (2 * C * C + 2 * KVD * C + 3 * F * C), other = V * C + (2 * L + 1) * C;
   EXPECT_EQ(linear, 106168320u);
   TrainModelOptions o;
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.target_modules = {"all-linear"};
   o.seq_len = 256;
   auto linear_bytes_per_param = [&](const char* quant, bool dq, const char* precision = "fp32") {
-    o.quantization = quant;
+    o.quantization = parse_quantization(quant);
     o.double_quant = dq;
-    o.precision = precision;
+    o.precision = parse_precision(precision);
     const MemoryPlan p = plan_training(m, o);
     return double(p.arena_bytes(Category::FrozenWeights) - 4 * other) / double(linear);
   };
@@ -180,7 +179,7 @@ TEST(PlanLedger, Llama3_8BLoraPlanMatchesAHandCalculation) {
       "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-05,
       "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})", "Llama-3-8B/config.json");
   TrainModelOptions o;
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.r = 16;
   o.lora.target_modules = {"all-linear"};
   o.micro_batch = 1;

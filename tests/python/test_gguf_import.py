@@ -197,6 +197,34 @@ def test_gguf_to_gguf(leantune_bin, tmp_path):
     assert np.abs(logits(leantune_bin, tmp_path / "b.gguf", V, tmp_path) - logits(leantune_bin, folder, V, tmp_path)).max() <= 1e-5
 
 
+def test_linear_rope_scaling(leantune_bin, tmp_path):
+    # linear RoPE scaling travels as llama.rope.scaling.type / .factor (no tensor), both ways
+    from test_model_parity import randomize
+    from transformers import LlamaConfig, LlamaForCausalLM
+    shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=300, max_position_embeddings=512)
+    torch.manual_seed(0)
+    model = randomize(LlamaForCausalLM(LlamaConfig(
+        **shape, rope_parameters={"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0})).eval(), 1)
+    folder = tmp_path / "src"
+    model.save_pretrained(folder, safe_serialization=True)
+    byte_level_tokenizer(folder, 280)
+    r = subprocess.run([leantune_bin, "export", "--gguf", str(tmp_path / "m.gguf"), "--type", "f32", "--model",
+                        str(folder)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    reader = gguf.GGUFReader(str(tmp_path / "m.gguf"))
+    assert bytes(reader.fields["llama.rope.scaling.type"].parts[-1]).decode() == "linear"
+    assert reader.fields["llama.rope.scaling.factor"].parts[-1][0] == 4.0
+    V = shape["vocab_size"]
+    ours = logits(leantune_bin, tmp_path / "m.gguf", V, tmp_path)
+    assert np.abs(ours - logits(leantune_bin, folder, V, tmp_path)).max() <= 1e-5
+    # the scaling matters: the same weights without it give other logits
+    plain = LlamaForCausalLM(LlamaConfig(**shape, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(tmp_path / "plain", safe_serialization=True)
+    assert np.abs(ours - logits(leantune_bin, tmp_path / "plain", V, tmp_path)).max() > 1e-3
+
+
 def tokenize(leantune_bin, tok, texts, *extra):
     with tempfile.NamedTemporaryFile("w", suffix=".json") as inp:
         inp.write(json.dumps(texts))

@@ -3,7 +3,8 @@
 //   --fault-sleep-ms MS              sleep after every optimizer step (so a test can kill it mid-run)
 //   --fault-abort-at-checkpoint N    abort() once checkpoint N is written, before LATEST names it
 //   --fault-abort-after-checkpoint N abort() once LATEST names checkpoint N
-// The faults go through TrainHooks (train/trainer.h); production code reads no test variables.
+// The faults go through the Trainer's fault-injection seam (leantune::FaultInjection,
+// include/leantune/trainer.h); production code reads no test variables.
 // Built only with LT_BUILD_TESTS. Errors print like the CLI's and exit 1.
 #include <chrono>
 #include <cstdio>
@@ -12,9 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "train/train_config.h"
-#include "train/trainer.h"
+#include "leantune/trainer.h"
 
 namespace {
 
@@ -25,7 +24,7 @@ int to_int(const std::string& flag, const std::string& v) {
     if (used == v.size() && n >= 0) return n;
   } catch (...) {
   }
-  lt::fail("{}: '{}' is not a non-negative whole number", flag, v);
+  throw leantune::Error(flag + ": '" + v + "' is not a non-negative whole number");
 }
 
 }  // namespace
@@ -42,22 +41,24 @@ int main(int argc, char** argv) {
         args.push_back(a);
         continue;
       }
-      LT_CHECK(i + 1 < argc, "{} needs a value", a);
+      if (i + 1 >= argc) throw leantune::Error(a + " needs a value");
       const int v = to_int(a, argv[++i]);
       (a == "--fault-sleep-ms" ? sleep_ms : a == "--fault-abort-at-checkpoint" ? abort_at : abort_after) = v;
     }
-    lt::TrainHooks hooks;
+    leantune::FaultInjection faults;
     if (sleep_ms > 0)
-      hooks.on_step_end = [sleep_ms](int) { std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms)); };
+      faults.after_step = [sleep_ms](int) { std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms)); };
     if (abort_at >= 0)
-      hooks.on_checkpoint_written = [abort_at](int step) {
+      faults.checkpoint_written = [abort_at](int step) {
         if (step == abort_at) std::abort();
       };
     if (abort_after >= 0)
-      hooks.on_checkpoint_saved = [abort_after](int step) {
+      faults.checkpoint_published = [abort_after](int step) {
         if (step == abort_after) std::abort();
       };
-    lt::run_training(lt::parse_train_args(args), hooks);
+    leantune::Trainer trainer(leantune::TrainerConfig::from_args(args));
+    trainer.set_fault_injection(faults);
+    trainer.run();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "leantune_fault_train: error: %s\n", e.what());

@@ -70,7 +70,7 @@ inline TrainConfig accum_config(const std::string& data, const std::string& meth
   c.tokenizer = shared + "/models/stories260K/tok512.bin";
   c.datasets = {{data, 1}};
   c.val_set_size = 0.1;
-  c.method = method;
+  c.method = parse_method(method);
   c.lora.r = 4;
   c.lora.alpha = 8;
   c.lora.dropout = 0.0f;
@@ -88,7 +88,7 @@ inline TrainConfig accum_config(const std::string& data, const std::string& meth
 
 // The trained tensors of a finished run: the adapter (LoRA) or the model folder (full).
 inline std::string trained_file(const TrainConfig& c) {
-  return c.output_dir + (c.method == "lora" ? "/adapter/adapter_model.safetensors" : "/model/model.safetensors");
+  return c.output_dir + (c.method == Method::Lora ? "/adapter/adapter_model.safetensors" : "/model/model.safetensors");
 }
 
 inline std::vector<float> tensor_f32(const TensorInfo& t) {

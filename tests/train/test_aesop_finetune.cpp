@@ -14,7 +14,8 @@
 #include "io/model_files.h"
 #include "train/data_loader.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
+#include "train/training_data.h"
 
 using namespace lt;
 
@@ -27,7 +28,7 @@ TrainConfig aesop_config() {
   c.tokenizer = shared + "/models/stories260K/tok512.bin";
   c.datasets = {{shared + "/data/aesop_fables/aesop_fables.txt", 2}};
   c.val_set_size = 0.1;
-  c.method = "lora";
+  c.method = Method::Lora;
   c.lora.r = 16;
   c.lora.alpha = 32;
   c.lora.target_modules = {"all-linear"};
@@ -57,7 +58,7 @@ TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWith
 
   // QLoRA: the same steps and seed over NF4 + double quant frozen weights (dim 64: one block per row)
   TrainConfig q = c;
-  q.quantization = "nf4";
+  q.quantization = QuantType::NF4;
   q.double_quant = true;
   q.output_dir = (std::filesystem::temp_directory_path() / "lt_aesop_qlora_test").string();
   std::filesystem::remove_all(q.output_dir);
@@ -74,7 +75,7 @@ TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWith
   // mixed precision: the same steps and seed with 16-bit frozen weights, saved GEMM inputs and GEMMs
   for (const char* precision : {"bf16", "fp16"}) {
     TrainConfig m = c;
-    m.precision = precision;
+    m.precision = parse_precision(precision);
     m.output_dir = (std::filesystem::temp_directory_path() / (std::string("lt_aesop_test_") + precision)).string();
     std::filesystem::remove_all(m.output_dir);
     TrainResult rm = run_training(m);
@@ -89,7 +90,7 @@ TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWith
 
 TEST(TrainAesop, Fp16OverflowSkipsTheStepHalvesTheScaleAndTrainingContinues) {
   TrainConfig c = aesop_config();
-  c.precision = "fp16";
+  c.precision = Precision::FP16;
   c.initial_loss_scale = 0x1p24;  // the scaled gradients overflow f16 (max 65504) until the scale backs off
   c.micro_batch_size = 4;
   c.warmup_steps = 1;
@@ -135,7 +136,7 @@ TEST(TrainAesop, HeldOutPerplexityWithQuantizedFrozenWeights) {
   ASSERT_FALSE(batches.empty());
   auto perplexity = [&](const char* quant, bool dq) {
     TrainConfig qc = c;
-    qc.quantization = quant;
+    qc.quantization = parse_quantization(quant);
     qc.double_quant = dq;
     ModelFiles files = load_model_files(c.base_model);  // fresh: loading releases the mapped pages
     TrainModel m(files.config, files.tensors, train_model_options(qc), ops_cpu());  // LoRA B = 0: the base alone

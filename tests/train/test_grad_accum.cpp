@@ -17,7 +17,7 @@
 #include "io/model_files.h"
 #include "kernels/backward.h"
 #include "train/train_model.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 
 using namespace lt;
 using namespace lt::test;
@@ -80,7 +80,7 @@ std::vector<float> micro_batch_grads(TrainModel& m, int64_t step_label_tokens, f
 TEST(GradAccum, StepLabelCountScalesTheMicroBatchGradients) {
   auto files = load_model_files(std::string(LT_SHARED_DIR) + "/models/stories260K/stories260K.bin");
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 2;
   o.seq_len = 32;
   TrainModel m(files.config, files.tensors, o, ops_cpu());

@@ -73,13 +73,13 @@ struct Batch {
 
 TrainModelOptions options(const char* method, const char* precision) {
   TrainModelOptions o;
-  o.method = method;
+  o.method = parse_method(method);
   o.lora.r = 8;
   o.lora.alpha = 16;
   o.lora.target_modules = {"all-linear"};
   o.micro_batch = B;
   o.seq_len = T;
-  o.precision = precision;
+  o.precision = parse_precision(precision);
   return o;
 }
 
@@ -135,9 +135,9 @@ TEST(MixedPrecision, LoraGradientsCloseToFp32) {
   // f16: the backward sees the loss scaled by 2^16 (as with loss scaling); gradients unscaled here
   expect_close(run_once(sm, options("lora", "fp16"), 65536.0f), f32, 4e-3, "LoRA fp16");
   TrainModelOptions q = options("lora", "bf16");  // a quantized base stays quantized; activations 16-bit
-  q.quantization = "nf4";
+  q.quantization = QuantType::NF4;
   TrainModelOptions q32 = q;
-  q32.precision = "fp32";
+  q32.precision = Precision::FP32;
   expect_close(run_once(sm, q), run_once(sm, q32), 3e-2, "LoRA bf16 on nf4");
 }
 

@@ -22,11 +22,10 @@
 #include "core/mapped_file.h"
 #include "dist/comm.h"
 #include "dist/shard_checkpoint.h"
-#include "dist/zero_trainer.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
 #include "train/train_config.h"
-#include "train/trainer.h"
+#include "api/run_training.h"
 #include "train/trainer_state.h"
 
 namespace fs = std::filesystem;
@@ -53,7 +52,7 @@ TrainConfig tiny_config(const std::string& out) {
   c.base_model = shared + "/models/stories260K/stories260K.bin";
   c.tokenizer = shared + "/models/stories260K/tok512.bin";
   c.datasets = {{shared + "/data/aesop_fables/aesop_fables.txt", 2}};
-  c.method = "lora";
+  c.method = Method::Lora;
   c.lora.r = 4;
   c.lora.alpha = 8;
   c.lora.target_modules = {"all-linear"};

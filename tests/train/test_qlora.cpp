@@ -86,14 +86,14 @@ struct RandModel {
 
 TrainModelOptions lora_options(const char* quant, bool dq) {
   TrainModelOptions o;
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.r = 4;
   o.lora.alpha = 8;
   o.lora.target_modules = {"all-linear"};
   o.micro_batch = 2;
   o.seq_len = 16;
   o.seed = 9;
-  o.quantization = quant;
+  o.quantization = parse_quantization(quant);
   o.double_quant = dq;
   return o;
 }
@@ -203,7 +203,7 @@ TEST(QLora, QuantizedFolderTrainsToTheSameBitsWithoutRequantizing) {
   quantize_model((dir / "f32").string(), {QuantType::NF4, 64, true}, (dir / "nf4").string());
   ModelFiles src = load_model_files((dir / "f32").string());
   ModelFiles q = load_model_files((dir / "nf4").string());
-  EXPECT_EQ(q.config.quantization, "nf4");
+  EXPECT_EQ(q.config.quantization, QuantType::NF4);
   EXPECT_TRUE(q.config.quant_double_quant);
   EXPECT_EQ(q.tensors.find("model.layers.0.self_attn.q_proj.weight"), nullptr);
   EXPECT_NE(q.tensors.find("model.layers.0.self_attn.q_proj.weight.qabsmax"), nullptr);
@@ -236,7 +236,7 @@ TEST(QLora, BadQuantizedFilesAndRequestsAreClearErrors) {
     e = error_of([&] { run(q.config, q.tensors, lora_options("int8", false)); });
     EXPECT_NE(e.find("already quantized (nf4"), std::string::npos) << e;
     TrainModelOptions full = lora_options("none", false);
-    full.method = "full";
+    full.method = Method::Full;
     e = error_of([&] { plan_training(q.config, full); });
     EXPECT_NE(e.find("stored quantized (nf4)"), std::string::npos) << e;
   }
@@ -307,7 +307,7 @@ TEST(QLora, ConfigKeysAreValidated) {
                                      "--double_quant", "true", "--quant_blocksize", "128", "--int8_threshold", "0"});
   validate_train_config(ok);
   const TrainModelOptions o = train_model_options(ok);
-  EXPECT_EQ(o.quantization, "nf4");
+  EXPECT_EQ(o.quantization, QuantType::NF4);
   EXPECT_TRUE(o.double_quant);
   EXPECT_EQ(o.quant_blocksize, 128);
   EXPECT_EQ(o.int8_threshold, 0.0f);

@@ -37,7 +37,7 @@ ModelConfig small_model() {
 
 TrainModelOptions lora(int r, std::vector<std::string> targets) {
   TrainModelOptions o;
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.r = r;
   o.lora.target_modules = std::move(targets);
   o.micro_batch = 2;
@@ -83,15 +83,15 @@ TEST(RunLimits, PlanThatWouldOverflow64BitsSaysTheConfigurationIsTooLarge) {
   m.hidden_dim = INT_MAX;
   m.vocab_size = INT_MAX;
   TrainModelOptions o = lora(4, {"q_proj"});
-  o.method = "full";
+  o.method = Method::Full;
   expect_contains(error_of([&] { plan_training(m, o); }), {"configuration is too large", "the weights", "2^62"});
   // the bound really bounds: a normal run's plan is below it
   const ModelConfig s = small_model();
   const TrainModelOptions ok = lora(8, {"all-linear"});
   EXPECT_LE((long double)plan_training(s, ok).total_bytes(), plan_bytes_bound(s, ok).bytes);
   TrainModelOptions full = ok;
-  full.method = "full";
-  full.precision = "bf16";
+  full.method = Method::Full;
+  full.precision = Precision::BF16;
   EXPECT_LE((long double)plan_training(s, full).total_bytes(), plan_bytes_bound(s, full).bytes);
 }
 

@@ -118,6 +118,25 @@ TEST(TrainConfigRanges, NamedChoicesAreCheckedWithTheKey) {
                   {"gradient_checkpointing"});
 }
 
+// method, precision and quantization are parsed as they are read: the error names the flag, or the
+// file and line, and the value; the names read back as their types.
+TEST(TrainConfigRanges, MethodPrecisionQuantizationAreParsedWhereRead) {
+  EXPECT_EQ(error_of([&] { parse_train_args({"--method", "dora"}); }),
+            "--method: method: 'dora' is not one of lora, full (qlora: lora with quantization)");
+  EXPECT_EQ(error_of([&] { parse_train_args({"--precision", "f16"}); }),
+            "--precision: precision 'f16' is not one of fp32, bf16, fp16");
+  EXPECT_EQ(error_of([&] { from_yaml("lora_r: 4\nquantization: nf5\n"); }),
+            "run.yaml: line 2: quantization 'nf5' is not one of none, nf4, fp4, int8");
+  const TrainConfig c = from_yaml("method: qlora\nquantization: int8\nprecision: bf16\n");
+  EXPECT_EQ(c.method, Method::Lora);
+  EXPECT_EQ(c.quantization, QuantType::Int8);
+  EXPECT_EQ(c.precision, Precision::BF16);
+  const TrainConfig d = parse_train_args({"--method", "full", "--quantization", "none", "--precision", "fp16"});
+  EXPECT_EQ(d.method, Method::Full);
+  EXPECT_EQ(d.quantization, std::nullopt);
+  EXPECT_EQ(d.precision, Precision::FP16);
+}
+
 // The boundaries themselves are valid, and so is every key with a sensible value.
 TEST(TrainConfigRanges, BoundaryValuesLoad) {
   const TrainConfig c = from_yaml(

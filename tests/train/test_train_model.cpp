@@ -130,7 +130,7 @@ std::vector<std::string> biases_of(const std::vector<std::string>& names, int la
 
 TEST(TrainModelGrad, LoraAllModulesMatchesFiniteDifferences) {
   TrainModelOptions o;
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.r = 2;
   o.lora.alpha = 4;
   o.lora.target_modules = {"all-linear"};
@@ -143,7 +143,7 @@ TEST(TrainModelGrad, LoraAllModulesMatchesFiniteDifferences) {
 
 TEST(TrainModelGrad, FullFineTuningMatchesFiniteDifferences) {
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 2;
   o.seq_len = 6;
   check_fd(o, 2e-2);
@@ -153,14 +153,14 @@ TEST(TrainModelGrad, FullFineTuningMatchesFiniteDifferences) {
 // through them) match finite differences, full fine-tuning and LoRA with bias "all".
 TEST(TrainModelGrad, EveryProjectionBiasMatchesFiniteDifferences) {
   TrainModelOptions o;
-  o.method = "full";
+  o.method = Method::Full;
   o.micro_batch = 2;
   o.seq_len = 6;
   auto full = check_fd(o, 2e-2, true);
   const std::vector<std::string> all7 = {"q_proj.bias", "k_proj.bias", "v_proj.bias", "o_proj.bias",
                                          "gate_proj.bias", "up_proj.bias", "down_proj.bias"};
   EXPECT_EQ(biases_of(full, 1), all7);
-  o.method = "lora";
+  o.method = Method::Lora;
   o.lora.r = 2;
   o.lora.alpha = 4;
   o.lora.target_modules = {"all-linear"};
@@ -185,10 +185,10 @@ TEST(TrainModelGrad, EveryBiasIsABufferOfTheInferenceAndTrainingPlans) {
     return found;
   };
   TrainModelOptions full;
-  full.method = "full";
+  full.method = Method::Full;
   full.seq_len = 6;
   TrainModelOptions lora = full;
-  lora.method = "lora";
+  lora.method = Method::Lora;
   lora.lora.r = 4;  // at most min(in, out) of the smallest projection of this tiny model
   const MemoryPlan inf = plan_inference(tm.cfg, {}), tf = plan_training(tm.cfg, full), tl = plan_training(tm.cfg, lora);
   for (const char* b : {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"}) {

@@ -1,15 +1,15 @@
 // `leantune consolidate --checkpoint OUT|OUT/checkpoint-N --out DIR [--state]`: turns a sharded ZeRO
-// checkpoint (any number of ranks, dist/shard_checkpoint.h) into what one process uses: by default
-// the trained model as the trainer writes it (a PEFT adapter folder, or a full model folder);
-// with --state the single-process training state (state.safetensors + trainer_state.json), which
-// `leantune train` without mpirun resumes from.
+// checkpoint (any number of ranks) into what one process uses: by default the trained model as
+// the trainer writes it (a PEFT adapter folder, or a full model folder); with --state the
+// single-process training state (state.safetensors + trainer_state.json), which `leantune train`
+// without mpirun resumes from.
 #include <fmt/format.h>
 
 #include <memory>
 #include <string>
 
 #include "commands.h"
-#include "dist/shard_checkpoint.h"
+#include "leantune/checkpoint.h"
 
 namespace lt::cli {
 
@@ -24,13 +24,12 @@ void add_consolidate_command(CLI::App& app) {
   c->add_flag("--state", a->state, "write the resumable single-process state instead of the trained model");
   c->callback([a] {
     if (a->state) {
-      const std::string dir = find_sharded_checkpoint(a->checkpoint);
-      consolidate_checkpoint(dir, a->out);
+      const std::string dir = leantune::consolidate_sharded_checkpoint(a->checkpoint, a->out);
       fmt::print("wrote the single-process training state of {} to {} (resume with: leantune train CONFIG "
                  "--resume {})\n", dir, a->out, a->out);
       return;
     }
-    fmt::print("wrote {}\n", export_sharded_checkpoint(a->checkpoint, a->out));
+    fmt::print("wrote {}\n", leantune::export_sharded_checkpoint(a->checkpoint, a->out));
   });
 }
 

@@ -6,14 +6,10 @@
 
 #include "commands.h"
 #include "flag_check.h"
-#include "core/cpu_features.h"
-#include "core/error.h"
-#include "core/memory_plan.h"
-#include "core/threads.h"
-#include "infer/generate.h"
-#include "io/model_files.h"
-#include "kernels/ops.h"
-#include "model/model_tokenizer.h"
+#include "leantune/generator.h"
+#include "leantune/memory.h"
+#include "leantune/model.h"
+#include "leantune/tokenizer.h"
 
 namespace lt::cli {
 
@@ -25,8 +21,16 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   std::string quantize;
   bool double_quant = false;
-  SamplerOptions s;
+  leantune::SamplingOptions s;
 };
+
+std::string default_tokenizer(const std::string& model) {
+  // HF folder: the folder itself; llama2.c: no default (must be given)
+  auto slash = model.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
+  if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
+  return model.size() >= 12 && model.compare(model.size() - 12, 12, ".safetensors") == 0 ? dir : model;
+}
 
 // The ranges of the numeric flags; --context against the model's max_position_embeddings.
 void check_generate_flags(const GenerateArgs& a) {
@@ -36,39 +40,45 @@ void check_generate_flags(const GenerateArgs& a) {
   check_flag_range("--top-k", a.s.top_k, 0, inf, "keep the k most likely tokens; 0 is off");
   check_flag_range("--top-p", a.s.top_p, 0, 1, "the nucleus probability mass; 1 is off");
   check_flag_range("--min-p", a.s.min_p, 0, 1, "a fraction of the top probability; 0 is off");
-  LT_CHECK(a.s.repetition_penalty > 0 && a.s.repetition_penalty <= 1e6, "--repetition-penalty: {} is out of range: it "
-           "must be > 0 and <= 1e6 (1 is off)", a.s.repetition_penalty);
+  if (!(a.s.repetition_penalty > 0 && a.s.repetition_penalty <= 1e6))
+    fail("--repetition-penalty: {} is out of range: it must be > 0 and <= 1e6 (1 is off)", a.s.repetition_penalty);
   check_flag_range("--no-repeat-ngram-size", a.s.no_repeat_ngram_size, 0, 1 << 20, "n-gram length; 0 is off");
   check_flag_range("--context", a.context, 0, 1 << 30, "KV cache positions; 0: the model's, at most 4096");
   if (a.context > 0) {
-    const ModelConfig mc = load_model_config(a.model);
-    LT_CHECK(a.context <= mc.max_seq_len, "--context: {} is more than the model's context of {} positions "
-             "(max_position_embeddings of {}); use --context {} or less", a.context, mc.max_seq_len, a.model,
-             mc.max_seq_len);
+    const int max_seq = leantune::read_model_config(a.model).max_seq_len;
+    if (a.context > max_seq)
+      fail("--context: {} is more than the model's context of {} positions (max_position_embeddings of {}); use "
+           "--context {} or less", a.context, max_seq, a.model, max_seq);
   }
 }
 
 void run_generate(const GenerateArgs& a) {
   check_generate_flags(a);
-  set_num_threads(a.threads);
-  auto tok = load_tokenizer_for_model(a.model, a.tokenizer);
-  InferenceOptions io;
-  io.context = a.context;
-  io.quantization = a.quantize;
-  io.double_quant = a.double_quant;
-  auto model = LlamaModel::load(a.model, io, a.reference ? ops_ref() : ops_cpu());
-  check_tokenizer_fits_model(*tok, model->config().vocab_size, a.model);
-  if (!a.adapter.empty()) model->merge_adapter(a.adapter);
-  GenerateOptions g;
+  std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
+  if (tok_path.empty()) fail("{}: a llama2.c checkpoint needs --tokenizer (e.g. tok512.bin)", a.model);
+  leantune::Tokenizer tok(tok_path);
+  leantune::ModelOptions mo;
+  mo.threads = a.threads;
+  mo.adapter = a.adapter;
+  mo.quantization = leantune::parse_quantization(a.quantize);
+  mo.double_quant = a.double_quant;
+  mo.kernels = a.reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
+  leantune::Model model(a.model, mo);
+  tok.check_fits(model);
+  leantune::Generator gen(model, {.context = a.context});
+  leantune::GenerateOptions g;
   g.max_new_tokens = a.max_new_tokens;
   g.stop = a.stop;
   g.stop_at_eos = !a.ignore_eos;
   g.add_bos = !a.no_bos;
-  g.sampler = a.s;
+  g.sampling = a.s;
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
-  auto r = generate(*model, *tok, a.prompt, g, [](const std::string& piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+  auto r = gen.generate(tok, a.prompt, g, [](int, std::string_view piece) {
+    if (!piece.empty()) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
   });
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -78,9 +88,9 @@ void run_generate(const GenerateArgs& a) {
         "[prefill {} tokens: {:.1f} tok/s | decode {} tokens: {:.1f} tok/s | stop: {} | threads {} | {} | "
         "memory: arenas {}, peak RSS {}]\n", np,
         np / std::max(r.prefill_seconds, 1e-9), r.decode_tokens,
-        r.decode_tokens / std::max(r.decode_seconds, 1e-9), r.stop_reason, num_threads(),
-        a.reference ? "reference kernels" : isa_name(cpu_isa()), format_bytes(model->arenas().allocated_total()),
-        format_bytes(process_peak_rss_bytes())).c_str());
+        r.decode_tokens / std::max(r.decode_seconds, 1e-9), leantune::stop_reason_name(r.stop_reason),
+        model.threads(), model.kernels_name(), leantune::format_bytes(model.memory_bytes() + gen.memory_bytes()),
+        leantune::format_bytes(leantune::peak_rss_bytes())).c_str());
   }
 }
 }  // namespace
@@ -88,9 +98,9 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, model.gguf, or llama2.c .bin")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a .gguf (default: the model's)");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");

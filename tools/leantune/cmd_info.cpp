@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "core/cpu_features.h"
-#include "core/threads.h"
-#include "io/model_files.h"
-#include "model/llama_model.h"
+#include "leantune/machine.h"
+#include "leantune/model.h"
+#include "leantune/plan.h"
 
 namespace lt::cli {
 
@@ -20,23 +19,24 @@ void add_info_command(CLI::App& app) {
   c->add_option("--threads,-t", a->threads, "threads");
   c->add_flag("--buffers", a->buffers, "list every buffer of the plan");
   c->callback([a] {
-    set_num_threads(a->threads);
-    fmt::print("cpu: {} (kernels: {}), threads: {}\n", cpu_features_string(), isa_name(cpu_isa()), num_threads());
+    const int threads = leantune::resolve_threads(a->threads);
+    const leantune::MachineInfo machine = leantune::machine_info();
+    fmt::print("cpu: {} (kernels: {}), threads: {}\n", machine.cpu_features, machine.kernels, threads);
     if (a->model.empty()) return;
-    auto files = load_model_files(a->model);
-    const auto& m = files.config;
-    validate_config(m, a->model);
+    const leantune::ModelConfig m = leantune::inspect_model(a->model).config;
     fmt::print("model: {} ({})\n  dim {} layers {} heads {} kv_heads {} head_dim {} ffn {} vocab {} max_seq {}\n"
                "  rope_theta {} rope_scaling {} rope_layout {} norm_eps {} tied {} bias q/k/v {} o {} mlp {}\n",
                a->model, m.arch, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.hidden_dim, m.vocab_size,
-               m.max_seq_len, m.rope_theta, m.rope_scaling.type.empty() ? "none" : m.rope_scaling.type,
-               m.rope_layout == RopeLayout::Halves ? "halves" : "interleaved", m.norm_eps, m.tie_embeddings,
+               m.max_seq_len, m.rope_theta, m.rope_scaling.empty() ? "none" : m.rope_scaling,
+               m.rope_layout == leantune::RopeLayout::Halves ? "halves" : "interleaved", m.norm_eps, m.tie_embeddings,
                m.attention_bias, m.o_proj_bias, m.mlp_bias);
-    InferenceOptions io;
-    io.context = a->context;
-    resolve_inference_options(m, io);
-    fmt::print("\nmemory plan (inference, context {}, prefill block {}):\n", io.context, io.prefill_block);
-    fmt::print("{}", plan_inference(m, io).format_table(a->buffers));
+    leantune::InferencePlanOptions o;
+    o.sequence.context = a->context;
+    o.threads = threads;
+    o.measure_baseline = false;
+    const leantune::InferencePlan p = leantune::plan_inference(a->model, o);
+    fmt::print("\nmemory plan (inference, context {}, prefill block {}):\n", p.context, p.prefill_block);
+    fmt::print("{}", p.memory.format_table(a->buffers));
   });
 }
 

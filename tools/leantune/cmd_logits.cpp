@@ -1,17 +1,14 @@
 // `leantune logits`: a test and debugging aid. Prefills the given token ids, then feeds the
 // `--decode` ids one at a time through the KV cache, and writes the last-token logits after the
 // prefill and after each decode step as raw little-endian f32 rows ((1 + n_decode) × V) to --out.
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
-#include "core/error.h"
-#include "core/threads.h"
-#include "core/atomic_file.h"
-#include "kernels/ops.h"
-#include "model/llama_model.h"
+#include "flag_check.h"
+#include "leantune/logits.h"
+#include "leantune/model.h"
 
 namespace lt::cli {
 
@@ -44,30 +41,15 @@ void add_logits_command(CLI::App& app) {
   c->add_option("--prefill-block", a->block, "prefill block size");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
   c->callback([a] {
-    set_num_threads(a->threads);
     auto prompt = parse_ids(a->prompt, "--ids");
     auto dec = parse_ids(a->decode, "--decode");
-    LT_CHECK(!prompt.empty(), "--ids: no token ids given");
-    InferenceOptions io;
-    io.context = a->context;
-    io.prefill_block = a->block;
-    auto model = LlamaModel::load(a->model, io, a->reference ? ops_ref() : ops_cpu());
-    if (!a->adapter.empty()) model->merge_adapter(a->adapter);
-    const int V = model->config().vocab_size;
-    // the whole file or nothing under --out: a temporary file, checked writes, fsync, rename
-    write_file_atomic(a->out, [&](std::FILE* f) {
-      auto row = [&] {
-        LT_CHECK(std::fwrite(model->logits(), sizeof(float), size_t(V), f) == size_t(V), "{}: write failed: {}",
-                 a->out, std::strerror(errno));
-      };
-      model->forward(prompt.data(), int(prompt.size()), 0);
-      row();
-      int pos = int(prompt.size());
-      for (int id : dec) {
-        model->forward(&id, 1, pos++);
-        row();
-      }
-    });
+    if (prompt.empty()) fail("--ids: no token ids given");
+    leantune::ModelOptions mo;
+    mo.threads = a->threads;
+    mo.adapter = a->adapter;
+    mo.kernels = a->reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
+    leantune::Model model(a->model, mo);
+    leantune::write_logits_file(a->out, model, prompt, dec, {.context = a->context, .prefill_block = a->block});
   });
 }
 

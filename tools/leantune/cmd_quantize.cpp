@@ -5,9 +5,8 @@
 #include <string>
 
 #include "commands.h"
-#include "core/error.h"
-#include "io/quant_model.h"
-#include "quant/quant_tensor.h"
+#include "flag_check.h"
+#include "leantune/quantize.h"
 
 namespace lt::cli {
 
@@ -21,17 +20,17 @@ void add_quantize_command(CLI::App& app) {
   c->add_option("--blocksize", a->blocksize, "nf4/fp4 block size: a power of two from 64 to 4096 (default 64)");
   c->add_option("--out,-o", a->out, "output folder")->required();
   c->callback([a] {
-    QuantSpec spec{parse_quant_type(a->type), a->blocksize, a->dq};
-    if (spec.type == QuantType::Int8) {
-      LT_CHECK(a->blocksize == 64, "--blocksize applies to nf4 and fp4; int8 keeps one scale per row");
-      spec.blocksize = 64;
+    leantune::QuantizeOptions o{leantune::parse_quantization(a->type), a->blocksize, a->dq};
+    if (o.type == leantune::Quantization::Int8) {
+      if (a->blocksize != 64) fail("--blocksize applies to nf4 and fp4; int8 keeps one scale per row");
+      o.blocksize = 64;
     }
     try {
-      check_quant_spec(spec);
-    } catch (const Error& e) {
+      leantune::check_quantize_options(o);
+    } catch (const leantune::Error& e) {
       fail("quantize --type {} --blocksize {}{}: {}", a->type, a->blocksize, a->dq ? " --double-quant" : "", e.what());
     }
-    quantize_model(a->model, spec, a->out);
+    leantune::quantize_model(a->model, o, a->out);
   });
 }
 

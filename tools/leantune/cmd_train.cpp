@@ -1,11 +1,10 @@
-// `leantune train [CONFIG.yaml] [--key value ...]`: fine-tune (full or LoRA). Every config key can
-// also be given as a flag (--lora-r 16 or --lora_r=16); flags override the file.
+// `leantune train [CONFIG.yaml] [--key value ...]`: fine-tune (full or LoRA) through leantune::Trainer
+// (include/leantune/trainer.h). Every config key can also be given as a flag (--lora-r 16 or
+// --lora_r=16); flags override the file.
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "core/error.h"
-#include "core/profiler.h"
-#include "train/trainer.h"
+#include "leantune/trainer.h"
 
 namespace lt::cli {
 
@@ -30,18 +29,12 @@ void add_train_command(CLI::App& app) {
       else if (rest[i].rfind("--profile=", 0) == 0) profile = rest[i].substr(10);
       else args.push_back(rest[i]);
     }
-    TrainConfig cfg = parse_train_args(args);
-    if (!profile.empty()) {
-      prof::route(true);
-      prof::start();
-    }
-    run_training(cfg);
-    if (!profile.empty()) {
-      prof::stop();
-      prof::write_trace(profile);
+    leantune::TrainerConfig cfg = leantune::TrainerConfig::from_args(args);
+    cfg.profile_trace = profile;
+    const leantune::TrainSummary s = leantune::Trainer(cfg).run();
+    if (!profile.empty())
       fmt::print("profile (every op of the run, self time):\n{}wrote the Chrome trace {} (open in ui.perfetto.dev)\n",
-                 prof::table(), profile);
-    }
+                 s.profile_table, profile);
   });
 }
 

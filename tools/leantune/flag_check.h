@@ -1,16 +1,25 @@
 // Range checks of numeric command-line flags, so every command words them the same way:
-// lt::Error "--FLAG: VALUE is out of range: it must be >= LO and <= HI (what it means)".
+// leantune::Error "--FLAG: VALUE is out of range: it must be >= LO and <= HI (what it means)".
 #pragma once
+#include <fmt/format.h>
+
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
+#include "leantune/error.h"
 
 namespace lt::cli {
 
+// leantune::Error with the formatted message (the CLI's LT_CHECK).
+template <class... A>
+[[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) {
+  throw leantune::Error(fmt::format(f, std::forward<A>(a)...));
+}
+
 inline void check_flag_range(const char* flag, double value, double lo, double hi, const char* meaning) {
   const std::string range = std::isfinite(hi) ? fmt::format(">= {} and <= {}", lo, hi) : fmt::format(">= {}", lo);
-  LT_CHECK(value >= lo && value <= hi, "{}: {} is out of range: it must be {} ({})", flag, value, range, meaning);
+  if (!(value >= lo && value <= hi))
+    fail("{}: {} is out of range: it must be {} ({})", flag, value, range, meaning);
 }
 
 }  // namespace lt::cli

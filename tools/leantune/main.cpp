@@ -1,21 +1,19 @@
 // leantune: fine-tune and run Llama-family models on the CPU. Subcommands register from cmd_*.cpp.
 // Every error ends the program with one "leantune: error: ..." message and a non-zero status, in
-// leantune's words: user errors (lt::Error) as they are, flag errors from CLI11 with short bounds,
-// running out of memory with what to do, and any other exception named as an internal error; a
-// failed write to a redirected stdout (a full disk) is an error too.
-#include <yaml-cpp/exceptions.h>
-
+// leantune's words: user errors (leantune::Error) as they are, flag errors from CLI11 with short
+// bounds, and everything else as leantune::describe_current_exception() words it (running out of
+// memory with what to do, any other exception named as an internal error); a failed write to a
+// redirected stdout (a full disk) is an error too.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <fmt/format.h>
+
 #include <limits>
-#include <new>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.h"
-#include "core/error.h"
+#include "leantune/error.h"
 
 namespace {
 
@@ -40,22 +38,22 @@ std::string cli_message(const CLI::ParseError& e) {
     if (eq != std::string::npos)
       return fmt::format("{}: '{}' is not a value this flag takes (a number of the right kind that fits it: a "
                          "whole number up to 2147483647 for counts)",
-                         what.substr(conv.size(), eq - conv.size()), lt::excerpt(what.substr(eq + 3), 40));
+                         what.substr(conv.size(), eq - conv.size()), leantune::excerpt(what.substr(eq + 3), 40));
   }
   const size_t value = what.find(": Value "), in = what.rfind(" not in range "), to = what.rfind(" to ");
   if (value == std::string::npos || in == std::string::npos || to == std::string::npos || !(value < in && in < to))
-    return lt::excerpt(what, 200);
+    return leantune::excerpt(what, 200);
   double lo = 0, hi = 0;
   try {
     lo = std::stod(what.substr(in + 14, to - in - 14));
     hi = std::stod(what.substr(to + 4));
   } catch (const std::exception&) {
-    return lt::excerpt(what, 200);
+    return leantune::excerpt(what, 200);
   }
   const bool unbounded = hi >= std::numeric_limits<double>::max() / 2;
   const std::string allowed = unbounded ? (lo > 0 ? "a number > 0" : "a number >= " + bound(lo))
                                         : "a number from " + bound(lo) + " to " + bound(hi);
-  const std::string given = lt::excerpt(what.substr(value + 8, in - value - 8), 40);
+  const std::string given = leantune::excerpt(what.substr(value + 8, in - value - 8), 40);
   return fmt::format("{}: {} is not allowed; give {}", what.substr(0, value), given, allowed);
 }
 
@@ -89,33 +87,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     report(cli_message(e) + "\nRun with --help for more information.");
     return e.get_exit_code() > 0 ? e.get_exit_code() : 1;
-  } catch (const lt::Error& e) {
-    return report(e.what());
-  } catch (const std::bad_alloc&) {
-    return report("out of memory: a memory allocation failed. The model, context, batch or data needs "
-                  "more memory than this process may use (the machine's RAM, or a limit such as ulimit -v or a "
-                  "container's). Check what a run needs with `leantune plan`, then use a smaller model, context, "
-                  "micro_batch_size or sequence_len, or quantization: nf4");
-  } catch (const std::length_error& e) {
-    return report(fmt::format("a size computed from the inputs is too large to allocate ({}); check the model and "
-                              "data files and the size settings",
-                              lt::excerpt(e.what(), 120)));
-  } catch (const std::filesystem::filesystem_error& e) {
-    return report(fmt::format("{}: {}", e.path1().string(), e.code().message()));
-  } catch (const std::ios_base::failure& e) {
-    return report(fmt::format("a file could not be read or written ({}); check that every path given is a "
-                              "readable file (not a directory) and that the disk is not full",
-                              lt::excerpt(e.what(), 120)));
-  } catch (const nlohmann::json::exception& e) {
-    return report(fmt::format("a JSON file has a value of an unexpected type or shape ({}); check the JSON files "
-                              "given (config.json, tokenizer.json, adapter_config.json, data)",
-                              lt::excerpt(e.what(), 160)));
-  } catch (const YAML::Exception& e) {
-    return report(fmt::format("YAML at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1,
-                              lt::excerpt(e.msg, 160)));
-  } catch (const std::exception& e) {
-    return report(fmt::format("internal error: {}; please report it with the command that was run",
-                              lt::excerpt(e.what(), 200)));
+  } catch (...) {
+    // leantune::Error as it is; out of memory, library and internal errors in leantune's words
+    return report(leantune::describe_current_exception());
   }
   // stdout redirected to a file: a failed write (a full disk) is an error, not a silent success
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -1,0 +1,137 @@
+// Model: a Llama-family model's weights loaded for inference (Llama 1/2/3, Mistral, Qwen2, SmolLM2,
+// TinyLlama), read from a Hugging Face folder (config.json + safetensors, sharded or not), one
+// .safetensors file inside such a folder, a folder written by `leantune quantize`, or a llama2.c
+// .bin checkpoint; optionally with a PEFT LoRA adapter merged in and the linear weights quantized
+// on load.
+//
+// A Model is immutable once constructed: any number of threads may use one Model at once, each
+// through its own Sequence or Generator (generator.h), which holds that request's KV cache.
+// Sequences and Generators keep the weights alive: a Model may be destroyed before them.
+//
+// Usage:
+//   leantune::ModelOptions o;
+//   o.adapter = "out/adapter";                      // optional
+//   o.quantization = leantune::Quantization::NF4;   // optional
+//   leantune::Model model("models/SmolLM2-135M", o);
+//   std::printf("%d layers, %llu parameters\n", model.config().n_layers,
+//               (unsigned long long)model.parameter_count());
+//   std::vector<float> next = model.logits(std::vector<int>{1, 403, 407});  // (vocab_size)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace leantune {
+
+namespace detail {
+struct Access;  // src/api: the library's side of the public classes
+}
+
+// How the seven linear weights of every layer are held in memory.
+enum class Quantization {
+  None,  // f32
+  NF4,   // 4-bit NormalFloat, bitsandbytes layout (QLoRA)
+  FP4,   // 4-bit float, bitsandbytes layout
+  Int8,  // LLM.int8: int8 weights with one scale per row, outlier activation columns in f32
+};
+
+// "nf4", "fp4", "int8"; "none" and "" are Quantization::None. leantune::Error naming the
+// accepted values otherwise.
+Quantization parse_quantization(std::string_view name);
+// "none", "nf4", "fp4", "int8".
+const char* quantization_name(Quantization q);
+
+// Which kernel table runs the model.
+enum class Kernels {
+  Fast,       // the SIMD / oneDNN kernels for this CPU
+  Reference,  // the scalar reference kernels (slow; for checking the fast ones)
+};
+
+struct ModelOptions {
+  std::string adapter;                          // a PEFT LoRA adapter folder merged into the weights; "" none
+  Quantization quantization = Quantization::None;  // quantize on load (a quantized folder is used as stored)
+  bool double_quant = false;                    // NF4 / FP4: quantize the block scales too
+  int quant_blocksize = 64;                     // NF4 / FP4 block size: a power of two from 64 to 4096
+  float int8_threshold = 6.0f;                  // Int8: activation columns above it stay in f32
+  Kernels kernels = Kernels::Fast;
+  int threads = 0;                              // threads per computing call; 0: one per hardware thread
+};
+
+enum class RopeLayout {
+  Halves,       // Hugging Face: rotate (x[i], x[i + head_dim/2])
+  Interleaved,  // llama2.c / Meta: rotate (x[2i], x[2i+1])
+};
+
+// A model's hyperparameters as read from its config.json or llama2.c header.
+struct ModelConfig {
+  std::string arch;             // model_type: llama | mistral | qwen2
+  int dim = 0;                  // hidden_size
+  int n_layers = 0;             // num_hidden_layers
+  int n_heads = 0;              // num_attention_heads
+  int n_kv_heads = 0;           // num_key_value_heads
+  int head_dim = 0;
+  int hidden_dim = 0;           // intermediate_size (MLP width)
+  int vocab_size = 0;
+  int max_seq_len = 0;          // max_position_embeddings
+  float norm_eps = 0;           // rms_norm_eps
+  float rope_theta = 0;
+  std::string rope_scaling;     // "" (none) or "llama3"
+  RopeLayout rope_layout = RopeLayout::Halves;
+  bool tie_embeddings = false;  // lm_head shares the embedding table
+  bool attention_bias = false;  // q, k, v projections have biases
+  bool o_proj_bias = false;
+  bool mlp_bias = false;        // gate, up, down projections have biases
+  int sliding_window = 0;       // > 0: the model's attention window
+  int bos_token_id = -1, eos_token_id = -1;
+  Quantization quantization = Quantization::None;  // a folder written by `leantune quantize`: as stored
+};
+
+// The config of the model at `path` without its weights (a folder needs only config.json), checked
+// to be usable. leantune::Error naming the file and key otherwise.
+ModelConfig read_model_config(const std::string& path);
+
+// What a model's files hold, read without loading the weights (their headers are read and checked).
+struct ModelFileInfo {
+  ModelConfig config;
+  size_t tensor_count = 0;       // tensors in the checkpoint
+  uint64_t parameter_count = 0;  // elements of the model's weights (embeddings counted once when tied)
+};
+ModelFileInfo inspect_model(const std::string& path);
+
+class Model {
+ public:
+  // Loads the model at `path` (see the top of this file); the adapter, quantization and kernels
+  // of `options` apply. leantune::Error naming the file, tensor or key that is wrong.
+  explicit Model(const std::string& path, const ModelOptions& options = {});
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const std::string& path() const;
+  const ModelOptions& options() const;
+  const ModelConfig& config() const;
+  uint64_t parameter_count() const;
+  // Bytes this Model allocated: the weights (f32, or as quantized), shared by every Sequence,
+  // and what loading them needed.
+  size_t memory_bytes() const;
+  // The threads each computing call runs on (options().threads resolved).
+  int threads() const;
+  // "reference kernels", or the SIMD level of the fast ones ("avx2", "avx512", "scalar").
+  std::string kernels_name() const;
+
+  // The next-token logits (vocab_size) after `tokens` (ids in [0, vocab_size), at least one), run
+  // from position 0 in a sequence of its own. Thread-safe. For many calls over a growing
+  // sequence, use a Sequence (sequence.h), which keeps the KV cache.
+  std::vector<float> logits(std::span<const int> tokens) const;
+
+ private:
+  friend struct detail::Access;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace leantune

@@ -1,0 +1,152 @@
+// `leantune bench` (include/leantune/trainer.h): training steps through the training loop on
+// synthetic batches, and inference prefill / decode through LlamaModel.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "api/run_training.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/ledger.h"
+#include "core/memory_plan.h"
+#include "core/profiler.h"
+#include "core/threads.h"
+#include "io/model_files.h"
+#include "kernels/ops.h"
+#include "leantune/trainer.h"
+#include "model/llama_model.h"
+#include "plan/flops.h"
+#include "plan/peak.h"
+
+namespace leantune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+lt::TrainConfig bench_config(const TrainBenchOptions& a) {
+  lt::TrainConfig c;
+  c.source = "bench";
+  c.base_model = a.model;
+  c.method = lt::parse_method(a.method);
+  c.lora.r = a.lora_r;
+  c.lora.alpha = float(2 * a.lora_r);
+  c.lora.target_modules = {"all-linear"};
+  c.micro_batch_size = a.micro_batch;
+  c.sequence_len = a.seq;
+  c.gradient_checkpointing = a.checkpointing;
+  c.precision = lt::parse_precision(a.precision);
+  if (!a.quantization.empty()) {
+    c.quantization = lt::parse_quantization(a.quantization);
+    c.double_quant = a.double_quant;
+  }
+  c.max_steps = a.steps + 1;  // the warm-up, then the measured steps
+  c.learning_rate = 1e-4;
+  c.lr_scheduler = "constant";
+  c.weight_decay = 0.01;
+  c.max_grad_norm = 0;
+  c.threads = a.threads;
+  return c;
+}
+
+// The measured figures of a bench run and its configuration, as one JSON object.
+nlohmann::json train_report(const TrainBenchOptions& a, lt::TrainLoop& loop, std::vector<double> times) {
+  lt::TrainModel& m = loop.model();
+  const int N = a.micro_batch * a.seq;
+  nlohmann::json j;
+  j["model"] = a.model; j["threads"] = lt::num_threads(); j["method"] = a.method; j["lora_r"] = a.lora_r;
+  j["micro_batch"] = a.micro_batch; j["seq"] = a.seq; j["checkpointing"] = a.checkpointing;
+  j["precision"] = a.precision;
+  j["quantization"] = a.quantization.empty() ? "none" : a.quantization;
+  j["step_s"] = median(times);
+  j["tokens_per_s"] = N / median(times);
+  j["planned_bytes"] = m.plan().total_bytes();
+  j["trainable_params"] = m.trainable_count();
+  j["peak_rss_bytes"] = lt::process_peak_rss_bytes();
+  const auto lj = nlohmann::json::parse(loop.ledger()->to_json());
+  j["measured_resident"] = lj["max_resident"];
+  j["peak_phase"] = lj["peak_phase"];
+  const lt::PhaseFlops f = lt::training_flops_per_token(m.config(), m.options());
+  j["model_flops_per_token"] = f.forward + f.backward;
+  // MFU against the peak of the precision the GEMMs run in (bf16: vdpbf16ps when present)
+  const double peak = a.precision == "bf16" && lt::peak_bf16_gflops() > 0 ? lt::peak_bf16_gflops() : lt::peak_f32_gflops();
+  j["peak_f32_gflops"] = lt::peak_f32_gflops();
+  j["peak_gflops_used_for_mfu"] = peak;
+  j["mfu"] = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / (peak * 1e9);
+  return j;
+}
+
+}  // namespace
+
+std::string bench_training(const TrainBenchOptions& a) {
+  lt::set_num_threads(a.threads);
+  const lt::ModelConfig mc = lt::load_model_config(a.model);
+  LT_CHECK(a.seq <= mc.max_seq_len, "{}: --seq {} is more than the model's context of {} positions "
+           "(max_position_embeddings); use --seq {} or less", a.model, a.seq, mc.max_seq_len, mc.max_seq_len);
+  if (!a.profile_trace.empty()) lt::prof::route(true);
+  auto loop = lt::TrainLoop::synthetic(bench_config(a), lt::local_services(), 1234);
+  std::vector<double> times;
+  for (int s = 0; s <= a.steps; ++s) {
+    const lt::StepStats st = loop->step();
+    if (s == 0 && !a.profile_trace.empty()) lt::prof::start();  // the measured steps, not the warm-up
+    if (s) times.push_back(st.seconds);
+  }
+  const nlohmann::json j = train_report(a, *loop, times);
+  if (!a.profile_trace.empty()) {
+    lt::prof::stop();
+    lt::prof::write_trace(a.profile_trace);
+    fmt::print(stderr, "profile (measured steps):\n{}wrote {}\n", lt::prof::table(), a.profile_trace);
+  }
+  return j.dump();
+}
+
+std::string bench_inference(const InferenceBenchOptions& a) {
+  lt::set_num_threads(a.threads);
+  const lt::ModelConfig mc = lt::load_model_config(a.model);
+  LT_CHECK(int64_t(a.prompt_tokens) + a.decode_tokens <= mc.max_seq_len, "{}: --prompt-tokens {} + --decode-tokens {} "
+           "= {} positions is more than the model's context of {} (max_position_embeddings); use at most {} in all",
+           a.model, a.prompt_tokens, a.decode_tokens, int64_t(a.prompt_tokens) + a.decode_tokens, mc.max_seq_len,
+           mc.max_seq_len);
+  lt::InferenceOptions io;
+  io.context = a.prompt_tokens + a.decode_tokens + 1;
+  io.quantization = lt::parse_quantization(a.quantization);
+  io.double_quant = a.double_quant;
+  auto model = lt::LlamaModel::load(a.model, io, lt::ops_cpu());
+  std::mt19937 rng(1234);
+  std::vector<int> ids(size_t(a.prompt_tokens + a.decode_tokens));
+  for (auto& t : ids) t = int(rng() % unsigned(model->config().vocab_size));
+  std::vector<double> pre, dec;
+  for (int r = 0; r < a.repeats + 1; ++r) {  // the first run is the warm-up
+    const auto t0 = Clock::now();
+    model->forward(ids.data(), a.prompt_tokens, 0);
+    const auto t1 = Clock::now();
+    for (int i = 0; i < a.decode_tokens; ++i)
+      model->forward(&ids[size_t(a.prompt_tokens + i)], 1, a.prompt_tokens + i);
+    const auto t2 = Clock::now();
+    if (r == 0) continue;
+    pre.push_back(std::chrono::duration<double>(t1 - t0).count());
+    dec.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["threads"] = lt::num_threads();
+  j["isa"] = lt::isa_name(lt::cpu_isa());
+  j["prompt_tokens"] = a.prompt_tokens;
+  j["decode_tokens"] = a.decode_tokens;
+  j["prefill_tok_s"] = a.prompt_tokens / median(pre);
+  j["decode_tok_s"] = a.decode_tokens / median(dec);
+  j["weights_bytes"] = model->arenas().allocated_bytes(lt::Category::FrozenWeights);
+  j["quantization"] = a.quantization.empty() ? "none" : a.quantization;
+  j["peak_rss_bytes"] = lt::process_peak_rss_bytes();
+  return j.dump();
+}
+
+}  // namespace leantune

@@ -1,0 +1,51 @@
+// merge.h: the adapter merged through the inference model's f32 weights, saved under their HF names.
+#include "leantune/merge.h"
+
+#include <filesystem>
+
+#include "api/guard.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/atomic_file.h"
+#include "io/model_files.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "model/llama_model.h"
+
+namespace fs = std::filesystem;
+
+namespace leantune {
+
+void merge_adapter(const std::string& base_model, const std::string& adapter, const std::string& out_dir) {
+  detail::guard([&] {
+    fs::path base_dir = fs::is_directory(base_model) ? fs::path(base_model) : fs::path(base_model).parent_path();
+    LT_CHECK(fs::exists(base_dir / "config.json"), "{}: merge needs a Hugging Face base (config.json) to write a "
+             "Hugging Face folder", base_model);
+    lt::InferenceOptions io;
+    io.context = 1;
+    auto files = lt::load_model_files(base_model);
+    lt::LlamaModel model(files.config, files.tensors, io, lt::ops_cpu());
+    model.merge_adapter(adapter);
+    std::vector<lt::TensorInfo> ts;
+    for (const auto& b : model.plan().buffers) {
+      if (b.cat != lt::Category::FrozenWeights) continue;
+      const lt::TensorInfo* src = files.tensors.find(b.name);
+      LT_ASSERT(src);
+      lt::TensorInfo t;
+      t.name = b.name;
+      t.dtype = lt::DType::F32;
+      t.shape = src->shape;
+      t.nbytes = b.bytes;
+      t.data = model.arenas().get(b.name);
+      ts.push_back(t);
+    }
+    fs::create_directories(out_dir);
+    lt::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), ts, {{"format", "pt"}});
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "generation_config.json"})
+      if (fs::exists(base_dir / f))
+        lt::write_text_file_atomic((fs::path(out_dir) / f).string(), lt::read_text_file((base_dir / f).string()));
+  });
+}
+
+}  // namespace leantune

@@ -1,0 +1,184 @@
+// model.h: Model (the engine's LlamaModel holding the weights, shared read-only by every sequence
+// state made over it), model configs and file inspection.
+#include "leantune/model.h"
+
+#include <omp.h>
+
+#include "api/access.h"
+#include "api/guard.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "io/model_files.h"
+#include "kernels/ops.h"
+#include "leantune/machine.h"
+#include "quant/quant_tensor.h"
+
+namespace leantune {
+
+Quantization parse_quantization(std::string_view name) {
+  return detail::guard([&] {
+    if (name.empty() || name == "none") return Quantization::None;
+    switch (lt::parse_quant_type(name)) {
+      case lt::QuantType::NF4: return Quantization::NF4;
+      case lt::QuantType::FP4: return Quantization::FP4;
+      case lt::QuantType::Int8: return Quantization::Int8;
+    }
+    return Quantization::None;
+  });
+}
+
+const char* quantization_name(Quantization q) {
+  switch (q) {
+    case Quantization::NF4: return "nf4";
+    case Quantization::FP4: return "fp4";
+    case Quantization::Int8: return "int8";
+    case Quantization::None: break;
+  }
+  return "none";
+}
+
+namespace detail {
+
+lt::Quantization engine_quantization(Quantization q) {
+  switch (q) {
+    case Quantization::NF4: return lt::QuantType::NF4;
+    case Quantization::FP4: return lt::QuantType::FP4;
+    case Quantization::Int8: return lt::QuantType::Int8;
+    case Quantization::None: break;
+  }
+  return std::nullopt;
+}
+
+Quantization public_quantization(lt::Quantization q) {
+  if (!q) return Quantization::None;
+  switch (*q) {
+    case lt::QuantType::NF4: return Quantization::NF4;
+    case lt::QuantType::FP4: return Quantization::FP4;
+    case lt::QuantType::Int8: return Quantization::Int8;
+  }
+  return Quantization::None;
+}
+
+ModelConfig public_config(const lt::ModelConfig& c) {
+  ModelConfig p;
+  p.arch = c.arch;
+  p.dim = c.dim;
+  p.n_layers = c.n_layers;
+  p.n_heads = c.n_heads;
+  p.n_kv_heads = c.n_kv_heads;
+  p.head_dim = c.head_dim;
+  p.hidden_dim = c.hidden_dim;
+  p.vocab_size = c.vocab_size;
+  p.max_seq_len = c.max_seq_len;
+  p.norm_eps = c.norm_eps;
+  p.rope_theta = c.rope_theta;
+  p.rope_scaling = c.rope_scaling.type;
+  p.rope_layout = c.rope_layout == lt::RopeLayout::Halves ? RopeLayout::Halves : RopeLayout::Interleaved;
+  p.tie_embeddings = c.tie_embeddings;
+  p.attention_bias = c.attention_bias;
+  p.o_proj_bias = c.o_proj_bias;
+  p.mlp_bias = c.mlp_bias;
+  p.sliding_window = c.sliding_window;
+  p.bos_token_id = c.bos_token_id;
+  p.eos_token_id = c.eos_token_id;
+  p.quantization = public_quantization(c.quantization);
+  return p;
+}
+
+// Elements of every weight the inference plan lists for `c` unquantized (embeddings once when tied).
+static uint64_t count_parameters(const lt::ModelConfig& c) {
+  lt::ModelConfig f32 = c;
+  f32.quantization.reset();
+  lt::InferenceOptions o;
+  o.context = 1;
+  uint64_t n = 0;
+  for (const auto& b : lt::plan_inference(f32, o).buffers)
+    if (b.cat == lt::Category::FrozenWeights) n += b.bytes / sizeof(float);
+  return n;
+}
+
+// The engine's inference options for a sequence of `o` over a model loaded with `m`.
+static lt::InferenceOptions inference_options(const ModelOptions& m, int context, int prefill_block) {
+  lt::InferenceOptions io;
+  io.context = context;
+  io.prefill_block = prefill_block;
+  io.quantization = engine_quantization(m.quantization);
+  io.double_quant = m.double_quant;
+  io.quant_blocksize = m.quant_blocksize;
+  io.int8_threshold = m.int8_threshold;
+  return io;
+}
+
+std::unique_ptr<lt::LlamaModel> new_sequence_state(const ModelImpl& m, const SequenceOptions& o) {
+  return std::make_unique<lt::LlamaModel>(m.weights, inference_options(m.options, o.context, o.prefill_block));
+}
+
+}  // namespace detail
+
+ModelConfig read_model_config(const std::string& path) {
+  return detail::guard([&] {
+    const lt::ModelConfig c = lt::load_model_config(path);
+    lt::validate_config(c, path);
+    return detail::public_config(c);
+  });
+}
+
+ModelFileInfo inspect_model(const std::string& path) {
+  return detail::guard([&] {
+    const lt::ModelFiles files = lt::load_model_files(path);
+    lt::validate_config(files.config, path);
+    ModelFileInfo info;
+    info.config = detail::public_config(files.config);
+    info.tensor_count = files.tensors.all().size();
+    info.parameter_count = detail::count_parameters(files.config);
+    return info;
+  });
+}
+
+Model::Model(const std::string& path, const ModelOptions& options) {
+  impl_ = detail::guard([&] {
+    auto m = std::make_unique<Impl>();
+    m->path = path;
+    m->options = options;
+    m->threads = resolve_threads(options.threads);
+    detail::ThreadScope threads(m->threads);
+    // the weights, with the smallest sequence state of their own (every use makes its own)
+    const lt::Ops& ops = options.kernels == Kernels::Reference ? lt::ops_ref() : lt::ops_cpu();
+    auto weights = lt::LlamaModel::load(path, detail::inference_options(options, 1, 1), ops);
+    if (!options.adapter.empty()) weights->merge_adapter(options.adapter);
+    m->config = detail::public_config(weights->config());
+    m->parameters = detail::count_parameters(weights->config());
+    m->weights = std::move(weights);
+    return m;
+  });
+}
+
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+const std::string& Model::path() const { return impl_->path; }
+const ModelOptions& Model::options() const { return impl_->options; }
+const ModelConfig& Model::config() const { return impl_->config; }
+uint64_t Model::parameter_count() const { return impl_->parameters; }
+int Model::threads() const { return impl_->threads; }
+
+size_t Model::memory_bytes() const { return impl_->weights->arenas().allocated_total(); }
+
+std::string Model::kernels_name() const {
+  return impl_->options.kernels == Kernels::Reference ? "reference kernels" : lt::isa_name(lt::cpu_isa());
+}
+
+std::vector<float> Model::logits(std::span<const int> tokens) const {
+  return detail::guard([&] {
+    LT_CHECK(!tokens.empty(), "logits: no token ids given");
+    detail::ThreadScope threads(impl_->threads);
+    SequenceOptions o;
+    o.context = int(tokens.size());
+    auto state = detail::new_sequence_state(*impl_, o);
+    state->forward(tokens.data(), int(tokens.size()), 0);
+    return std::vector<float>(state->logits(), state->logits() + impl_->config.vocab_size);
+  });
+}
+
+}  // namespace leantune

@@ -1,0 +1,31 @@
+// quantize.h over io/quant_model.h.
+#include "leantune/quantize.h"
+
+#include "api/guard.h"
+#include "io/quant_model.h"
+#include "quant/quant_tensor.h"
+
+namespace leantune {
+
+namespace {
+
+lt::QuantSpec engine_spec(const QuantizeOptions& o) {
+  // None is not a type to quantize to: the engine's parser words it
+  const lt::QuantType t = o.type == Quantization::NF4    ? lt::QuantType::NF4
+                          : o.type == Quantization::FP4  ? lt::QuantType::FP4
+                          : o.type == Quantization::Int8 ? lt::QuantType::Int8
+                                                         : lt::parse_quant_type(quantization_name(o.type));
+  return {t, o.blocksize, o.double_quant};
+}
+
+}  // namespace
+
+void check_quantize_options(const QuantizeOptions& options) {
+  detail::guard([&] { lt::check_quant_spec(engine_spec(options)); });
+}
+
+void quantize_model(const std::string& model, const QuantizeOptions& options, const std::string& out_dir) {
+  detail::guard([&] { lt::quantize_model(model, engine_spec(options), out_dir); });
+}
+
+}  // namespace leantune

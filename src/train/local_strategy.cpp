@@ -1,0 +1,101 @@
+// One process without sharding (train/local_strategy.h).
+#include "train/local_strategy.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/atomic_file.h"
+#include "io/safetensors.h"
+#include "train/output_dir.h"
+#include "train/train_model.h"
+
+namespace fs = std::filesystem;
+
+namespace lt {
+
+void LocalStrategy::attach(std::vector<TrainParam>& params) {
+  params_ = &params;
+  groups_.clear();
+  for (auto& p : params) {
+    LT_CHECK(p.p && p.g && p.m && p.v, "LocalStrategy: trainable tensor '{}' has no parameter, gradient or moments "
+             "in the model (built for a sharding strategy?)", p.name);
+    ParamGroup g;
+    g.param = p.p; g.grad = p.g; g.m = p.m; g.v = p.v; g.n = p.n;
+    g.weight_decay = p.decay;
+    groups_.push_back(g);
+  }
+}
+
+void LocalStrategy::set_frozen(size_t i, bool frozen, float lr_factor) {
+  groups_[i].frozen = frozen;
+  groups_[i].lr_factor = lr_factor;
+}
+
+OptimizerStepResult LocalStrategy::optimizer_step(const OptimizerStepArgs& a) {
+  if (a.grad_scale != 1.0f) {  // unscale (exact for a power of two), as LossScaler::unscale
+    const float inv = 1.0f / a.grad_scale;
+    for (ParamGroup& g : groups_) {
+      if (g.frozen || g.n == 0) continue;
+      float* __restrict gr = g.grad;
+      const ptrdiff_t n = ptrdiff_t(g.n);
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 14))
+      for (ptrdiff_t i = 0; i < n; i++) gr[i] *= inv;
+    }
+    if (a.skip_nonfinite && !grads_finite(groups_)) return {0.0f, false};
+  }
+  const float norm = a.max_grad_norm > 0 ? clip_grad_norm(groups_, a.max_grad_norm) : 0.0f;
+  if (!grads_finite(groups_)) return {norm, false};
+  adamw_step(groups_, a.adamw, a.lr, a.adam_step);
+  return {norm, true};
+}
+
+// checkpoint-<step> (tensors, moments, trainer_state.json), published in LATEST, then the previous
+// one removed. A failed write removes the unfinished folder and says the previous one is intact.
+void LocalStrategy::save_checkpoint(const std::string& out_dir, const TrainerState& state, const TrainedModelInfo&,
+                                    const TrainHooks& hooks) {
+  const std::string name = checkpoint_name(state.step), previous = read_latest(out_dir);
+  if (name != previous) fs::remove_all(fs::path(out_dir) / name);  // left by a run killed before publishing it
+  write_checkpoint_folder(out_dir, name, previous, [&](const std::string& dir) {
+    std::vector<TensorInfo> ts;
+    for (const auto& p : *params_)
+      for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+        TensorInfo t;
+        t.name = prefix + p.name;
+        t.dtype = DType::F32;
+        t.shape = p.shape;
+        t.data = ptr;
+        t.nbytes = p.n * sizeof(float);
+        ts.push_back(t);
+      }
+    save_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
+    write_text_file_atomic((fs::path(dir) / "trainer_state.json").string(), trainer_state_json(state).dump(1));
+  });
+  if (hooks.on_checkpoint_written) hooks.on_checkpoint_written(state.step);
+  publish_checkpoint(out_dir, name, previous);
+  if (hooks.on_checkpoint_saved) hooks.on_checkpoint_saved(state.step);
+}
+
+TrainerState LocalStrategy::load_checkpoint(const std::string& path, const std::string& out_dir) {
+  const std::string dir = resolve_checkpoint(path, out_dir);
+  if (dir.empty()) return {};
+  // the state first: a corrupt step is reported before megabytes of tensors are read
+  const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
+  TrainerState r = parse_trainer_state(read_text_file(state_path), state_path);
+  TensorSet ts;
+  ts.source = dir;
+  load_safetensors(dir + "/state.safetensors", ts);
+  for (auto& p : *params_)
+    for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+      const TensorInfo& t = ts.get(prefix + p.name, p.shape);
+      convert_to_f32(ptr, t.data, t.dtype, p.n);
+    }
+  return r;
+}
+
+TrainedTensorFn LocalStrategy::trained_tensors() {
+  return [this](size_t i) -> const float* { return (*params_)[i].p; };
+}
+
+}  // namespace lt

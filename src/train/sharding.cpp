@@ -1,0 +1,21 @@
+// The defaults of ShardingStrategy (train/sharding.h): a strategy that holds no parameters or
+// gradients is never asked for their buffers.
+#include "train/sharding.h"
+
+#include "core/error.h"
+
+namespace lt {
+
+float* ShardingStrategy::load_buffer(size_t i, size_t n) {
+  fail("internal: load_buffer({}, {}) on a sharding strategy that holds no parameters", i, n);
+}
+
+float* ShardingStrategy::acquire_params(int u, int) {
+  fail("internal: acquire_params({}) on a sharding strategy that holds no parameters", u);
+}
+
+float* ShardingStrategy::acquire_grads(int u) {
+  fail("internal: acquire_grads({}) on a sharding strategy that holds no gradients", u);
+}
+
+}  // namespace lt
