@@ -1,10 +1,11 @@
-// GGUF reader: a file the writer produced reads back (every value type, nested arrays, tensors);
+// GGUF reader: a file the writer produced reads back (every value type, nested arrays, tensors), and
+// so do bytes laid out by hand as ggml lays them out (every tensor type: f32, f16, bf16, q8_0, q4_0);
 // each kind of bad input is an lt::Error naming the file and what is wrong: truncated at every
 // byte, wrong magic, versions 1 and 4, big-endian, n_dims 5, overflowing shapes, data past the end,
 // misaligned or overlapping data, unknown and unsupported tensor types, duplicate tensors and
 // keys, lengths larger than the file, arrays nested too deep, a bad general.alignment; typed
-// getters refusing the wrong type. Then the llama model loader: config, names, q/k rows
-// un-permuted, dequantized blocks, and its refusals (architecture, MoE, missing key, unknown tensor).
+// getters refusing the wrong type. Then the llama model loader at every type: config, names, q/k
+// rows un-permuted, exactly the values the file holds, and its refusals (architecture, MoE, missing key, unknown tensor).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -113,6 +114,74 @@ TEST(GgufReader, ReadsWhatTheWriterWrote) {
   dequantize_q8_0(q->data, 128, y.data());
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], x[i], 2.0f / 127) << i;
   EXPECT_EQ(r.find_tensor("t.bf16")->shape, (std::vector<int64_t>{128}));
+}
+
+// Each tensor type from bytes laid out by hand as ggml lays them out (not by our writer), one
+// [2, 32] tensor per type: shape (ne reversed), type, size, offset, and the values they decode to.
+TEST(GgufReader, EveryTensorTypeFromBytes) {
+  test::TempDir dir;
+  Bytes b;
+  b.header(5, 0);
+  // sizes: f32 256, f16 128, bf16 128, q8_0 2 blocks * 34 = 68, q4_0 2 * 18 = 36; offsets aligned to 32
+  b.tensor("f32", {32, 2}, 0, 0).tensor("f16", {32, 2}, 1, 256).tensor("bf16", {32, 2}, 30, 384);
+  b.tensor("q8", {32, 2}, 8, 512).tensor("q4", {32, 2}, 2, 608).align();
+  const size_t base = b.b.size();
+  std::vector<float> want(64);
+  for (int i = 0; i < 64; ++i) want[i] = float(i - 20) * 0.5f;  // -10 .. 21.5: exact in f16, bf16
+  for (float v : want) b.put<float>(v);
+  b.align();
+  for (float v : want) b.put<uint16_t>(f32_to_f16(v));
+  b.align();
+  for (float v : want) b.put<uint16_t>(f32_to_bf16(v));
+  b.align();
+  // q8_0: 2 blocks of (f16 scale 0.5, 32 int8 q) decode to 0.5 * q
+  std::vector<float> want_q8(64), want_q4(64);
+  for (int blk = 0; blk < 2; ++blk) {
+    b.put<uint16_t>(0x3800);  // 0.5
+    for (int j = 0; j < 32; ++j) {
+      const int8_t q = int8_t(blk * 40 - 70 + j * 3);
+      b.put<int8_t>(q);
+      want_q8[blk * 32 + j] = 0.5f * q;
+    }
+  }
+  b.align();
+  // q4_0: 2 blocks of (f16 scale 2, 16 bytes): byte j holds element j (low nibble) and j + 16
+  // (high nibble), each decoding to 2 * (nibble - 8)
+  for (int blk = 0; blk < 2; ++blk) {
+    b.put<uint16_t>(0x4000);  // 2.0
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (j + blk) % 16, hi = (15 - j + 3 * blk) % 16;
+      b.put<uint8_t>(uint8_t(lo | hi << 4));
+      want_q4[blk * 32 + j] = 2.0f * (lo - 8), want_q4[blk * 32 + j + 16] = 2.0f * (hi - 8);
+    }
+  }
+  const Reader r(write(dir, "t.gguf", b.b));
+  ASSERT_EQ(r.tensors().size(), 5u);
+  EXPECT_EQ(r.data_offset(), base);
+  struct Want { const char* name; TensorType type; uint64_t offset, nbytes; };
+  for (const Want& w : {Want{"f32", TensorType::F32, 0, 256}, Want{"f16", TensorType::F16, 256, 128},
+                        Want{"bf16", TensorType::BF16, 384, 128}, Want{"q8", TensorType::Q8_0, 512, 68},
+                        Want{"q4", TensorType::Q4_0, 608, 36}}) {
+    const TensorEntry* t = r.find_tensor(w.name);
+    ASSERT_TRUE(t) << w.name;
+    EXPECT_EQ(t->type, w.type) << w.name;
+    EXPECT_EQ(t->shape, (std::vector<int64_t>{2, 32})) << w.name;
+    EXPECT_EQ(t->numel(), 64) << w.name;
+    EXPECT_EQ(t->offset, base + w.offset) << w.name;
+    EXPECT_EQ(t->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(t->data, r.file()->data() + t->offset) << w.name;
+  }
+  std::vector<float> got(64);
+  convert_to_f32(got.data(), r.find_tensor("f32")->data, DType::F32, 64);
+  EXPECT_EQ(got, want);
+  convert_to_f32(got.data(), r.find_tensor("f16")->data, DType::F16, 64);
+  EXPECT_EQ(got, want);
+  convert_to_f32(got.data(), r.find_tensor("bf16")->data, DType::BF16, 64);
+  EXPECT_EQ(got, want);
+  dequantize_q8_0(r.find_tensor("q8")->data, 64, got.data());
+  EXPECT_EQ(got, want_q8);
+  dequantize_q4_0(r.find_tensor("q4")->data, 64, got.data());
+  EXPECT_EQ(got, want_q4);
 }
 
 TEST(GgufReader, EveryValueTypeAndNestedArrays) {
@@ -263,12 +332,12 @@ ModelConfig tiny_config() {
   return c;
 }
 
-// The tiny model's tensors: values distinct per tensor and element.
+// The tiny model's tensors: values distinct per tensor and element, none exact in f16 or bf16.
 std::map<std::string, std::vector<float>> tiny_weights(const ModelConfig& c) {
   std::map<std::string, std::vector<float>> w;
   auto add = [&](const std::string& n, int64_t numel) {
     std::vector<float>& v = w[n];
-    for (int64_t i = 0; i < numel; ++i) v.push_back(float((i * 31 + int64_t(n.size()) * 7) % 23 - 11) / 16.0f);
+    for (int64_t i = 0; i < numel; ++i) v.push_back(float((i * 31 + int64_t(n.size()) * 7) % 23 - 11) * 0.0632f);
   };
   add("model.embed_tokens.weight", int64_t(c.vocab_size) * c.dim);
   add("lm_head.weight", int64_t(c.vocab_size) * c.dim);
@@ -298,11 +367,29 @@ std::string write_tiny(const test::TempDir& dir, const std::string& name, Tensor
   return dir / name;
 }
 
+// The values `x` holds once written as `type`: norms (1-D) stay f32, matrices are rounded to f16 /
+// bf16 or quantized in blocks of 32 along their rows (every row of the tiny model is 32 or 64 long).
+std::vector<float> stored_as(const std::vector<float>& x, bool matrix, TensorType type) {
+  std::vector<float> y = x;
+  if (!matrix) return y;
+  const int64_t n = int64_t(x.size());
+  std::vector<uint8_t> q(type_bytes(TensorType::Q8_0, n));
+  switch (type) {
+    case TensorType::F32: break;
+    case TensorType::F16: for (float& v : y) v = f16_to_f32(f32_to_f16(v)); break;
+    case TensorType::BF16: for (float& v : y) v = bf16_to_f32(f32_to_bf16(v)); break;
+    case TensorType::Q8_0: quantize_q8_0(x.data(), n, q.data()), dequantize_q8_0(q.data(), n, y.data()); break;
+    case TensorType::Q4_0: quantize_q4_0(x.data(), n, q.data()), dequantize_q4_0(q.data(), n, y.data()); break;
+  }
+  return y;
+}
+
 TEST(GgufModel, LoadsConfigNamesAndUnpermutedRows) {
   test::TempDir dir;
   const ModelConfig c = tiny_config();
   const auto w = tiny_weights(c);
-  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0}) {
+    SCOPED_TRACE(type_name(type));
     const std::string path = write_tiny(dir, "m.gguf", type);
     const ModelFiles m = load_model_files(path);
     EXPECT_EQ(m.config.dim, 32);
@@ -317,9 +404,13 @@ TEST(GgufModel, LoadsConfigNamesAndUnpermutedRows) {
       ASSERT_TRUE(t) << name;
       std::vector<float> got(ref.size());
       convert_to_f32(got.data(), t->data, t->dtype, got.size());
-      // f32 exact; f16 / q8_0 within their rounding (q/k rows back in HF order either way)
-      const float tol = type == TensorType::F32 ? 0.0f : type == TensorType::F16 ? 1e-3f : 0.7f / 127;
-      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], tol) << name << " " << i;
+      // exactly the values the file holds, the q/k rows back in HF order (quantizing whole rows,
+      // the permutation and the blocks commute)
+      const bool matrix = name.find("norm") == std::string::npos;
+      ASSERT_EQ(got, stored_as(ref, matrix, type)) << name;
+      if (type != TensorType::F32 && matrix) {
+        EXPECT_NE(got, ref) << name;  // the rounding happened
+      }
     }
     EXPECT_EQ(load_model_config(path).n_layers, 1);
   }
