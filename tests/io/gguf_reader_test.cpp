@@ -5,7 +5,8 @@
 // misaligned or overlapping data, unknown and unsupported tensor types, duplicate tensors and
 // keys, lengths larger than the file, arrays nested too deep, a bad general.alignment; typed
 // getters refusing the wrong type. Then the llama model loader at every type: config, names, q/k
-// rows un-permuted, exactly the values the file holds, and its refusals (architecture, MoE, missing key, unknown tensor).
+// rows un-permuted, exactly the values the file holds, and its refusals (architecture, MoE,
+// missing key, unknown tensor).
 #include <gtest/gtest.h>
 
 #include <cstring>
