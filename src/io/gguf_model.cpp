@@ -7,6 +7,8 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -168,6 +170,31 @@ TensorInfo convert_tensor(const gguf::TensorEntry& t, const std::string& hf, con
   return ti;
 }
 
+// The names of block l's tensors that every llama block has (norms, then the seven projections).
+std::vector<std::string> block_tensor_names(int l) {
+  std::vector<std::string> names = {fmt::format("blk.{}.attn_norm.weight", l), fmt::format("blk.{}.ffn_norm.weight", l)};
+  for (Proj p : kProjs) names.push_back(fmt::format("blk.{}.{}.weight", l, gguf::proj_gguf_name(p)));
+  return names;
+}
+
+// llama.block_count against the tensors the file holds: a small file announcing many blocks is
+// refused here, before anything per block is built.
+void check_block_count(const gguf::Reader& r, int n_layers) {
+  const int64_t needed = int64_t(n_layers) * int64_t(block_tensor_names(0).size()) + 2;  // + token_embd, output_norm
+  LT_CHECK(int64_t(r.tensors().size()) >= needed, "{}: llama.block_count is {} but the file holds {} tensors; a llama "
+           "of {} blocks has at least {} (the embedding, the output norm and 9 per block)", r.path(), n_layers,
+           r.tensors().size(), n_layers, needed);
+}
+
+// Every block has its tensors, named as the file names them (the model would name the first one
+// missing by its Hugging Face name).
+void check_blocks(const gguf::Reader& r, int n_layers) {
+  for (int l = 0; l < n_layers; ++l)
+    for (const std::string& name : block_tensor_names(l))
+      LT_CHECK(r.find_tensor(name), "{}: GGUF tensor '{}' is missing; llama.block_count {} needs it in every block "
+               "(blk.0 to blk.{})", r.path(), name, n_layers, n_layers - 1);
+}
+
 }  // namespace
 
 ModelConfig gguf_model_config(const gguf::Reader& r) {
@@ -175,6 +202,7 @@ ModelConfig gguf_model_config(const gguf::Reader& r) {
   ModelConfig c;
   c.arch = "llama";
   read_shapes(r, c);
+  check_block_count(r, c.n_layers);
   read_rope(r, c);
   c.tie_embeddings = !r.find_tensor("output.weight");
   c.attention_bias = r.find_tensor("blk.0.attn_q.bias") != nullptr;
@@ -204,6 +232,7 @@ ModelFiles load_gguf_model(const std::string& path) {
              "ffn_up, ffn_down}})", path, excerpt(t.name));
     m.tensors.add(convert_tensor(t, hf, m.config, m.tensors));
   }
+  check_blocks(r, m.config.n_layers);
   return m;
 }
 

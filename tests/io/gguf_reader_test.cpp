@@ -6,7 +6,7 @@
 // keys, lengths larger than the file, arrays nested too deep, a bad general.alignment; typed
 // getters refusing the wrong type. Then the llama model loader at every type: config, names, q/k
 // rows un-permuted, exactly the values the file holds, and its refusals (architecture, MoE,
-// missing key, unknown tensor).
+// missing key, unknown tensor, llama.block_count beyond the blocks held, a block tensor missing).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -435,6 +435,19 @@ TEST(GgufModel, Refusals) {
                   {"p.gguf", "'llama.block_count' is missing"});
   EXPECT_LT_ERROR(load_model_files(patched("blk.0.ffn_up.weight", "blk.0.ffn_xx.weight")),
                   {"p.gguf", "'blk.0.ffn_xx.weight'", "not one a llama model has"});
+  // llama.block_count (a u32 after its key and value type) against the blocks the file holds
+  auto with_blocks = [&](uint32_t n) {
+    std::string b = bytes;
+    const size_t at = b.find("llama.block_count") + std::strlen("llama.block_count") + 4;
+    std::memcpy(b.data() + at, &n, 4);
+    return write(dir, "b.gguf", b);
+  };
+  EXPECT_NO_THROW(load_model_files(with_blocks(1)));
+  EXPECT_LT_ERROR(load_model_files(with_blocks(65536)), {"b.gguf", "llama.block_count is 65536", "holds 12 tensors",
+                                                         "at least 589826"});
+  EXPECT_LT_ERROR(load_model_config(with_blocks(2)), {"b.gguf", "llama.block_count is 2", "at least 20"});
+  EXPECT_LT_ERROR(load_model_files(patched("blk.0.attn_norm.weight", "blk.1.attn_norm.weight")),
+                  {"p.gguf", "GGUF tensor 'blk.0.attn_norm.weight' is missing", "blk.0 to blk.0"});
   Writer w;
   w.add_string("general.architecture", "qwen2");
   w.write(dir / "q.gguf");
