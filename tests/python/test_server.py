@@ -322,3 +322,24 @@ def test_adapter_eviction_and_prefix_cache_change_nothing(server_factory, hf_mod
     assert tight.metric("leantune_prefix_cache_hits_total") > 0
     assert tight.metric("leantune_adapter_evictions_total") > 0
     assert tight.metric("leantune_adapters_resident") == 1
+
+
+def test_a_thousand_requests_at_once(server_factory, shared_dir):
+    # every one is answered (200, or 429 once --max-queue requests wait); none is refused at connect
+    d = shared_dir / "models" / "stories260K"
+    srv = server_factory("--model", str(d / "stories260K.bin"), "--tokenizer", str(d / "tok512.bin"),
+                         "--context", "128", "--max-queue", "64", "--max-seqs", "16")
+    body = {"model": "stories260K", "prompt": "Once", "max_tokens": 8, "temperature": 0}
+
+    def one(_):
+        try:
+            return srv.raw("POST", "/v1/completions", body, timeout=60)[0]
+        except OSError as e:
+            return type(e).__name__
+
+    with concurrent.futures.ThreadPoolExecutor(1000) as ex:
+        codes = list(ex.map(one, range(1000)))
+    assert set(codes) <= {200, 429}, {c for c in codes if c not in (200, 429)}
+    assert codes.count(200) >= 64
+    assert srv.raw("GET", "/health")[0] == 200
+    assert srv.metric("leantune_running_requests") == 0

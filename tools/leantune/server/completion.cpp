@@ -167,7 +167,7 @@ void respond_whole(ServerState& st, const ParsedRequest& p, const Meta& m, Job& 
   }
   json body = {{"id", m.id}, {"object", m.chat ? "chat.completion" : "text_completion"}, {"created", m.created},
                {"model", m.model}, {"choices", cs}, {"usage", usage_json(prompt, completion)}};
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 // One SSE chunk for event e of choice i (null when it carries nothing to send).
@@ -199,7 +199,7 @@ struct Stream {
 };
 
 bool write_event(httplib::DataSink& sink, const json& j) {
-  const std::string s = "data: " + j.dump() + "\n\n";
+  const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
   return sink.write(s.data(), s.size());
 }
 

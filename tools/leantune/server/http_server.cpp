@@ -2,6 +2,12 @@
 // library's own 404 / 413), models, adapters, health and Prometheus metrics.
 #include "http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,6 +51,26 @@ ApiError library_error(int status) {
     case 400: return ApiError(400, "the request could not be read");
     default: return ApiError(status, "the request failed with HTTP status " + std::to_string(status), "",
                              status >= 500 ? "server_error" : "invalid_request_error");
+  }
+}
+
+// cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library), so a burst of
+// connections overflows the accept queue and clients see resets. listen() again on the listening
+// socket raises its backlog; the socket is found as the one listening on `port` (httplib keeps
+// its descriptor private).
+void raise_listen_backlog(int port) {
+  const int max_fd = int(sysconf(_SC_OPEN_MAX) > 0 ? std::min<long>(sysconf(_SC_OPEN_MAX), 65536) : 1024);
+  for (int fd = 0; fd < max_fd; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = -1;
+    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (p == port) ::listen(fd, SOMAXCONN);
   }
 }
 
@@ -178,6 +204,7 @@ int HttpServer::bind() {
   if (port <= 0)
     throw leantune::Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                           " (in use, or not an address of this machine); pick another --port or --host");
+  raise_listen_backlog(port);
   return port;
 }
 

@@ -16,7 +16,7 @@ std::string error_body(const ApiError& e) {
   json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
   if (!e.param.empty()) err["param"] = e.param;
   if (!e.code.empty()) err["code"] = e.code;
-  return json{{"error", err}}.dump();
+  return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {
