@@ -45,7 +45,8 @@ struct EngineOptions {
   int context = 0;               // positions per request (prompt + output); 0: the model's, at most 4096
   int block_size = 16;           // positions per KV block
   int kv_blocks = 0;             // blocks in the KV pool; 0: from kv_memory_bytes, else max_seqs full contexts
-  size_t kv_memory_bytes = 0;    // the KV pool's size when kv_blocks is 0 (0: max_seqs full contexts)
+  size_t kv_memory_bytes = 0;    // the KV pool's size when kv_blocks is 0 (0: max_seqs full contexts, at most
+                                 // 1 GiB, one context at least)
   bool prefix_caching = true;
   size_t adapter_memory_bytes = 0;  // resident adapters at most (LRU eviction); 0: no limit
   int max_lora_rank = 64;           // largest adapter rank accepted

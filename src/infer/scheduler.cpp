@@ -10,6 +10,8 @@
 
 namespace lt {
 
+constexpr size_t kDefaultPoolBytes = size_t(1) << 30;  // 1 GiB
+
 struct Scheduler::Seq {
   uint64_t id = 0;
   SchedRequest req;
@@ -40,7 +42,10 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer&
            "scheduler: block_size {}, max_seqs {}, max_batch_tokens {}: each must be at least 1", o_.block_size,
            o_.max_seqs, o_.max_batch_tokens);
   const int per_seq = (o_.max_context + o_.block_size - 1) / o_.block_size;
-  if (o_.num_blocks <= 0) o_.num_blocks = per_seq * o_.max_seqs;
+  if (o_.num_blocks <= 0) {  // max_seqs full contexts, at most kDefaultPoolBytes (but one context at least)
+    const size_t fit = kDefaultPoolBytes / kv_block_bytes(c, o_.block_size);
+    o_.num_blocks = int(std::max<size_t>(size_t(per_seq), std::min(size_t(per_seq) * size_t(o_.max_seqs), fit)));
+  }
   LT_CHECK(o_.num_blocks >= per_seq, "scheduler: {} KV blocks of {} positions do not hold one full context of {}; give "
            "at least {} blocks (or a shorter context)", o_.num_blocks, o_.block_size, o_.max_context, per_seq);
   pool_ = std::make_unique<KvPool>(c, o_.block_size, o_.num_blocks);

@@ -58,7 +58,7 @@ struct SchedRequest {
 
 struct SchedulerOptions {
   int block_size = 16;         // positions per KV block
-  int num_blocks = 0;          // KV blocks in the pool; 0: enough for max_seqs full contexts
+  int num_blocks = 0;          // KV blocks in the pool; 0: max_seqs full contexts, within 1 GiB (one at least)
   int max_seqs = 64;           // running sequences at most
   int max_batch_tokens = 256;  // rows per forward at most
   int max_context = 0;         // positions per sequence; 0: the model's, at most 4096

@@ -128,7 +128,7 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-batch-tokens", a->engine.max_batch_tokens, "tokens per forward step (default 256)");
   c->add_option("--context", a->engine.context, "positions per request (default: the model's, at most 4096)");
   c->add_option("--block-size", a->engine.block_size, "positions per KV block (default 16)");
-  c->add_option("--kv-memory,--memory-budget", a->kv_memory_mib, "MiB of KV cache (default: max-seqs contexts)");
+  c->add_option("--kv-memory,--memory-budget", a->kv_memory_mib, "MiB of KV cache (default: max-seqs contexts, at most 1 GiB)");
   c->add_option("--adapter-memory", a->adapter_memory_mib, "MiB of resident adapters, LRU beyond (0: no limit)");
   c->add_option("--max-lora-rank", a->engine.max_lora_rank, "largest adapter rank accepted (default 64)");
   c->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not share KV blocks between prompts");
