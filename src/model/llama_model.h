@@ -80,6 +80,16 @@ class LlamaModel {
   const Arenas& arenas() const { return arenas_; }
   int context() const { return opts_.context; }
 
+  // The weights, for forward passes over other state layouts (infer/batch_forward.h: a batch of
+  // sequences over a paged KV cache). Read-only; the k_cache / v_cache of each layer are this
+  // model's own cache, which such passes do not use.
+  const std::vector<LayerWeights>& layer_weights() const { return layers_; }
+  const float* embed_weights() const { return embed_; }
+  const float* final_norm_weights() const { return final_norm_; }
+  const float* lm_head_weights() const { return lm_head_; }
+  const Ops& ops() const { return ops_; }
+  bool quantized() const { return quant_; }
+
  private:
   void bind_state();  // points the activations, logits and KV cache at this model's arenas
   void load_weights(const TensorSet& tensors);
