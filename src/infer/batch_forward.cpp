@@ -78,10 +78,9 @@ BatchForward::BatchForward(std::shared_ptr<const LlamaModel> weights, KvPool& po
 
 void BatchForward::project(float* out, const float* x, int layer, int m, std::span<const BatchSeq> seqs, int R) {
   const LayerWeights& L = w_->layer_weights()[size_t(layer)];
-  const float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
   const auto [IC, OC] = cfg_.linear_shape(m);
   const Ops& ops = w_->ops();
-  rows_linear(ops, out, x, W[m], L.bias[m], R, int(IC), int(OC));
+  rows_linear(ops, out, x, L.w[size_t(m)], L.bias[size_t(m)], R, int(IC), int(OC));
   // LoRA: one product pair per run of consecutive sequences with the same adapter
   int row = 0;
   for (size_t i = 0; i < seqs.size();) {
