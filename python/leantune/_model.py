@@ -244,7 +244,7 @@ def _resolve(model: str, tokenizer: Optional[str]) -> "tuple[str, Optional[str]]
         return model, _llama2c_files(os.path.dirname(model) or ".")[1]
     if model.endswith(".safetensors"):
         return model, os.path.dirname(model) or "."
-    return model, model  # an HF folder (or a name the engine resolves): its tokenizer.json
+    return model, model  # an HF folder's tokenizer.json, a GGUF's own tokenizer (or a name the engine resolves)
 
 
 def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "f32", *,
@@ -253,10 +253,11 @@ def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "
     """Loads a model for inference, with its tokenizer.
 
     ``model``: a Hugging Face folder (``config.json`` + safetensors), one ``.safetensors`` file in
-    such a folder, a folder written by :func:`leantune.quantize`, a llama2.c checkpoint (``.bin``),
-    or a folder holding one llama2.c checkpoint and its ``tok*.bin`` tokenizer.
-    ``tokenizer``: ``tokenizer.json``, its folder, or a llama2.c tokenizer ``.bin``; by default the
-    model's folder (llama2.c: the one ``tok*.bin`` beside the checkpoint).
+    such a folder, a folder written by :func:`leantune.quantize`, a GGUF file, a llama2.c checkpoint
+    (``.bin``), or a folder holding one llama2.c checkpoint and its ``tok*.bin`` tokenizer.
+    ``tokenizer``: ``tokenizer.json``, its folder, a llama2.c tokenizer ``.bin`` or a GGUF file; by
+    default the model's own (its folder; a GGUF's metadata; llama2.c: the one ``tok*.bin`` beside
+    the checkpoint).
     ``weights``: how the linear weights are held in memory — ``"f32"`` (as stored), or quantized on
     load: ``"nf4"``, ``"fp4"`` (bitsandbytes layouts; ``double_quant`` quantizes their block scales
     too), ``"int8"`` (LLM.int8). ``adapter``: a PEFT LoRA adapter folder merged into the weights.

@@ -25,7 +25,8 @@ struct GenerateArgs {
 };
 
 std::string default_tokenizer(const std::string& model) {
-  // HF folder: the folder itself; llama2.c: no default (must be given)
+  // HF folder: the folder itself; a GGUF: the file (its metadata holds the tokenizer); llama2.c: no
+  // default (must be given)
   auto slash = model.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
   if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
@@ -98,9 +99,10 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, a llama GGUF, or llama2.c .bin")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a GGUF "
+                "(default: the model's folder; a GGUF model's own)");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");
