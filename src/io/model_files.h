@@ -2,6 +2,8 @@
 //   a directory                                  -> Hugging Face folder (config.json + safetensors)
 //   a *.safetensors file with config.json beside -> Hugging Face config + that one file
 //   anything else                                -> llama2.c checkpoint
+// A Hugging Face repo id ("org/name[@revision]") that is not a path loads from the local cache
+// (core/hf_cache.h).
 #pragma once
 #include <string>
 
