@@ -193,13 +193,17 @@ std::vector<ChatSegment> HfChatTemplate::segments(const ojson& messages, const C
     through.add_generation_prompt = false;
     const std::string p = i == 0 ? std::string() : render(t, messages, before, i).text;
     const std::string q = render(t, messages, through, i + 1).text;
-    const size_t begin = common_prefix(p, q), end = rstrip_whitespace(q, begin, q.size());
-    LT_CHECK(full.text.compare(0, end, q, 0, end) == 0,
+    // the turn starts where the generation prompt and the turn part, and ends where the rendering
+    // that stops after it parts from the whole (an end-of-text marker written only at the very end)
+    const size_t begin = common_prefix(p, q), agree = common_prefix(full.text, q);
+    const size_t end = rstrip_whitespace(q, begin, std::max(begin, agree));
+    const bool has_text = m.contains("content") && m["content"].is_string() && !m["content"].get_ref<const std::string&>().empty();
+    LT_CHECK(agree >= begin && (end > begin || !has_text),
              "{}: cannot find the assistant turn of messages[{}] by rendering: the conversation rendered up to it is "
              "not the start of the whole conversation's rendering (the template rewrites earlier turns, e.g. drops "
              "their reasoning). Mark the assistant turns with {{% generation %}} ... {{% endgeneration %}} in the "
              "template, or name a built-in template (chat_template: chatml)", origin_, i);
-    spans.emplace_back(begin, end);
+    if (end > begin) spans.emplace_back(begin, end);
   }
   return cut(full.text, spans);
 }

@@ -50,8 +50,9 @@ class HfChatTemplate {
   // The rendered conversation cut into untrained text and assistant segments (concatenated, equal
   // to apply()). Without {% generation %}: for each assistant message i, its turn starts where
   // rendering messages[0..i) with add_generation_prompt and rendering messages[0..i] part, and
-  // ends at the end of the latter (trailing whitespace untrained); lt::Error when those renderings
-  // are not prefixes of the whole conversation (a template that rewrites earlier turns).
+  // ends where the latter parts from the whole conversation's rendering (trailing whitespace
+  // untrained); lt::Error when the turn cannot be found that way (a template that rewrites
+  // earlier turns, e.g. drops their reasoning).
   std::vector<ChatSegment> segments(const nlohmann::ordered_json& messages, const ChatRenderOptions& o) const;
 
   std::vector<std::string> names() const;
