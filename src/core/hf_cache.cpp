@@ -45,7 +45,9 @@ std::string find_snapshot(const fs::path& repo_dir, const std::string& revision,
   }
   std::string hash = revision;
   if (!is_commit_hash(revision)) {
-    const fs::path ref = repo_dir / "refs" / revision;
+    fs::path ref = repo_dir / "refs" / revision;
+    std::error_code ec2;
+    if (!fs::is_regular_file(ref, ec2) && revision.rfind("refs/", 0) == 0) ref = repo_dir / revision;  // "refs/pr/1"
     std::ifstream f(ref);
     if (!(f >> hash)) {
       why = "no ref " + ref.string() + " (the revision '" + revision + "' was not downloaded)";
