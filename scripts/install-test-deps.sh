@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond the build: Debian's chromium (renders the HTML reports
 # headless) and .venv with the Python packages the tests use as oracles (PyPI only; no model
-# downloads).
+# downloads). jinja2 is the oracle of the chat template tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -12,7 +12,7 @@ if ! dpkg -s chromium >/dev/null 2>&1; then
 fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft, bitsandbytes, gguf" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft, bitsandbytes, gguf, jinja2" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft bitsandbytes gguf pytest
+  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft bitsandbytes gguf jinja2 pytest
 fi
