@@ -333,3 +333,37 @@ def test_model_folder_template_and_named_templates(leantune_bin, tmp_path):
     # chat_template.jinja wins over tokenizer_config.json
     (tmp_path / "chat_template.jinja").write_text("J{% for m in messages %}{{ m.role }}{% endfor %}\n")
     assert run() == "Juser"
+
+
+def test_training_uses_the_models_template(leantune_bin, tmp_path):
+    """`leantune train` on {"messages"} records with the model's chat template (chat_template: auto):
+    the run trains, a wrong template name is refused before training, and a full fine-tune's output
+    folder keeps the template."""
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from test_model_parity import build
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    rng = random.Random(5)
+    words = "the fox crow wolf lamb said once upon a time grapes sour cheese tree river".split()
+    convs = [[{"role": "user", "content": " ".join(rng.choices(words, k=rng.randint(3, 9)))},
+              {"role": "assistant", "content": " ".join(rng.choices(words, k=rng.randint(3, 9)))}] for _ in range(40)]
+    data = tmp_path / "chat.jsonl"
+    data.write_text("\n".join(json.dumps({"messages": c}) for c in convs) + "\n")
+    base = tmp_path / "base"
+    build("llama3").save_pretrained(base, safe_serialization=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([m["content"] for c in convs for m in c] + ["<|im_start|>user\n"],
+                            trainers.BpeTrainer(vocab_size=290, special_tokens=["<|im_start|>", "<|im_end|>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(base / "tokenizer.json"))
+    (base / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": TEMPLATES[0][1]}))
+    common = [leantune_bin, "train", "--base-model", str(base), "--datasets", str(data), "--max-steps", "2",
+              "--micro-batch-size", "2", "--sequence-len", "64", "--threads", "1", "--val-set-size", "0"]
+    r = subprocess.run(common + ["--method", "full", "--output-dir", str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    outs = list((tmp_path / "out").rglob("tokenizer_config.json"))
+    assert outs and json.loads(outs[0].read_text())["chat_template"] == TEMPLATES[0][1]
+    r = subprocess.run(common + ["--chat-template", "tool_use", "--output-dir", str(tmp_path / "out2")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "tool_use" in r.stderr, r.stderr
