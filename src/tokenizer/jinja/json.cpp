@@ -153,7 +153,7 @@ JsonStyle tojson_style(const Args& args) {
     if (ind->is_string()) st.indent = ind->as_string();
     else if (ind->is_int() || ind->is_bool()) st.indent = std::string(size_t(std::max<int64_t>(0, ind->as_int())), ' ');
     else raise(fmt::format("tojson: indent must be an int or a str, got {}", ind->type_name()));
-    st.item_sep = ",";
+    st.item_sep.assign(1, ',');  // (assign: gcc 12 warns falsely on = "," here)
   }
   if (const Value* sep = args.get(2, "separators"); sep && !sep->is_none()) {
     if (!sep->is_list() || sep->as_list()->items.size() != 2 || !sep->as_list()->items[0].is_string() ||
