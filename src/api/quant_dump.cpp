@@ -8,8 +8,8 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "quant/quant4.h"
-#include "quant/quant_linear.h"
 #include "quant/quant_tensor.h"
 
 namespace leantune {
@@ -81,10 +81,11 @@ QuantDumpResult quant_dump(const std::string& in, const std::string& out_path, c
     std::vector<float> deq(w.size()), tiles(w.size());
     lt::dequantize_weight(deq.data(), q);
     const int64_t tile_rows = std::min<int64_t>(rows, lt::kQuantTileRows);
-    std::vector<float> scratch(lt::dequantize_rows_scratch_floats(q, tile_rows) + 1);
+    const lt::WeightView view = lt::weight_view(q, 0.0f);  // the fast path's tile decoding, as the linear op runs it
+    std::vector<float> scratch(lt::cpu::dequantize_rows_scratch_floats(view, tile_rows) + 1);
     for (int64_t r0 = 0; r0 < rows; r0 += tile_rows)
-      lt::dequantize_rows(tiles.data() + r0 * cols, q, r0, std::min(tile_rows, rows - r0), scratch.data(),
-                          lt::cpu_isa());
+      lt::cpu::dequantize_rows(tiles.data() + r0 * cols, view, r0, std::min(tile_rows, rows - r0), scratch.data(),
+                               lt::cpu_isa());
 
     std::vector<lt::TensorInfo> out;
     const float offset = q.offset;

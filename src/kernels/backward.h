@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/linear.h"
+
 namespace lt {
 
 struct TrainOps {
@@ -52,10 +54,22 @@ struct TrainOps {
   void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,
                           int F);
 
-  // Backward of matmul_forward (out = x·wᵀ + b). dout (T, OC); x (T, IC); w (OC, IC).
+  // Backward of matmul_forward (out = x·wᵀ + b), the f32 products linear_backward_* run for f32
+  // weights (the model calls those; this entry lets them be tested on their own). dout (T, OC);
+  // x (T, IC); w (OC, IC).
   // dx (T, IC) += dout·w; dw (OC, IC) += doutᵀ·x; db (OC) += sum_t dout. Each may be null (skipped).
   void (*matmul_backward)(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                           int IC, int OC);
+
+  // Backward of linear_forward (kernels/linear.h; 16-bit kinds round dout to their type for the
+  // weight's products, the LoRA part uses dout as given), in two directions:
+  // input:  dx (T, IC) += dout·W + s·((dout·B)·A) ∘ mask.
+  // weight: dw (OC, IC) += doutᵀ·x; db (OC) += Σ_t dout; dB (OC, R) += s·doutᵀ·xa;
+  //         dA (R, IC) += s·(dout·B)ᵀ·xd. Each gradient may be null; dw only for unquantized kinds.
+  // dout (T, OC); in and xa as given to (and returned by) the forward.
+  void (*linear_backward_input)(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s);
+  void (*linear_backward_weight)(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                                 const LinearWeights& w, const LinearScratch& s);
 
   // Fused lm_head + softmax + cross-entropy over chunks of `chunk` token rows (DESIGN.md §5):
   // the logits of at most chunk rows exist at a time, in logits_chunk (chunk, V) scratch.
@@ -90,6 +104,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int F);
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
+void linear_backward_input(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s);
+void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                            const LinearWeights& w, const LinearScratch& s);
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale);
 }  // namespace ref

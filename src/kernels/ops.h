@@ -5,6 +5,8 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/linear.h"
+
 namespace lt {
 
 struct Ops {
@@ -32,8 +34,15 @@ struct Ops {
   // out (T, F) = silu(gate) * up
   void (*swiglu_forward)(float* out, const float* gate, const float* up, int T, int F);
 
-  // out (T, OC) = x (T, IC) · w (OC, IC)ᵀ + bias (OC, may be null)
+  // out (T, OC) = x (T, IC) · w (OC, IC)ᵀ + bias (OC, may be null), all f32: the plain product
+  // that linear_forward runs for f32 weights (the model calls linear_forward; this entry lets a
+  // backend's f32 product be tested on its own).
   void (*matmul_forward)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+
+  // The linear op, every weight kind (kernels/linear.h): out (T, OC) = x·Wᵀ + bias + s·(xd·Aᵀ)·Bᵀ,
+  // written. xa (T, R) receives xd·Aᵀ, which the backward needs (LoRA only; else may be null).
+  void (*linear_forward)(float* out, float* xa, const LinearInput& in, const LinearWeights& w,
+                         const LinearScratch& s);
 
   // x[i] += y[i]
   void (*add_inplace)(float* x, const float* y, size_t n);

@@ -48,6 +48,10 @@ void matmul_forward(float* out, const float* x, const float* w, const float* bia
   prof::Scope s("matmul_forward", 0, 0);
   g_in->matmul_forward(out, x, w, bias, T, IC, OC);
 }
+void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& sc) {
+  prof::Scope s("linear_forward", 0, 0);  // the GEMMs inside record themselves
+  g_in->linear_forward(out, xa, in, w, sc);
+}
 void add_inplace(float* x, const float* y, size_t n) {
   prof::Scope s("add_inplace", double(n), 3.0 * F * double(n));
   g_in->add_inplace(x, y, n);
@@ -88,6 +92,15 @@ void matmul_backward(float* dx, float* dw, float* db, const float* dout, const f
   prof::Scope s("matmul_backward", 0, 0);
   g_tin->matmul_backward(dx, dw, db, dout, x, w, T, IC, OC);
 }
+void linear_backward_input(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& sc) {
+  prof::Scope s("linear_backward_input", 0, 0);
+  g_tin->linear_backward_input(dx, dout, T, w, sc);
+}
+void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                            const LinearWeights& w, const LinearScratch& sc) {
+  prof::Scope s("linear_backward_weight", 0, 0);
+  g_tin->linear_backward_weight(g, dout, in, xa, w, sc);
+}
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale) {
   prof::Scope s("lm_head_loss (softmax)", 5.0 * T * V, 2.0 * F * T * V);  // its GEMMs record themselves
@@ -107,6 +120,7 @@ const Ops& ops_profiled(const Ops& inner) {
   t.attention_forward = attention_forward;
   t.swiglu_forward = swiglu_forward;
   t.matmul_forward = matmul_forward;
+  t.linear_forward = linear_forward;
   t.add_inplace = add_inplace;
   return t;
 }
@@ -123,6 +137,8 @@ const TrainOps& train_ops_profiled(const TrainOps& inner) {
   t.attention_backward = attention_backward;
   t.swiglu_backward = swiglu_backward;
   t.matmul_backward = matmul_backward;
+  t.linear_backward_input = linear_backward_input;
+  t.linear_backward_weight = linear_backward_weight;
   t.lm_head_loss = lm_head_loss;
   return t;
 }

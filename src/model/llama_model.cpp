@@ -1,6 +1,6 @@
 // Llama-family inference forward over a KV cache. Per layer (DESIGN.md §2):
 //   xn = rmsnorm(x); q,k,v = linear(xn) (k, v written straight into the cache rows);
-//   (linear: f32 weights, or NF4 / FP4 / int8 ones dequantized a tile at a time, quant_linear.h);
+//   (linear: the op table's linear op over f32 weights, or NF4 / FP4 / int8 ones, kernels/linear.h);
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
@@ -16,7 +16,6 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
-#include "quant/quant_linear.h"
 #include "kernels/cpu/gemm.h"
 #include "core/rope_freqs.h"
 
@@ -106,7 +105,8 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     size_t ws = 0, load = 0;
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = c.linear_shape(m);
-      ws = std::max(ws, quant_workspace_bytes(qs, int(TB), int(in), int(out)));
+      ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, int(TB), int(in),
+                                          int(out)));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
     p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
@@ -295,20 +295,21 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   const int C = cfg_.dim;
   int last = (T - 1) % opts_.prefill_block;
   ops_.rmsnorm_forward(xn_, nullptr, x_ + size_t(last) * C, final_norm_, 1, C, cfg_.norm_eps);
-  ops_.matmul_forward(logits_, xn_, lm_head_, nullptr, 1, C, cfg_.vocab_size);
+  LinearWeights head;
+  head.w = f32_weight(lm_head_, cfg_.vocab_size, C);
+  ops_.linear_forward(logits_, nullptr, {xn_, nullptr, 1}, head, LinearScratch{});
 }
 
 void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC,
                         int OC) {
-  if (!quant_) {
-    const float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
-    ops_.matmul_forward(out, x, W[m], bias, T, IC, OC);
-    return;
-  }
-  quant_linear_forward(out, x, L.q[m], T, quant_ws_, quant_ws_bytes_, opts_.int8_threshold);
-  if (bias)
-    for (int t = 0; t < T; ++t)
-      for (int o = 0; o < OC; ++o) out[size_t(t) * OC + o] += bias[o];
+  const float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
+  LinearWeights w;
+  w.w = quant_ ? weight_view(L.q[m], opts_.int8_threshold) : f32_weight(W[m], OC, IC);
+  w.bias = bias;
+  LinearScratch s;
+  s.tile = quant_ws_;
+  s.tile_bytes = quant_ws_bytes_;
+  ops_.linear_forward(out, nullptr, {x, nullptr, T}, w, s);
 }
 
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {

@@ -84,7 +84,8 @@ class LlamaModel {
   void bind_state();  // points the activations, logits and KV cache at this model's arenas
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
-  // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights)
+  // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
+  // the op table's linear_forward
   void linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC, int OC);
 
   ModelConfig cfg_;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "quant/quant_kernels.h"
+#include "quant/quant_layout.h"
 
 namespace lt {
 namespace {

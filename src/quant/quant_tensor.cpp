@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "quant/int8.h"
 #include "quant/quant4.h"
-#include "quant/quant_kernels.h"
+#include "quant/quant_layout.h"
 
 namespace lt {
 
@@ -154,6 +154,43 @@ QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTe
   q.qabsmax = copy(src.qabsmax, size_t(src.nblocks()));
   q.absmax2 = copy(src.absmax2, size_t(src.nblocks2()));
   return q;
+}
+
+WeightKind weight_kind(QuantType t) {
+  switch (t) {
+    case QuantType::NF4: return WeightKind::NF4;
+    case QuantType::FP4: return WeightKind::FP4;
+    case QuantType::Int8: break;
+  }
+  return WeightKind::Int8;
+}
+
+WeightView weight_view(const QuantTensor& q, float int8_threshold) {
+  LT_CHECK(q.rows <= INT32_MAX && q.cols <= INT32_MAX, "weight_view: a {} x {} matrix is too large for the linear op",
+           q.rows, q.cols);
+  WeightView v;
+  v.rows = int(q.rows);
+  v.cols = int(q.cols);
+  if (q.type == QuantType::Int8) {
+    v.kind = WeightKind::Int8;
+    v.data = q.qweight;
+    v.row_absmax = q.row_absmax;
+    v.int8_threshold = int8_threshold;
+    return v;
+  }
+  v.kind = weight_kind(q.type);
+  v.data = q.codes;
+  v.blocksize = q.blocksize;
+  v.code_values = code4_table(q.type);
+  if (!q.double_quant) {
+    v.absmax = q.absmax;
+    return v;
+  }
+  v.qabsmax = q.qabsmax;
+  v.absmax2 = q.absmax2;
+  v.absmax_code_values = dynamic_map_signed();
+  v.offset = q.offset;
+  return v;
 }
 
 void dequantize_weight(float* out, const QuantTensor& q) {

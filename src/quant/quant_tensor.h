@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "core/quant_spec.h"
+#include "kernels/linear.h"
 
 namespace lt {
 
@@ -66,6 +67,14 @@ QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t
 // Copies the parts of src (e.g. read from a file) into `storage` (>= quant_storage_bytes, 64-byte
 // aligned) in quantize_weight's layout and returns the view of the copy.
 QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTensor& src);
+
+// The linear op's weight kind of a format (Int8, NF4, FP4).
+WeightKind weight_kind(QuantType t);
+
+// The linear op's view of q (kernels/linear.h): its parts and the code tables they index (4-bit
+// code values, the dynamic map of double quantization). int8_threshold: the LLM.int8 outlier
+// threshold an Int8 weight's forward uses (0: no outlier columns; ignored for 4-bit).
+WeightView weight_view(const QuantTensor& q, float int8_threshold);
 
 // The whole f32 matrix out (rows, cols) from q: scalar reference (tests, export).
 void dequantize_weight(float* out, const QuantTensor& q);

@@ -6,9 +6,10 @@
 // checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
 // shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
 // xd = dropout(x) with masks regenerated from (seed, step, layer, module) instead of stored.
+// Every linear runs through the op table's linear op (kernels/linear.h; Ops::linear_forward,
+// TrainOps::linear_backward_input / _weight) with a view of its weight: f32, 16-bit, or quantized.
 // QLoRA: with a quantized base (TrainModelOptions::quantization, or a folder stored quantized) each
-// frozen W lives in its planned quantized storage; x·Wᵀ and dY·W run tile by tile through
-// quant_linear_forward / quant_linear_backward_input in one shared workspace (no dW: frozen).
+// frozen W lives in its planned quantized storage, decoded tile by tile in one shared workspace.
 // Mixed precision (precision: bf16 | fp16): the linears' weights live in 16 bits (frozen, or a
 // working copy of the f32 master refreshed by zero_grads()) and so do the saved GEMM inputs xn1,
 // att, xn2, h: each is computed in f32 into one shared (N, max_io) buffer, rounded there and
@@ -30,15 +31,10 @@
 #include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/gemm.h"
 #include "core/rope_freqs.h"
 #include "train/run_limits.h"
-#include "quant/quant_linear.h"
-#include "train/half_linear.h"
 
 namespace lt {
-
-using cpu::gemm_f32;
 
 DType precision_dtype(Precision precision) {
   switch (precision) {
@@ -181,15 +177,14 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   }
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// The linear op's kind of a 16-bit storage type (BF16 / F16).
+WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : WeightKind::F16; }
 
 }  // namespace
 
+// One linear module: its weight (f32, 16-bit or quantized), bias and LoRA, and their gradients.
+// The float pointers are registered with the TrainableStore (rebound unit by unit under ZeRO), so
+// the op's view is built from them at each call.
 struct Linear {
   int layer, m, in, out;
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
@@ -197,6 +192,13 @@ struct Linear {
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
   uint16_t* w16 = nullptr;         // 16-bit weight (mixed precision): the frozen storage, or w's working copy
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
+
+  // The weight as the linear op reads it: quantized, else the 16-bit copy, else the f32 tensor.
+  WeightView view(DType half, float int8_threshold) const {
+    if (q) return weight_view(*q, int8_threshold);
+    if (w16) return half_weight(half_kind(half), w16, out, in);
+    return f32_weight(w, out, in);
+  }
 };
 
 struct TrainModel::LayerActs {
@@ -288,9 +290,14 @@ struct BufferTable {
     if (v.size() <= size_t(r.index)) v.resize(size_t(r.index) + 1);
     v[size_t(r.index)] = static_cast<float*>(buf);
   }
-  static void to_quant_ws(M& m, void* buf, const Row& r) {
-    m.quant_ws_ = buf;
-    m.quant_ws_bytes_ = r.bytes;
+  static void to_tile(M& m, void* buf, const Row& r) {
+    m.lin_scratch_.tile = buf;
+    m.lin_scratch_.tile_bytes = r.bytes;
+  }
+  static void to_dy(M& m, void* buf, const Row&) { m.lin_scratch_.dy = buf; }
+  template <float* LinearScratch::*F>
+  static void to_lora(M& m, void* buf, const Row&) {
+    m.lin_scratch_.*F = static_cast<float*>(buf);
   }
   static void to_load_scratch(M& m, void* buf, const Row& r) {
     m.load_scratch_ = static_cast<float*>(buf);
@@ -328,10 +335,10 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"bwd.d_v", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_v_>});
   r.push_back({"bwd.d_att", W, N * d.QD * f, Lifetime::Layer, to<&M::d_att_>});
   if (d.R > 0) {
-    r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to<&M::lora_g_>});
+    r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to_lora<&LinearScratch::lora_g>});
     if (o.lora.dropout > 0) {
-      r.push_back({"lora.tmp", W, N * d.max_io * f, Lifetime::Layer, to<&M::lora_tmp_>});
-      r.push_back({"lora.xd", W, N * d.max_io * f, Lifetime::Layer, to<&M::lora_xd_>});
+      r.push_back({"lora.tmp", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_tmp>});
+      r.push_back({"lora.xd", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_xd>});
     }
   }
   return r;
@@ -351,24 +358,24 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
     size_t ws = 0, load = 0;
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
-      ws = std::max(ws, quant_workspace_bytes(qs, d.N, in, out));
+      ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, d.N, in, out));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
-    r.push_back({"quant.workspace", W, ws, Lifetime::Layer, to_quant_ws});
+    r.push_back({"quant.workspace", W, ws, Lifetime::Layer, to_tile});
     if (!c.quantization) r.push_back({"quant.load_scratch", W, load, Lifetime::Persistent, to_load_scratch});
   }
   const DType ht = precision_dtype(o.precision);
   if (ht == DType::F32) return;
   r.push_back({"half.x", W, N * d.max_io * f, Lifetime::Layer, to<&M::half_x_>});
   if (quant) return;
-  r.push_back({"half.dy", W, half_dy_bytes(ht, N, d.max_io), Lifetime::Layer, to<&M::half_dy16_, &M::half_dy32_>});
+  r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer, to_dy});
   if (ht != DType::F16) return;
   size_t tile = 0;
   for (int m = 0; m < 7; ++m) {
     auto [in, out] = module_shape(d, m);
-    tile = std::max(tile, size_t(std::min(kHalfTileRows, out)) * in);
+    tile = std::max(tile, linear_tile_bytes(WeightKind::F16, 0, false, d.N, in, out));
   }
-  r.push_back({"half.w_tile", W, tile * f, Lifetime::Layer, to<&M::half_wtile_>});
+  r.push_back({"half.w_tile", W, tile, Lifetime::Layer, to_tile});
 }
 
 std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector<bool>& adapted) {
@@ -528,7 +535,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
            precision_name(opts_.precision));
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
-  lora_g_ = lora_tmp_ = lora_xd_ = nullptr;  // bound below when planned
+  lin_scratch_ = {};  // bound below when planned
   for (const auto& r : BufferTable::rows(cfg_, opts_)) r.bind(*this, arenas_.get(r.name), r);
   const Dims d = dims_of(cfg_, opts_);
   N_ = d.N;
@@ -763,84 +770,40 @@ void TrainModel::refresh_half_weights() {
     if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, size_t(lin->out) * lin->in);
 }
 
-// dropout keep-scale for element i of module (layer, m) at a step: 0 or 1/(1-p)
-static inline float dropout_scale(uint64_t key, size_t i, float p) {
-  uint64_t h = splitmix64(key ^ (uint64_t(i) * 0xd1b54a32d192ed03ull));
-  float u = float(h >> 40) * (1.0f / 16777216.0f);
-  return u < p ? 0.0f : 1.0f / (1.0f - p);
-}
-
 namespace {
-// Forward and backward of one linear layer with optional bias and LoRA (DESIGN.md §3).
+// One linear layer through the op tables (kernels/linear.h): its weights as the op's view, with
+// the LoRA dropout mask of (seed, step, layer, module).
 struct LinearRunner {
   const Ops& ops;
+  const TrainOps& tops;
   int N, R;
   float s, p;
   uint64_t seed;
-  float *g, *tmp, *xd;
-  void* qws;            // quantized linears' tile workspace
-  size_t qws_bytes;
   float int8_threshold;
-  HalfGemm hg;          // 16-bit weights (Linear::w16); hg.t == F32: none
+  DType half;                   // 16-bit storage type of Linear::w16
+  const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
-    return splitmix64(seed ^ splitmix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
+    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
   }
-  const float* dropped(const Linear& L, const float* x, uint64_t step) const {
-    if (p <= 0) return x;
-    uint64_t k = key(L, step);
-    size_t n = size_t(N) * L.in;
-    for (size_t i = 0; i < n; ++i) xd[i] = x[i] * dropout_scale(k, i, p);
-    return xd;
+  LinearWeights weights(const Linear& L, uint64_t step) const {
+    LinearWeights w;
+    w.w = L.view(half, int8_threshold);
+    w.bias = L.b;
+    if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step)};
+    return w;
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved. With a 16-bit weight x16 holds
   // x in 16 bits and x the same values in f32.
   void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* xa, uint64_t step) const {
-    if (L.w16 && !L.q) {
-      hg.forward(out, x16, x, L.w16, L.in, L.out);
-      if (L.b)
-        for (int n = 0; n < N; ++n)
-          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
-    } else if (L.q) {
-      quant_linear_forward(out, x, *L.q, N, qws, qws_bytes, int8_threshold);
-      if (L.b)
-        for (int n = 0; n < N; ++n)
-          for (int o = 0; o < L.out; ++o) out[size_t(n) * L.out + o] += L.b[o];
-    } else {
-      ops.matmul_forward(out, x, L.w, L.b, N, L.in, L.out);
-    }
-    if (!L.A) return;
-    const float* xin = dropped(L, x, step);
-    gemm_f32(false, true, N, R, L.in, 1.0f, xin, L.in, L.A, L.in, 0.0f, xa, R);
-    gemm_f32(false, true, N, L.out, R, s, xa, R, L.B, R, 1.0f, out, L.out);
+    ops.linear_forward(out, xa, {x, x16, N}, weights(L, step), scratch);
   }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
   void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, const float* xa,
                 uint64_t step) const {
-    if (L.w16 && !L.q) {
-      hg.backward(dx, L.dw, dout, x16, x, L.w16, L.in, L.out);
-    } else {
-      if (dx && L.q) quant_linear_backward_input(dx, dout, *L.q, N, qws, qws_bytes, 1.0f);  // frozen: no dW
-      else if (dx) gemm_f32(false, false, N, L.in, L.out, 1.0f, dout, L.out, L.w, L.in, 1.0f, dx, L.in);
-      if (L.dw) gemm_f32(true, false, L.out, L.in, N, 1.0f, dout, L.out, x, L.in, 1.0f, L.dw, L.in);
-    }
-    if (L.db)
-      for (int n = 0; n < N; ++n)
-        for (int o = 0; o < L.out; ++o) L.db[o] += dout[size_t(n) * L.out + o];
-    if (!L.A) return;
-    gemm_f32(false, false, N, R, L.out, 1.0f, dout, L.out, L.B, R, 0.0f, g, R);  // g = dout·B
-    gemm_f32(true, false, L.out, R, N, s, dout, L.out, xa, R, 1.0f, L.dB, R);   // dB += s·doutᵀ·xa
-    const float* xin = dropped(L, x, step);
-    gemm_f32(true, false, R, L.in, N, s, g, R, xin, L.in, 1.0f, L.dA, L.in);    // dA += s·gᵀ·xd
-    if (!dx) return;
-    if (p <= 0) {
-      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 1.0f, dx, L.in);   // dx += s·g·A
-    } else {
-      gemm_f32(false, false, N, L.in, R, s, g, R, L.A, L.in, 0.0f, tmp, L.in);
-      uint64_t k = key(L, step);
-      size_t n = size_t(N) * L.in;
-      for (size_t i = 0; i < n; ++i) dx[i] += tmp[i] * dropout_scale(k, i, p);
-    }
+    const LinearWeights w = weights(L, step);
+    if (dx) tops.linear_backward_input(dx, dout, N, w, scratch);
+    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB}, dout, {x, x16, N}, xa, w, scratch);
   }
 };
 }  // namespace
@@ -850,8 +813,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
+  const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
+                        opts_.int8_threshold, half_, lin_scratch_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
   auto store = [&](uint16_t* x16, float* x32, int cols) {
@@ -888,8 +851,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const int N = N_;
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
-  LinearRunner lr{ops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed, lora_g_, lora_tmp_, lora_xd_,
-                  quant_ws_, quant_ws_bytes_, opts_.int8_threshold, {half_, N, half_dy16_, half_dy32_, half_wtile_}};
+  const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
+                        opts_.int8_threshold, half_, lin_scratch_};
   auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
   const size_t NC = size_t(N) * d.C;
   // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer

@@ -59,7 +59,7 @@ struct TrainModelOptions {
   // Mixed precision: fp32 | bf16 | fp16. bf16 / fp16 store the frozen linear weights (LoRA;
   // a quantized base stays quantized), a working copy of each trainable linear weight (full) and
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
-  // accumulation (half_linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
+  // accumulation (kernels/linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
   Precision precision = Precision::FP32;
 };
 
@@ -167,15 +167,12 @@ class TrainModel {
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
-  void* quant_ws_ = nullptr;                      // quantized linears' shared tile workspace
-  size_t quant_ws_bytes_ = 0;
   float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
   size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
-  uint16_t* half_dy16_ = nullptr;                 // 16-bit GEMM workspaces (half_linear.h)
-  float *half_dy32_ = nullptr, *half_wtile_ = nullptr;
-  float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_, *lora_g_, *lora_tmp_, *lora_xd_;
+  LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
+  float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
 };
 
 }  // namespace lt

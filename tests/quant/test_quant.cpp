@@ -1,7 +1,8 @@
 // Tests of src/quant: NF4 / FP4 code tables and packing, block-size and truncated-file errors,
-// storage sizes, double quantization, tiled dequantization (every ISA against the scalar
-// reference, odd shapes), the quantized linear forward and input-gradient against GEMMs on the
-// dequantized matrix, and LLM.int8 against an fp64 reference within the int8 rounding bound.
+// storage sizes, double quantization; and of its formats through the linear op's weight view:
+// tiled dequantization (every ISA against the scalar reference, odd shapes), the fast linear
+// forward and input-gradient against products with the dequantized matrix, and LLM.int8 against an
+// fp64 reference within the int8 rounding bound.
 // Byte-for-byte parity with bitsandbytes is tested in tests/python/test_quant_parity.py.
 #include <gtest/gtest.h>
 
@@ -13,10 +14,12 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/backward.h"
+#include "kernels/cpu/linear_kernels.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
 #include "quant/int8.h"
 #include "quant/quant4.h"
-#include "quant/quant_linear.h"
 #include "quant/quant_tensor.h"
 
 namespace lt {
@@ -50,6 +53,32 @@ std::vector<float> dequantized(const QuantTensor& q) {
   std::vector<float> out(size_t(q.numel()));
   dequantize_weight(out.data(), q);
   return out;
+}
+
+// The tile scratch the fast linear op needs for q on T tokens, and a scratch over it (short_by
+// bytes less than it needs when asked).
+size_t tile_bytes(const QuantTensor& q, int T) {
+  return linear_tile_bytes(weight_kind(q.type), q.blocksize, q.double_quant, T, int(q.cols), int(q.rows));
+}
+LinearScratch scratch_of(const AlignedBuf& ws, size_t short_by = 0) {
+  LinearScratch s;
+  s.tile = ws.get();
+  s.tile_bytes = ws.bytes - short_by;
+  return s;
+}
+
+// y (T, OC) = x·Wᵀ through ops_cpu()'s linear op; dx (T, IC) += dy·W through train_ops_cpu()'s.
+void fast_forward(float* y, const float* x, const QuantTensor& q, int T, float threshold, size_t short_by = 0) {
+  AlignedBuf ws(tile_bytes(q, T));
+  LinearWeights w;
+  w.w = weight_view(q, threshold);
+  ops_cpu().linear_forward(y, nullptr, {x, nullptr, T}, w, scratch_of(ws, short_by));
+}
+void fast_backward_input(float* dx, const float* dy, const QuantTensor& q, int T) {
+  AlignedBuf ws(tile_bytes(q, T));
+  LinearWeights w;
+  w.w = weight_view(q, 0.0f);
+  train_ops_cpu().linear_backward_input(dx, dy, T, w, scratch_of(ws));
 }
 
 std::vector<QuantSpec> all_specs(int blocksize) {
@@ -164,6 +193,23 @@ TEST(QuantBlocksize, RejectsNonPowersOfTwoAndOutOfRange) {
   EXPECT_THROW(parse_quant_type("nf3"), Error);
 }
 
+// The linear op's reference decoding of weight_view(q) (kernels/ref/linear.cpp, from the view's
+// parts and code tables alone) is bit for bit the format's own dequantization, for every format.
+TEST(QuantTensorView, LinearOpDecodingOfTheViewIsDequantizeWeight) {
+  for (const QuantSpec& spec : all_specs(64)) {
+    const int64_t rows = 37, cols = 129;  // rows start mid-block and on odd elements
+    auto w = randn(size_t(rows * cols), 4, 0.1f);
+    Owned o(w, rows, cols, spec);
+    const auto want = dequantized(o.q);
+    const WeightView v = weight_view(o.q, 6.0f);
+    EXPECT_EQ(v.kind, weight_kind(spec.type));
+    EXPECT_EQ(v.qabsmax != nullptr, spec.double_quant);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(ref::weight_at(v, r, c), want[size_t(r * cols + c)]) << spec_name(spec) << " " << r << "," << c;
+  }
+}
+
 TEST(QuantTensorView, TruncatedScalesAreAClearError) {
   const int64_t rows = 10, cols = 100;  // 1000 elements: 16 blocks of 64
   auto w = randn(rows * cols, 5);
@@ -262,21 +308,22 @@ TEST(QuantDequantRows, EveryIsaMatchesReferenceOnOddShapes) {
         auto w = randn(size_t(s.rows * s.cols), unsigned(s.rows * 31 + s.cols), 0.1f);
         Owned o(w, s.rows, s.cols, spec);
         const auto ref = dequantized(o.q);
+        const WeightView view = weight_view(o.q, 0.0f);
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
           if (int(isa) > int(cpu_isa())) continue;
           // Tiles of 3 rows starting at odd rows: segments start mid-block and on low nibbles.
           std::vector<float> got(ref.size());
           for (int64_t r0 = 0; r0 < s.rows; r0 += 3) {
             const int64_t nr = std::min<int64_t>(3, s.rows - r0);
-            std::vector<float> scratch(dequantize_rows_scratch_floats(o.q, nr) + 1);
-            dequantize_rows(got.data() + r0 * s.cols, o.q, r0, nr, scratch.data(), isa);
+            std::vector<float> scratch(cpu::dequantize_rows_scratch_floats(view, nr) + 1);
+            cpu::dequantize_rows(got.data() + r0 * s.cols, view, r0, nr, scratch.data(), isa);
           }
           for (size_t i = 0; i < ref.size(); ++i)
             ASSERT_EQ(got[i], ref[i]) << spec_name(spec) << " " << isa_name(isa) << " " << s.rows << "x" << s.cols
                                       << " element " << i;
           // All rows in one call (large enough to run in parallel).
-          std::vector<float> scratch(dequantize_rows_scratch_floats(o.q, s.rows) + 1);
-          dequantize_rows(got.data(), o.q, 0, s.rows, scratch.data(), isa);
+          std::vector<float> scratch(cpu::dequantize_rows_scratch_floats(view, s.rows) + 1);
+          cpu::dequantize_rows(got.data(), view, 0, s.rows, scratch.data(), isa);
           EXPECT_EQ(got, ref) << spec_name(spec) << " " << isa_name(isa) << " whole matrix";
         }
       }
@@ -300,10 +347,9 @@ TEST(QuantLinear, ForwardAndInputGradientMatchDequantizedMatrix) {
       Owned o(w, d.OC, d.IC, spec);
       const auto wd = dequantized(o.q);
       auto x = randn(size_t(d.T) * d.IC, 22), dy = randn(size_t(d.T) * d.OC, 23);
-      AlignedBuf ws(quant_workspace_bytes(spec, d.T, d.IC, d.OC));
       std::vector<float> y(size_t(d.T) * d.OC), dx(size_t(d.T) * d.IC, 0.5f);
-      quant_linear_forward(y.data(), x.data(), o.q, d.T, ws.get(), ws.bytes);
-      quant_linear_backward_input(dx.data(), dy.data(), o.q, d.T, ws.get(), ws.bytes, 1.0f);
+      fast_forward(y.data(), x.data(), o.q, d.T, 0.0f);
+      fast_backward_input(dx.data(), dy.data(), o.q, d.T);
       for (int t = 0; t < d.T; ++t) {
         for (int oc = 0; oc < d.OC; ++oc) {
           double ref = 0;
@@ -320,7 +366,7 @@ TEST(QuantLinear, ForwardAndInputGradientMatchDequantizedMatrix) {
           ASSERT_NEAR(dx[t * d.IC + c], ref, 1e-6 * mag) << spec_name(spec) << " dx[" << t << "," << c << "]";
         }
       }
-      EXPECT_THROW(quant_linear_forward(y.data(), x.data(), o.q, d.T, ws.get(), ws.bytes - 64), Error);
+      EXPECT_THROW(fast_forward(y.data(), x.data(), o.q, d.T, 0.0f, 64), Error);
     }
   }
 }
@@ -351,9 +397,8 @@ void check_int8_linear(int T, int IC, int OC, float threshold, const std::vector
   for (int c : outlier_cols) x[size_t(seed % T) * IC + c] = (c % 2 ? -1.0f : 1.0f) * (threshold + 2.0f);
   Owned o(w, OC, IC, {QuantType::Int8, 64, false});
   const auto wd = dequantized(o.q);
-  AlignedBuf ws(quant_workspace_bytes({QuantType::Int8, 64, false}, T, IC, OC));
   std::vector<float> y(size_t(T) * OC);
-  quant_linear_forward(y.data(), x.data(), o.q, T, ws.get(), ws.bytes, threshold);
+  fast_forward(y.data(), x.data(), o.q, T, threshold);
   std::vector<char> is_out(IC, 0);
   for (int c : outlier_cols) is_out[c] = 1;
   for (int t = 0; t < T; ++t) {
@@ -399,9 +444,8 @@ TEST(QuantInt8, OutlierColumnsExactToFp32Rounding) {
     for (int c : cols) x[t * IC + c] = 7.0f + float(t) - 0.37f * float(c % 5);
   Owned o(w, OC, IC, {QuantType::Int8, 64, false});
   const auto wd = dequantized(o.q);
-  AlignedBuf ws(quant_workspace_bytes({QuantType::Int8, 64, false}, T, IC, OC));
   std::vector<float> y(size_t(T) * OC);
-  quant_linear_forward(y.data(), x.data(), o.q, T, ws.get(), ws.bytes, 6.0f);
+  fast_forward(y.data(), x.data(), o.q, T, 6.0f);
   for (int t = 0; t < T; ++t)
     for (int oc = 0; oc < OC; ++oc) {
       double ref = 0;
@@ -411,14 +455,14 @@ TEST(QuantInt8, OutlierColumnsExactToFp32Rounding) {
     }
   // With outliers disabled the same input goes through int8 and differs from that f32 result.
   std::vector<float> y0(y.size());
-  quant_linear_forward(y0.data(), x.data(), o.q, T, ws.get(), ws.bytes, 0.0f);
+  fast_forward(y0.data(), x.data(), o.q, T, 0.0f);
   double diff = 0;
   for (size_t i = 0; i < y.size(); ++i) diff = std::max(diff, double(std::fabs(y0[i] - y[i])));
   EXPECT_GT(diff, 1e-6);
 }
 
 TEST(QuantInt8, VnniEqualsScalarReference) {
-  if (!int8_vnni_available()) GTEST_SKIP() << "no AVX512-VNNI here (" << cpu_features_string() << ")";
+  if (!cpu::int8_vnni_available(Isa::Avx512)) GTEST_SKIP() << "no AVX512-VNNI here (" << cpu_features_string() << ")";
   for (int IC : {1, 63, 64, 65, 200}) {
     const int T = 6, OC = 40;  // T*IC*OC >= 32768 at IC=200: the parallel loop runs
     auto x = randn(size_t(T) * IC, IC), w = randn(size_t(OC) * IC, IC + 1);
@@ -428,8 +472,8 @@ TEST(QuantInt8, VnniEqualsScalarReference) {
     quantize_int8_rows(wq.data(), aw.data(), w.data(), OC, IC);
     xq[0] = -127;
     wq[0] = -127;  // extreme codes: the u8 offset trick must not overflow
-    int8_gemm_scaled(ys.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, false);
-    int8_gemm_scaled(yv.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, true);
+    cpu::int8_gemm_scaled(ys.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, false);
+    cpu::int8_gemm_scaled(yv.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, true);
     for (size_t i = 0; i < ys.size(); ++i) ASSERT_EQ(yv[i], ys[i]) << "IC=" << IC << " i=" << i;
   }
 }

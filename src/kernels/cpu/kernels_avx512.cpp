@@ -12,12 +12,14 @@
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
 
 namespace lt::cpu::avx512 {
 namespace {
 #include "kernels/cpu/simd_vec_avx512.inc"
 }  // namespace
 
+constexpr Isa kIsa = Isa::Avx512;  // for the linear op
 #include "kernels/cpu/simd_kernels.inc"
 
 }  // namespace lt::cpu::avx512

@@ -7,12 +7,14 @@
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
 
 namespace lt::cpu::scalar {
 namespace {
 #include "kernels/cpu/simd_vec_scalar.inc"
 }  // namespace
 
+constexpr Isa kIsa = Isa::Scalar;  // for the linear op
 #include "kernels/cpu/simd_kernels.inc"
 
 }  // namespace lt::cpu::scalar

@@ -10,6 +10,7 @@
 #include "kernels/profiled_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu {
@@ -88,6 +89,12 @@ void matmul_backward(float* dx, float* dw, float* db, const float* dout, const f
   }
 }
 
+// The linear op's input gradient with the decoding loops of ISA I (kernels/cpu/linear.cpp).
+template <Isa I>
+void linear_backward_input_isa(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
+  linear_backward_input(I, dx, dout, T, w, s);
+}
+
 }  // namespace lt::cpu
 
 namespace lt {
@@ -97,11 +104,24 @@ static TrainOps make_train_ops(Isa isa) {
   ops.embedding_backward = cpu::embedding_backward;
   ops.rope_backward = cpu::rope_backward;
   ops.matmul_backward = cpu::matmul_backward;
+  ops.linear_backward_weight = cpu::linear_backward_weight;
   ops.lm_head_loss = cpu::lm_head_loss;
   switch (isa) {
-    case Isa::Scalar: ops.name = "train-cpu-scalar"; cpu::scalar::fill_train_ops(ops); break;
-    case Isa::Avx2: ops.name = "train-cpu-avx2"; cpu::avx2::fill_train_ops(ops); break;
-    case Isa::Avx512: ops.name = "train-cpu-avx512"; cpu::avx512::fill_train_ops(ops); break;
+    case Isa::Scalar:
+      ops.name = "train-cpu-scalar";
+      ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Scalar>;
+      cpu::scalar::fill_train_ops(ops);
+      break;
+    case Isa::Avx2:
+      ops.name = "train-cpu-avx2";
+      ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx2>;
+      cpu::avx2::fill_train_ops(ops);
+      break;
+    case Isa::Avx512:
+      ops.name = "train-cpu-avx512";
+      ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx512>;
+      cpu::avx512::fill_train_ops(ops);
+      break;
   }
   return ops;
 }

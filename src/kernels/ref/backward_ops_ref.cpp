@@ -1,6 +1,7 @@
 // The reference training op table: every entry is a plain scalar loop from this directory
 // (backward_*.cpp, cross_entropy.cpp). Fast backends fill the same TrainOps and test against it.
 #include "kernels/backward.h"
+#include "kernels/ref/ref.h"
 
 namespace lt {
 
@@ -14,6 +15,8 @@ const TrainOps& train_ops_ref() {
       ref::attention_backward,
       ref::swiglu_backward,
       ref::matmul_backward,
+      ref::linear_backward_input,
+      ref::linear_backward_weight,
       ref::lm_head_loss,
   };
   return ops;

@@ -13,6 +13,7 @@ const Ops& ops_ref() {
       ref::attention_forward,
       ref::swiglu_forward,
       ref::matmul_forward,
+      ref::linear_forward,
       ref::add_inplace,
   };
   return ops;

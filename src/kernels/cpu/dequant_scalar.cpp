@@ -1,10 +1,11 @@
-// Scalar reference versions of the quantized inner loops (quant_kernels.h): plain loops, the spec
+// Scalar reference versions of the quantized inner loops (dequant_kernels.h): plain loops, the spec
 // the AVX2 / AVX-512 versions are tested against.
 #include <omp.h>
 
-#include "quant/quant_kernels.h"
+#include "kernels/linear.h"
+#include "kernels/cpu/dequant_kernels.h"
 
-namespace lt::quant::scalar {
+namespace lt::cpu::dequant::scalar {
 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16) {
@@ -18,7 +19,7 @@ void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const flo
 
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = (float(q[r * cols + c]) * row_absmax[r]) * kInv127;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = (float(q[r * cols + c]) * row_absmax[r]) * kInt8Inv127;
 }
 
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
@@ -30,9 +31,9 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
       const int8_t* x = xq + int64_t(t) * IC;
       int32_t acc = 0;
       for (int c = 0; c < IC; ++c) acc += int32_t(x[c]) * int32_t(w[c]);
-      y[int64_t(t) * OC + o] = float(acc) * ((x_absmax[t] * w_absmax[o]) * kInv127Sq);
+      y[int64_t(t) * OC + o] = float(acc) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq);
     }
   }
 }
 
-}  // namespace lt::quant::scalar
+}  // namespace lt::cpu::dequant::scalar

@@ -1,16 +1,17 @@
-// AVX-512 versions of the quantized inner loops (quant_kernels.h): 4-bit codes looked up 16 at a
+// AVX-512 versions of the quantized inner loops (dequant_kernels.h): 4-bit codes looked up 16 at a
 // time with one vpermps, int8 rows widened and scaled, and the LLM.int8 product on VNNI
-// (vpdpbusd: u8 x s8 -> s32). Compiled with the AVX-512 flags (file name suffix); called only when
-// cpu_isa() == Avx512 (and, for int8_gemm_vnni, avx512_vnni).
+// (vpdpbusd: u8 x s8 -> s32). Compiled with the AVX-512 flags (file name suffix); called only for the
+// Avx512 isa on a CPU that supports it (and, for int8_gemm_vnni, has AVX512-VNNI).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 
-#include "quant/quant_kernels.h"
+#include "kernels/linear.h"
+#include "kernels/cpu/dequant_kernels.h"
 
-namespace lt::quant::avx512 {
+namespace lt::cpu::dequant::avx512 {
 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16) {
@@ -41,7 +42,7 @@ void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const flo
 }
 
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols) {
-  const __m512 inv = _mm512_set1_ps(kInv127);
+  const __m512 inv = _mm512_set1_ps(kInt8Inv127);
   for (int64_t r = 0; r < rows; ++r) {
     const __m512 s = _mm512_set1_ps(row_absmax[r]);
     const int8_t* qr = q + r * cols;
@@ -84,10 +85,10 @@ void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int
       for (int k = 0; k < nt; ++k) {
         const int t = t0 + k;
         const int32_t dot = _mm512_reduce_add_epi32(acc[k]) - 128 * wsum;
-        y[int64_t(t) * OC + o] = float(dot) * ((x_absmax[t] * w_absmax[o]) * kInv127Sq);
+        y[int64_t(t) * OC + o] = float(dot) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq);
       }
     }
   }
 }
 
-}  // namespace lt::quant::avx512
+}  // namespace lt::cpu::dequant::avx512

@@ -1,14 +1,16 @@
-// AVX2 versions of the dequantization inner loops (quant_kernels.h): 4-bit codes looked up 8 at a
+// AVX2 versions of the dequantization inner loops (dequant_kernels.h): 4-bit codes looked up 8 at a
 // time (two vpermps over the 16-entry table, blended on bit 3), int8 rows widened and scaled.
-// Compiled with the AVX2 flags (file name suffix); called only when cpu_isa() >= Avx2.
+// Compiled with the AVX2 flags (file name suffix); called only for an
+// isa this CPU supports (dequantize_rows checks cpu_supports).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "quant/quant_kernels.h"
+#include "kernels/linear.h"
+#include "kernels/cpu/dequant_kernels.h"
 
-namespace lt::quant::avx2 {
+namespace lt::cpu::dequant::avx2 {
 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16) {
@@ -43,7 +45,7 @@ void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const flo
 }
 
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols) {
-  const __m256 inv = _mm256_set1_ps(kInv127);
+  const __m256 inv = _mm256_set1_ps(kInt8Inv127);
   for (int64_t r = 0; r < rows; ++r) {
     const float sr = row_absmax[r];
     const __m256 s = _mm256_set1_ps(sr);
@@ -55,8 +57,8 @@ void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows
       const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
       _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_mul_ps(v, s), inv));
     }
-    for (; c < cols; ++c) o[c] = (float(qr[c]) * sr) * kInv127;
+    for (; c < cols; ++c) o[c] = (float(qr[c]) * sr) * kInt8Inv127;
   }
 }
 
-}  // namespace lt::quant::avx2
+}  // namespace lt::cpu::dequant::avx2

@@ -1,26 +1,25 @@
-// Internal to src/quant: the per-ISA inner loops behind quant_linear.cpp and int8.cpp.
-// quant_kernels_scalar.cpp is the reference; the *_avx2.cpp / *_avx512.cpp versions must produce
-// identical bits (they only reorder independent element-wise products, never sums).
+// Internal to the CPU backend: the per-ISA inner loops that decode quantized weight rows and the
+// LLM.int8 integer product (behind quant_linear.cpp and int8_linear.cpp). dequant_scalar.cpp is
+// the reference; the dequant_avx2.cpp / dequant_avx512.cpp versions must produce identical bits
+// (they only reorder independent element-wise products, never sums). Formats: kernels/linear.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-namespace lt::quant {
+namespace lt::cpu::dequant {
 
 // out[i] = table16[code of flat element f0+i] * scales[block(f0+i) - b_first] for i < n; codes
 // packed two per byte, even flat index in the high nibble.
 using Dequant4Fn = void (*)(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales,
                             int64_t b_first, int blocksize, const float* table16);
-// out (rows, cols) = (float(q) * row_absmax[r]) * (1/127), as bitsandbytes' int8_vectorwise_dequant.
+// out (rows, cols) = (float(q) * row_absmax[r]) * kInt8Inv127, as bitsandbytes' int8_vectorwise_dequant.
 using Dequant8Fn = void (*)(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
-// y (T, OC) = float(Σ_c xq[t,c]·wq[o,c]) * ((x_absmax[t] * w_absmax[o]) / 127²), int32 accumulation.
-using Int8GemmFn = void (*)(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq,
-                            const float* w_absmax, int T, int IC, int OC);
 
 namespace scalar {
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
+// y (T, OC) = float(Σ_c xq[t,c]·wq[o,c]) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq), int32 accumulation.
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
                int IC, int OC);
 }  // namespace scalar
@@ -49,7 +48,4 @@ T* carve(char*& p, size_t count) {
 // Loops over fewer elements than this run on the calling thread (a parallel region costs more).
 constexpr int64_t kParallelMin = 1 << 15;
 
-constexpr float kInv127 = 7.874015718698502e-3f;     // bitsandbytes' 1/127
-constexpr float kInv127Sq = 6.2000124e-05f;          // bitsandbytes' 1/127²
-
-}  // namespace lt::quant
+}  // namespace lt::cpu::dequant

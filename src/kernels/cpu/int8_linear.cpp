@@ -1,0 +1,113 @@
+// The LLM.int8 product (Dettmers et al. 2022) as bitsandbytes computes it, for the Int8 kind of
+// the fast linear op (kernels/linear.h): activations quantized per row with outlier columns taken
+// out, the int32 product (AVX512-VNNI or the scalar loop, same bits), and the outlier columns in f32
+// against the matching decoded weight columns.
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cpu/dequant_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
+
+namespace lt::cpu {
+namespace {
+
+constexpr int kOutlierChunk = 256;  // outlier columns handled per f32 GEMM
+constexpr int kTileRows = 128;      // weight rows dequantized per GEMM
+
+}  // namespace
+
+int quantize_int8_activations(int8_t* xq, float* x_absmax, int32_t* outlier_cols, const float* x, int T, int IC,
+                              float threshold) {
+  LT_CHECK(threshold >= 0.0f, "int8: outlier threshold {} must be >= 0 (0 disables outliers)", threshold);
+  // outlier_cols first holds a 0/1 flag per column, then is compacted into the ascending list.
+  int n_out = 0;
+  if (threshold > 0.0f) {
+    for (int c = 0; c < IC; ++c) outlier_cols[c] = 0;
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < IC; ++c)
+        if (std::fabs(x[int64_t(t) * IC + c]) >= threshold) outlier_cols[c] = 1;
+    for (int c = 0; c < IC; ++c)
+      if (outlier_cols[c]) outlier_cols[n_out++] = c;
+  }
+  // Per-row quantization skipping the outlier columns (a sorted list: walk it alongside).
+#pragma omp parallel for schedule(static) if (int64_t(T) * IC >= dequant::kParallelMin)
+  for (int t = 0; t < T; ++t) {
+    const float* xr = x + int64_t(t) * IC;
+    int8_t* qr = xq + int64_t(t) * IC;
+    float am = 0.0f;
+    for (int c = 0, j = 0; c < IC; ++c) {
+      if (j < n_out && outlier_cols[j] == c) { ++j; continue; }
+      am = std::max(am, std::fabs(xr[c]));
+    }
+    const float s = am > 0.0f ? (1.0f / am) * 127.0f : 0.0f;
+    for (int c = 0, j = 0; c < IC; ++c) {
+      float v = 0.0f;
+      if (j < n_out && outlier_cols[j] == c) ++j;
+      else v = std::nearbyint(xr[c] * s);
+      qr[c] = int8_t(std::clamp(v, -127.0f, 127.0f));
+    }
+    x_absmax[t] = am;
+  }
+  return n_out;
+}
+
+bool int8_vnni_available(Isa isa) {
+  return isa == Isa::Avx512 && cpu_supports(Isa::Avx512) && cpu_features().avx512_vnni;
+}
+
+void int8_gemm_scaled(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax,
+                      int T, int IC, int OC, bool use_vnni) {
+  if (use_vnni) {
+    LT_CHECK(int8_vnni_available(Isa::Avx512), "int8: the VNNI kernel was requested but this CPU ({}) has no "
+             "AVX512-VNNI", cpu_features_string());
+    dequant::avx512::int8_gemm_vnni(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  } else {
+    dequant::scalar::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  }
+}
+
+size_t int8_linear_workspace_bytes(int T, int IC, int OC) {
+  using dequant::align64;
+  const size_t chunk = size_t(std::min(IC, kOutlierChunk)), rows = size_t(std::min(OC, kTileRows));
+  return align64(size_t(T) * IC) + align64(size_t(T) * 4) + align64(size_t(IC) * 4) +
+         align64(size_t(T) * chunk * 4) + align64(rows * chunk * 4);
+}
+
+void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
+                         size_t workspace_bytes, bool use_vnni) {
+  const int IC = w.cols, OC = w.rows;
+  const auto* wq = static_cast<const int8_t*>(w.data);
+  const float* w_absmax = w.row_absmax;
+  const size_t need = int8_linear_workspace_bytes(T, IC, OC);
+  LT_CHECK(workspace_bytes >= need, "int8_linear_forward: workspace of {} bytes, needs {} (T={}, IC={}, OC={})",
+           workspace_bytes, need, T, IC, OC);
+  char* p = static_cast<char*>(workspace);
+  const int chunk = std::min(IC, kOutlierChunk), tile = std::min(OC, kTileRows);
+  int8_t* xq = dequant::carve<int8_t>(p, size_t(T) * IC);            // (T, IC)
+  float* x_absmax = dequant::carve<float>(p, size_t(T));             // (T)
+  int32_t* cols = dequant::carve<int32_t>(p, size_t(IC));            // (n_out) outlier columns
+  float* x_out = dequant::carve<float>(p, size_t(T) * chunk);        // (T, nc) outlier activations
+  float* w_out = dequant::carve<float>(p, size_t(tile) * chunk);     // (rows, nc) their weights, f32
+
+  const int n_out = quantize_int8_activations(xq, x_absmax, cols, x, T, IC, w.int8_threshold);
+  int8_gemm_scaled(y, xq, x_absmax, wq, w_absmax, T, IC, OC, use_vnni);
+
+  for (int j0 = 0; j0 < n_out; j0 += chunk) {
+    const int nc = std::min(chunk, n_out - j0);
+    for (int t = 0; t < T; ++t)
+      for (int j = 0; j < nc; ++j) x_out[int64_t(t) * nc + j] = x[int64_t(t) * IC + cols[j0 + j]];
+    for (int o0 = 0; o0 < OC; o0 += tile) {
+      const int rows = std::min(tile, OC - o0);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < nc; ++j)
+          w_out[int64_t(r) * nc + j] = (float(wq[int64_t(o0 + r) * IC + cols[j0 + j]]) * w_absmax[o0 + r]) *
+                                       kInt8Inv127;
+      gemm_f32(false, true, T, rows, nc, 1.0f, x_out, nc, w_out, nc, 1.0f, y + o0, OC);
+    }
+  }
+}
+
+}  // namespace lt::cpu

@@ -1,0 +1,61 @@
+// Internal to the CPU backend: the fast linear op behind ops_cpu().linear_forward and
+// train_ops_cpu().linear_backward_* (contracts and formats: kernels/linear.h), and the kernels it is
+// built from: f32 GEMMs (gemm.h), 16-bit GEMMs (half_linear.cpp), quantized weights decoded a tile
+// of rows at a time (quant_linear.cpp, per-ISA loops in dequant_*.cpp), the LLM.int8 product
+// (int8_linear.cpp). `isa` picks the decoding loops (all give the same bits) and, for Int8,
+// whether the integer product runs on AVX512-VNNI. Never call these inside a parallel region:
+// oneDNN and the decoding loops run their own OpenMP teams.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "kernels/linear.h"
+
+namespace lt::cpu {
+
+// The ISA's f32 matmul_forward (ops.h): GEMV for a few tokens, oneDNN otherwise.
+using MatmulFn = void (*)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+
+void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const LinearInput& in,
+                    const LinearWeights& w, const LinearScratch& s);
+void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const LinearWeights& w,
+                           const LinearScratch& s);
+void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                            const LinearWeights& w, const LinearScratch& s);
+
+// 16-bit weights (half_linear.cpp). x (T, IC) f32 values of the type, x16 their bits; dy: the
+// scratch for dout rounded to the type (linear_dy_bytes); F16 widens kHalfTileRows rows of W at a
+// time into `tile`. out = x·Wᵀ (overwritten); dx += dy·W; dw += dyᵀ·x.
+void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, float* tile);
+void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,
+                   int T, void* dy, float* tile);
+
+// Quantized weights decoded kQuantTileRows rows at a time into the tile scratch
+// (quant_linear.cpp). y = x·Wᵀ (overwritten; Int8: the LLM.int8 product); dx += dy·W (decoded W).
+void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes);
+void quant_backward_input(Isa isa, float* dx, const float* dy, const WeightView& w, int T, void* tile,
+                          size_t tile_bytes);
+// Tile scratch floats dequantize_rows needs for `nrows` rows (0 unless double quantization).
+size_t dequantize_rows_scratch_floats(const WeightView& w, int64_t nrows);
+// out (nrows, cols) = rows [row0, row0 + nrows) of a quantized w decoded to f32 with the loops of
+// `isa` (must be usable here). scale_scratch holds dequantize_rows_scratch_floats(w, nrows) floats.
+void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrows, float* scale_scratch, Isa isa);
+
+// The LLM.int8 product (int8_linear.cpp), bitsandbytes' algorithm (kernels/linear.h, Int8).
+// Activations x (T, IC): outlier columns listed in outlier_cols (ascending, count returned) get zero
+// codes; each row's absmax covers the other columns only. threshold 0: no outliers.
+int quantize_int8_activations(int8_t* xq, float* x_absmax, int32_t* outlier_cols, const float* x, int T, int IC,
+                              float threshold);
+// y (T, OC) = the scaled int8 product of xq (T, IC) and wq (OC, IC) (no outlier part); use_vnni
+// needs int8_vnni_available(), false runs the scalar reference loop (same bits).
+void int8_gemm_scaled(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax,
+                      int T, int IC, int OC, bool use_vnni);
+bool int8_vnni_available(Isa isa);  // isa is Avx512, usable here, and the CPU has AVX512-VNNI
+size_t int8_linear_workspace_bytes(int T, int IC, int OC);
+// y (T, OC) = the LLM.int8 product of x with the Int8 weight w; workspace of
+// int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned.
+void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
+                         size_t workspace_bytes, bool use_vnni);
+
+}  // namespace lt::cpu

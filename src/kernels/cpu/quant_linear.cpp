@@ -1,0 +1,146 @@
+// The fast linear products against quantized weights (Int8, NF4, FP4; kernels/linear.h), without
+// materializing the decoded matrix: W (OC, IC) is decoded kQuantTileRows rows at a time into the
+// tile scratch and multiplied with the f32 GEMM (gemm.h). The decoding has a scalar reference and
+// AVX2 / AVX-512 versions (dequant_*.cpp), all giving the same bits. The Int8 forward is the
+// LLM.int8 product (int8_linear.cpp).
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/cpu/dequant_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
+
+namespace lt::cpu {
+namespace {
+
+using dequant::kParallelMin;
+
+dequant::Dequant4Fn dequant4_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return dequant::avx512::dequant4;
+    case Isa::Avx2: return dequant::avx2::dequant4;
+    case Isa::Scalar: break;
+  }
+  return dequant::scalar::dequant4;
+}
+
+dequant::Dequant8Fn dequant8_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return dequant::avx512::dequant8;
+    case Isa::Avx2: return dequant::avx2::dequant8;
+    case Isa::Scalar: break;
+  }
+  return dequant::scalar::dequant8;
+}
+
+size_t tile_scratch_floats(WeightKind k, int blocksize, bool double_quant, int64_t rows, int64_t cols) {
+  if (k == WeightKind::Int8 || !double_quant) return 0;
+  return size_t(rows * cols / blocksize + 2);  // blocks touched by `rows` consecutive rows
+}
+
+// The decoded scales of blocks [first, first + count) of a double-quantized 4-bit weight.
+void decode_scales(float* out, const WeightView& w, int64_t first, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t b = first + i;
+    const float a = w.absmax_code_values[w.qabsmax[b]] * w.absmax2[b / 256];  // rounded before the add: no FMA
+    out[i] = a + w.offset;
+  }
+}
+
+struct Tile {
+  float* w;      // (kQuantTileRows, IC)
+  float* scale;  // dequantize_rows scratch
+};
+
+Tile carve_tile(const WeightView& w, int T, void* tile, size_t tile_bytes, const char* who) {
+  const size_t need = linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows);
+  LT_CHECK(tile && tile_bytes >= need, "{}: tile scratch of {} bytes, needs {} ({} {} x {}, T={})", who, tile_bytes,
+           need, weight_kind_name(w.kind), w.rows, w.cols, T);
+  char* p = static_cast<char*>(tile);
+  const int64_t rows = std::min<int64_t>(w.rows, kQuantTileRows);
+  Tile t;
+  t.w = dequant::carve<float>(p, size_t(rows * w.cols));
+  t.scale = dequant::carve<float>(p, dequantize_rows_scratch_floats(w, rows));
+  return t;
+}
+
+}  // namespace
+
+size_t dequantize_rows_scratch_floats(const WeightView& w, int64_t nrows) {
+  return tile_scratch_floats(w.kind, w.blocksize, w.qabsmax != nullptr, nrows, w.cols);
+}
+
+void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrows, float* scale_scratch, Isa isa) {
+  LT_CHECK(w.quantized(), "dequantize_rows: a {} weight is not quantized", weight_kind_name(w.kind));
+  LT_CHECK(row0 >= 0 && nrows >= 0 && row0 + nrows <= w.rows, "dequantize_rows: rows [{}, {}) outside the {} rows "
+           "of the {} tensor", row0, row0 + nrows, w.rows, weight_kind_name(w.kind));
+  LT_CHECK(cpu_supports(isa), "dequantize_rows: this CPU ({}) cannot run the {} kernels", cpu_features_string(),
+           isa_name(isa));
+  const int64_t cols = w.cols;
+  if (w.kind == WeightKind::Int8) {
+    const dequant::Dequant8Fn fn = dequant8_for(isa);
+    const auto* q = static_cast<const int8_t*>(w.data);
+#pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
+    for (int64_t r = 0; r < nrows; ++r) fn(out + r * cols, q + (row0 + r) * cols, w.row_absmax + row0 + r, 1, cols);
+    return;
+  }
+  if (nrows == 0) return;
+  const int64_t f0 = row0 * cols, n = nrows * cols;
+  const int64_t b_first = f0 / w.blocksize, b_last = (f0 + n - 1) / w.blocksize;
+  const float* scales = w.absmax + b_first;
+  if (w.qabsmax) {
+    decode_scales(scale_scratch, w, b_first, b_last - b_first + 1);
+    scales = scale_scratch;
+  }
+  const dequant::Dequant4Fn fn = dequant4_for(isa);
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t r = 0; r < nrows; ++r)
+    fn(out + r * cols, codes, f0 + r * cols, cols, scales, b_first, w.blocksize, w.code_values);
+}
+
+void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes) {
+  const int IC = w.cols, OC = w.rows;
+  if (w.kind == WeightKind::Int8) {
+    int8_linear_forward(y, x, w, T, tile, tile_bytes, int8_vnni_available(isa));
+    return;
+  }
+  const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
+  for (int o0 = 0; o0 < OC; o0 += kQuantTileRows) {
+    const int rows = std::min(kQuantTileRows, OC - o0);
+    dequantize_rows(t.w, w, o0, rows, t.scale, isa);
+    gemm_f32(false, true, T, rows, IC, 1.0f, x, IC, t.w, IC, 0.0f, y + o0, OC);
+  }
+}
+
+void quant_backward_input(Isa isa, float* dx, const float* dy, const WeightView& w, int T, void* tile,
+                          size_t tile_bytes) {
+  const int IC = w.cols, OC = w.rows;
+  const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_backward_input");
+  for (int o0 = 0; o0 < OC; o0 += kQuantTileRows) {
+    const int rows = std::min(kQuantTileRows, OC - o0);
+    dequantize_rows(t.w, w, o0, rows, t.scale, isa);
+    // dx += dy[:, o0:o0+rows] · W[o0:o0+rows, :]
+    gemm_f32(false, false, T, IC, rows, 1.0f, dy + o0, OC, t.w, IC, 1.0f, dx, IC);
+  }
+}
+
+}  // namespace lt::cpu
+
+namespace lt {
+
+size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, int IC, int OC) {
+  using cpu::dequant::align64;
+  if (k == WeightKind::F16) return size_t(std::min(kHalfTileRows, OC)) * IC * sizeof(float);
+  if (k == WeightKind::F32 || k == WeightKind::BF16) return 0;
+  LT_CHECK(k == WeightKind::Int8 || (blocksize >= 1 && (blocksize & (blocksize - 1)) == 0),
+           "linear_tile_bytes: {} block size {} is not a power of two", weight_kind_name(k), blocksize);
+  const int64_t rows = std::min<int64_t>(OC, kQuantTileRows);
+  const size_t scales = cpu::tile_scratch_floats(k, blocksize, double_quant, rows, IC);
+  const size_t tiled = align64(size_t(rows * IC) * 4) + align64(scales * 4);
+  if (k != WeightKind::Int8) return tiled;
+  return std::max(tiled, cpu::int8_linear_workspace_bytes(T, IC, OC));
+}
+
+}  // namespace lt

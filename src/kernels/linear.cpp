@@ -1,0 +1,64 @@
+// The linear op's operand helpers (kernels/linear.h): kind names, plain views, the dy scratch size
+// and the operand checks every backend runs first. The tile size is the fast CPU path's
+// (kernels/cpu/quant_linear.cpp), which every other backend's needs fit within.
+#include "kernels/linear.h"
+
+#include "core/error.h"
+
+namespace lt {
+
+const char* weight_kind_name(WeightKind k) {
+  switch (k) {
+    case WeightKind::F32: return "f32";
+    case WeightKind::BF16: return "bf16";
+    case WeightKind::F16: return "f16";
+    case WeightKind::Int8: return "int8";
+    case WeightKind::NF4: return "nf4";
+    case WeightKind::FP4: return "fp4";
+  }
+  return "?";
+}
+
+WeightView f32_weight(const float* w, int rows, int cols) {
+  WeightView v;
+  v.kind = WeightKind::F32;
+  v.rows = rows;
+  v.cols = cols;
+  v.data = w;
+  return v;
+}
+
+WeightView half_weight(WeightKind kind, const uint16_t* w, int rows, int cols) {
+  LT_CHECK(kind == WeightKind::BF16 || kind == WeightKind::F16, "half_weight: {} is not a 16-bit kind",
+           weight_kind_name(kind));
+  WeightView v = f32_weight(nullptr, rows, cols);
+  v.kind = kind;
+  v.data = w;
+  return v;
+}
+
+size_t linear_dy_bytes(WeightKind k, int T, int OC) {
+  if (k == WeightKind::BF16) return size_t(T) * OC * sizeof(uint16_t);
+  if (k == WeightKind::F16) return size_t(T) * OC * sizeof(float);
+  return 0;
+}
+
+void check_linear(const LinearWeights& lw, int T) {
+  const WeightView& w = lw.w;
+  const char* k = weight_kind_name(w.kind);
+  LT_CHECK(T >= 0 && w.rows > 0 && w.cols > 0 && w.data, "linear: a {} weight of shape ({}, {}) with {} data for "
+           "T={}; expected positive shapes and the data pointer", k, w.rows, w.cols, w.data ? "its" : "no", T);
+  if (w.kind == WeightKind::Int8)
+    LT_CHECK(w.row_absmax && w.int8_threshold >= 0, "linear: an int8 weight needs row_absmax and a threshold >= 0 "
+             "(got {})", w.int8_threshold);
+  if (w.four_bit())
+    LT_CHECK(w.code_values && w.blocksize > 0 && (w.absmax || (w.qabsmax && w.absmax2 && w.absmax_code_values)),
+             "linear: a {} weight needs code_values, a block size and its scales (absmax, or qabsmax + absmax2 + "
+             "absmax_code_values)", k);
+  const LoraView& l = lw.lora;
+  if (l.rank > 0)
+    LT_CHECK(l.A && l.B && l.dropout >= 0 && l.dropout < 1, "linear: a rank-{} LoRA needs A and B and a dropout in "
+             "[0, 1) (got {})", l.rank, l.dropout);
+}
+
+}  // namespace lt

@@ -1,0 +1,132 @@
+// The operands of the linear op (Ops::linear_forward, TrainOps::linear_backward_input /
+// linear_backward_weight): a weight of any storage kind described by raw pointers (WeightView),
+// an optional bias, an optional LoRA adapter on top (LoraView), and the scratch one call may use,
+// planned by the caller (nothing allocates inside a call).
+//   y (T, OC) = x (T, IC) · Wᵀ + bias + s · (xd · Aᵀ) · Bᵀ,   xd = x ∘ dropout mask
+// The view is self-describing: every number needed to decode an element is reachable from it
+// (the code tables too), so any backend can run every kind without knowing where the weights came
+// from; src/quant builds views of its QuantTensor storage (quant/quant_tensor.h weight_view()).
+//
+// Element (r, c) of W (OC, IC) per kind, f = r·IC + c (the reference, kernels/ref/linear.cpp):
+//   F32        data[f]
+//   BF16, F16  the 16-bit value widened to f32 (exact)
+//   Int8       (float(q[f]) · row_absmax[r]) · kInt8Inv127           (LLM.int8 weights)
+//   NF4, FP4   code_values[code(f)] · scale(f / blocksize): codes two per byte, even f in the high
+//              nibble; scale(b) = absmax[b], or with double quantization (qabsmax set)
+//              absmax_code_values[qabsmax[b]] · absmax2[b / 256] (rounded) + offset
+// What each kind's products are:
+//   F32, NF4, FP4  f32 products of x with the decoded W.
+//   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
+//                  which the fast bf16 GEMM reads); the backward rounds dout to the type once, as
+//                  a 16-bit GEMM's operand; accumulation in f32. dW is an f32 gradient (of the
+//                  master weight the 16-bit working copy was rounded from).
+//   Int8           forward: the LLM.int8 product. Columns c with |x[t,c]| >= int8_threshold for some
+//                  t (threshold > 0) are outliers, computed in f32 against the decoded W; the other
+//                  columns are quantized per row, xq = round_half_even(x · ((1/absmax_t) · 127)),
+//                  absmax_t over the non-outlier columns, and y = float(Σ xq·q) · ((absmax_t ·
+//                  row_absmax[o]) · kInt8Inv127Sq). Backward: f32 products with the decoded W.
+//   Quantized kinds are frozen: no dW.
+// The LoRA part is f32 throughout (dout is not rounded for it).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace lt {
+
+enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4 };
+const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4"
+
+inline constexpr float kInt8Inv127 = 7.874015718698502e-3f;  // bitsandbytes' 1/127
+inline constexpr float kInt8Inv127Sq = 6.2000124e-05f;       // bitsandbytes' 1/127²
+
+struct WeightView {
+  WeightKind kind = WeightKind::F32;
+  int rows = 0, cols = 0;                        // (OC, IC)
+  const void* data = nullptr;                    // F32 float, BF16/F16 uint16_t, Int8 int8_t, 4-bit codes
+  const float* row_absmax = nullptr;             // Int8 (rows)
+  float int8_threshold = 0.0f;                   // Int8: outlier threshold; 0: no outlier columns
+  int blocksize = 64;                            // NF4/FP4 elements per scale block
+  const float* code_values = nullptr;            // NF4/FP4 (16)
+  const float* absmax = nullptr;                 // NF4/FP4 without double quantization (nblocks)
+  const uint8_t* qabsmax = nullptr;              // double quantization: (nblocks) 8-bit scale codes
+  const float* absmax2 = nullptr;                // double quantization: (ceil(nblocks / 256))
+  const float* absmax_code_values = nullptr;     // double quantization: (256)
+  float offset = 0.0f;                           // double quantization
+
+  bool quantized() const { return kind == WeightKind::Int8 || kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+  bool half() const { return kind == WeightKind::BF16 || kind == WeightKind::F16; }
+  bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+};
+
+// Views of plain f32 and 16-bit (BF16 / F16) weights (rows, cols).
+WeightView f32_weight(const float* w, int rows, int cols);
+WeightView half_weight(WeightKind kind, const uint16_t* w, int rows, int cols);
+
+struct LoraView {
+  int rank = 0;              // R; 0: no adapter
+  const float* A = nullptr;  // (R, IC)
+  const float* B = nullptr;  // (OC, R)
+  float scale = 1.0f;        // s = alpha / r
+  float dropout = 0.0f;      // p in [0, 1): mask element i is lora_dropout_scale(dropout_key, i, p)
+  uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
+};
+
+struct LinearWeights {
+  WeightView w;
+  const float* bias = nullptr;  // (OC) or null
+  LoraView lora;
+};
+
+// Gradients of linear_backward_weight; each ACCUMULATES (+=) and may be null (skipped).
+struct LinearGrads {
+  float* dw = nullptr;  // (OC, IC), not for quantized kinds
+  float* db = nullptr;  // (OC)
+  float* dA = nullptr;  // (R, IC)
+  float* dB = nullptr;  // (OC, R)
+};
+
+struct LinearInput {
+  const float* x = nullptr;      // (T, IC)
+  const uint16_t* x16 = nullptr; // (T, IC) BF16 / F16 kinds: x's values in the weight's type
+  int T = 0;
+};
+
+// Scratch of one call, parts sized by the functions below; a part the call does not use may be null.
+struct LinearScratch {
+  void* tile = nullptr;          // >= linear_tile_bytes(): dequantized or widened weight rows, LLM.int8 activations
+  size_t tile_bytes = 0;
+  void* dy = nullptr;            // >= linear_dy_bytes(): BF16 / F16 backward, dout rounded to the type
+  float* lora_g = nullptr;       // (T, R) LoRA backward
+  float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
+  float* lora_tmp = nullptr;     // (T, IC) LoRA with dropout, backward_input
+};
+
+inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)
+inline constexpr int kHalfTileRows = 512;   // F16 weight rows widened at a time (fast path)
+
+// Tile bytes a call on T tokens may use: F16 widened rows, quantized kinds their decoded rows
+// (4-bit with double quantization: plus the decoded scales) or the LLM.int8 activations; 0 for F32
+// and BF16. blocksize / double_quant matter for NF4 / FP4 only.
+size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, int IC, int OC);
+// dy bytes of the BF16 / F16 backward for T tokens and OC outputs (0 for other kinds).
+size_t linear_dy_bytes(WeightKind k, int T, int OC);
+
+// The LoRA dropout mask: element i of the (T, IC) input is kept with probability 1 - p, scaled by
+// 1/(1-p), as a pure function of (key, i).
+inline uint64_t lora_mix64(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+inline float lora_dropout_scale(uint64_t key, size_t i, float p) {
+  const uint64_t h = lora_mix64(key ^ (uint64_t(i) * 0xd1b54a32d192ed03ull));
+  const float u = float(h >> 40) * (1.0f / 16777216.0f);
+  return u < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
+// lt::Error naming the problem when the operands are incomplete (shapes, a kind's missing parts,
+// a LoRA without A or B, a dropout outside [0, 1)). Every implementation calls it first.
+void check_linear(const LinearWeights& w, int T);
+
+}  // namespace lt

@@ -1,0 +1,212 @@
+// Reference linear op (kernels/linear.h): plain loops over the weight decoded element by element
+// (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
+// through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
+// type in the backward; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
+// f32 with the dropout mask regenerated from its key. Nothing allocates: the LLM.int8 outlier flags
+// use the tile scratch, the LoRA backward its lora_g scratch.
+#include <algorithm>
+#include <cmath>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/backward.h"
+#include "kernels/ref/ref.h"
+
+namespace lt::ref {
+
+float weight_at(const WeightView& w, int64_t r, int64_t c) {
+  const int64_t f = r * w.cols + c;
+  switch (w.kind) {
+    case WeightKind::F32: return static_cast<const float*>(w.data)[f];
+    case WeightKind::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
+    case WeightKind::F16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
+    case WeightKind::Int8: return (float(static_cast<const int8_t*>(w.data)[f]) * w.row_absmax[r]) * kInt8Inv127;
+    case WeightKind::NF4:
+    case WeightKind::FP4: break;
+  }
+  const uint8_t byte = static_cast<const uint8_t*>(w.data)[f >> 1];
+  const int code = (f & 1) ? (byte & 15) : (byte >> 4);
+  const int64_t b = f / w.blocksize;
+  float scale;
+  if (w.qabsmax) {
+    const float a = w.absmax_code_values[w.qabsmax[b]] * w.absmax2[b / 256];  // rounded before the add
+    scale = a + w.offset;
+  } else {
+    scale = w.absmax[b];
+  }
+  return w.code_values[code] * scale;
+}
+
+namespace {
+
+// dout as the weight's products see it: rounded to a 16-bit kind's type, else as given
+float grad_as(WeightKind k, float v) {
+  if (k == WeightKind::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (k == WeightKind::F16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
+// The dropout mask element i (1 without dropout), and the LoRA input element i: x[i] times it
+float mask_at(size_t i, const LoraView& l) {
+  return l.dropout > 0 ? lora_dropout_scale(l.dropout_key, i, l.dropout) : 1.0f;
+}
+float xd_at(const float* x, size_t i, const LoraView& l) { return l.dropout > 0 ? x[i] * mask_at(i, l) : x[i]; }
+
+// out (T, OC) = x·Wᵀ + bias with W decoded element by element
+void decoded_forward(float* out, const float* x, const WeightView& w, const float* bias, int T) {
+  const int IC = w.cols, OC = w.rows;
+  for (int t = 0; t < T; ++t)
+    for (int o = 0; o < OC; ++o) {
+      float s = bias ? bias[o] : 0.0f;
+      for (int i = 0; i < IC; ++i) s += x[size_t(t) * IC + i] * weight_at(w, o, i);
+      out[size_t(t) * OC + o] = s;
+    }
+}
+
+// out (T, OC) = the LLM.int8 product of x with the Int8 weight w, + bias. is_out (IC) scratch.
+void int8_forward(float* out, const float* x, const WeightView& w, const float* bias, int T, uint8_t* is_out) {
+  const int IC = w.cols, OC = w.rows;
+  const auto* q = static_cast<const int8_t*>(w.data);
+  for (int c = 0; c < IC; ++c) {
+    is_out[c] = 0;
+    for (int t = 0; t < T && w.int8_threshold > 0; ++t) is_out[c] |= std::fabs(x[size_t(t) * IC + c]) >= w.int8_threshold;
+  }
+  for (int t = 0; t < T; ++t) {
+    const float* xt = x + size_t(t) * IC;
+    float am = 0.0f;
+    for (int c = 0; c < IC; ++c)
+      if (!is_out[c]) am = std::max(am, std::fabs(xt[c]));
+    const float sx = am > 0.0f ? (1.0f / am) * 127.0f : 0.0f;
+    for (int o = 0; o < OC; ++o) {
+      int32_t acc = 0;
+      float outl = 0.0f;
+      for (int c = 0; c < IC; ++c) {
+        if (is_out[c]) {
+          outl += xt[c] * weight_at(w, o, c);
+          continue;
+        }
+        const int xq = int(std::clamp(std::nearbyint(xt[c] * sx), -127.0f, 127.0f));
+        acc += xq * int32_t(q[size_t(o) * IC + c]);
+      }
+      const float y = float(acc) * ((am * w.row_absmax[o]) * kInt8Inv127Sq) + outl;
+      out[size_t(t) * OC + o] = bias ? y + bias[o] : y;
+    }
+  }
+}
+
+// xa (T, R) = xd·Aᵀ; out (T, OC) += s·xa·Bᵀ
+void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int T, int IC, int OC) {
+  const int R = l.rank;
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      float a = 0.0f;
+      for (int i = 0; i < IC; ++i) a += xd_at(x, size_t(t) * IC + i, l) * l.A[size_t(r) * IC + i];
+      xa[size_t(t) * R + r] = a;
+    }
+    for (int o = 0; o < OC; ++o) {
+      float a = 0.0f;
+      for (int r = 0; r < R; ++r) a += xa[size_t(t) * R + r] * l.B[size_t(o) * R + r];
+      out[size_t(t) * OC + o] += l.scale * a;
+    }
+  }
+}
+
+// g (T, R) = dout·B into the lora_g scratch
+float* lora_g(const float* dout, const LoraView& l, int T, int OC, const LinearScratch& s) {
+  LT_CHECK(s.lora_g, "linear backward: LoRA needs the lora_g scratch");
+  const int R = l.rank;
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      float a = 0.0f;
+      for (int o = 0; o < OC; ++o) a += dout[size_t(t) * OC + o] * l.B[size_t(o) * R + r];
+      s.lora_g[size_t(t) * R + r] = a;
+    }
+  return s.lora_g;
+}
+
+}  // namespace
+
+void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
+  check_linear(w, in.T);
+  const WeightView& W = w.w;
+  const int T = in.T, IC = W.cols, OC = W.rows;
+  if (W.kind == WeightKind::F32) {
+    matmul_forward(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
+  } else if (W.kind == WeightKind::Int8) {
+    LT_CHECK(s.tile && s.tile_bytes >= size_t(IC), "linear_forward: the int8 reference needs {} bytes of tile "
+             "scratch (got {})", IC, s.tile_bytes);
+    int8_forward(out, in.x, W, w.bias, T, static_cast<uint8_t*>(s.tile));
+  } else {
+    decoded_forward(out, in.x, W, w.bias, T);
+  }
+  if (w.lora.rank == 0) return;
+  LT_CHECK(xa, "linear_forward: LoRA needs the xa output (T, R)");
+  lora_forward(out, xa, in.x, w.lora, T, IC, OC);
+}
+
+void linear_backward_input(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
+  check_linear(w, T);
+  const WeightView& W = w.w;
+  const int IC = W.cols, OC = W.rows;
+  if (W.kind == WeightKind::F32) {
+    matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
+  } else {
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < IC; ++i) {
+        float a = 0.0f;
+        for (int o = 0; o < OC; ++o) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * weight_at(W, o, i);
+        dx[size_t(t) * IC + i] += a;
+      }
+  }
+  const LoraView& l = w.lora;
+  if (l.rank == 0) return;
+  const float* g = lora_g(dout, l, T, OC, s);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < IC; ++i) {
+      float a = 0.0f;
+      for (int r = 0; r < l.rank; ++r) a += g[size_t(t) * l.rank + r] * l.A[size_t(r) * IC + i];
+      const size_t e = size_t(t) * IC + i;
+      dx[e] += (l.scale * a) * mask_at(e, l);
+    }
+}
+
+void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                            const LinearWeights& w, const LinearScratch& s) {
+  check_linear(w, in.T);
+  const WeightView& W = w.w;
+  const int T = in.T, IC = W.cols, OC = W.rows;
+  LT_CHECK(!g.dw || !W.quantized(), "linear_backward_weight: a {} weight is frozen; dW cannot be asked of it",
+           weight_kind_name(W.kind));
+  if (g.dw && W.kind != WeightKind::F32) {
+    for (int o = 0; o < OC; ++o)
+      for (int i = 0; i < IC; ++i) {
+        float a = 0.0f;
+        for (int t = 0; t < T; ++t) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * in.x[size_t(t) * IC + i];
+        g.dw[size_t(o) * IC + i] += a;
+      }
+  }
+  float* dw_f32 = W.kind == WeightKind::F32 ? g.dw : nullptr;
+  matmul_backward(nullptr, dw_f32, g.db, dout, in.x, nullptr, T, IC, OC);
+  const LoraView& l = w.lora;
+  if (l.rank == 0 || (!g.dA && !g.dB)) return;
+  const int R = l.rank;
+  if (g.dB) {
+    LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");
+    for (int o = 0; o < OC; ++o)
+      for (int r = 0; r < R; ++r) {
+        float a = 0.0f;
+        for (int t = 0; t < T; ++t) a += dout[size_t(t) * OC + o] * xa[size_t(t) * R + r];
+        g.dB[size_t(o) * R + r] += l.scale * a;
+      }
+  }
+  if (!g.dA) return;
+  const float* gr = lora_g(dout, l, T, OC, s);
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < IC; ++i) {
+      float a = 0.0f;
+      for (int t = 0; t < T; ++t) a += gr[size_t(t) * R + r] * xd_at(in.x, size_t(t) * IC + i, l);
+      g.dA[size_t(r) * IC + i] += l.scale * a;
+    }
+}
+
+}  // namespace lt::ref
