@@ -9,6 +9,7 @@
 #include "api/access.h"
 #include "api/guard.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "leantune/tokenizer.h"
 #include "tokenizer/builtin_chat_templates.h"
 #include "tokenizer/hf_chat_template.h"
@@ -26,6 +27,7 @@ struct ChatTemplate::Impl {
 namespace {
 
 ojson parse_json_arg(std::string_view text, const char* what) {
+  lt::parse_json(text, what);  // depth-bounded, with the line and column of a syntax error
   try {
     return ojson::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -8,6 +8,8 @@
 #include "core/hf_cache.h"
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
+#include "io/model_files.h"
+#include "model/model_tokenizer.h"
 #include "train/chat_template.h"
 #include "train/data_loader.h"
 
@@ -19,7 +21,7 @@ namespace {
 
 std::string default_tokenizer_path(const std::string& model_or_repo) {
   const std::string model = resolve_model_path(model_or_repo);
-  if (fs::is_directory(model)) return model;
+  if (fs::is_directory(model) || is_gguf_model_path(model)) return model;  // a GGUF carries its tokenizer
   return fs::path(model).parent_path().string();
 }
 
@@ -48,7 +50,8 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
 TrainingData load_training_data(const TrainConfig& c) {
   TrainingData d;
   const size_t rss0 = process_rss_bytes();
-  d.tokenizer = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  d.tokenizer = load_tokenizer_for_model(c.base_model, c.tokenizer.empty() ? default_tokenizer_path(c.base_model)
+                                                                          : c.tokenizer);
   const size_t rss1 = process_rss_bytes();
   d.tokenizer_bytes = rss1 > rss0 ? rss1 - rss0 : 0;
   if (!c.eval_dataset.empty()) {

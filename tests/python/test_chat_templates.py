@@ -367,3 +367,35 @@ def test_training_uses_the_models_template(leantune_bin, tmp_path):
     r = subprocess.run(common + ["--chat-template", "tool_use", "--output-dir", str(tmp_path / "out2")],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "tool_use" in r.stderr, r.stderr
+
+
+def test_server_formats_chats_with_the_models_template(leantune_bin, tmp_path):
+    """`leantune serve` (--chat-template auto) renders /v1/chat/completions with the model's own
+    template: the prompt it counts is our rendering encoded without special tokens."""
+    pytest.importorskip("openai")
+    from test_gguf_export import byte_level_tokenizer
+    from test_model_parity import build
+    from test_server import Server
+    base = tmp_path / "m"
+    build("llama3").save_pretrained(base, safe_serialization=True)
+    byte_level_tokenizer(base, 290)
+    source = "{{ bos_token }}{% for m in messages %}<<{{ m.role | upper }}>> {{ m.content }}\n{% endfor %}" \
+             "{% if add_generation_prompt %}<<ASSISTANT>>{% endif %}"
+    (base / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "chat_template": source}))
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "the fox and the grapes"}]
+    (tmp_path / "m.json").write_text(json.dumps(msgs))
+    r = subprocess.run([leantune_bin, "chat-template", "--tokenizer", str(base), "--messages", str(tmp_path / "m.json"),
+                        "--add-generation-prompt"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "<|endoftext|><<SYSTEM>> be brief\n<<USER>> the fox and the grapes\n<<ASSISTANT>>"
+    t = subprocess.run([leantune_bin, "tokenize", "--tokenizer", str(base), "--text", r.stdout, "--no-special"],
+                       capture_output=True, text=True)
+    assert t.returncode == 0, t.stderr
+    n_prompt = len(t.stdout.split())
+    s = Server(leantune_bin, "--model", str(base), "--context", "256")
+    try:
+        out = s.client.chat.completions.create(model="m", messages=msgs, max_tokens=3, temperature=0)
+        assert out.usage.prompt_tokens == n_prompt
+    finally:
+        s.close()

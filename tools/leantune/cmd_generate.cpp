@@ -27,7 +27,8 @@ struct GenerateArgs {
 };
 
 std::string default_tokenizer(const std::string& model) {
-  // HF folder: the folder itself; llama2.c: no default (must be given)
+  // HF folder: the folder itself; a GGUF: the file (its metadata holds the tokenizer); llama2.c: no
+  // default (must be given)
   auto slash = model.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
   if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
@@ -111,9 +112,11 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, llama2.c .bin, or an HF repo id in the local cache (org/name[@revision])")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, a llama GGUF, llama2.c .bin, or an HF "
+                "repo id in the local cache (org/name[@revision])")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a GGUF "
+                "(default: the model's folder; a GGUF model's own)");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only); with --chat, the user message");
   c->add_flag("--chat", a->chat, "format the prompt as a user message with the model's chat template; print the reply");
   c->add_option("--system", a->system, "with --chat: a system message first");

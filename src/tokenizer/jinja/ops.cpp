@@ -34,6 +34,8 @@ std::optional<size_t> norm_index(int64_t i, size_t n) {
 }
 
 Value repeat(const Value& seq, int64_t n) {
+  const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list()->items.size();
+  if (n > 0 && unit > 0 && uint64_t(n) > (uint64_t(1) << 26) / unit) raise("the repeated sequence would be too large");
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();

@@ -20,7 +20,10 @@ ExprPtr Parser::node(Expr::Kind k, int line) const {
   return e;
 }
 
-ExprPtr Parser::parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
+ExprPtr Parser::parse_expression(bool with_condexpr) {
+  DepthGuard guard(*this);
+  return with_condexpr ? parse_condexpr() : parse_or();
+}
 
 ExprPtr Parser::parse_tuple(bool with_condexpr, bool explicit_parens, std::initializer_list<std::string_view> end_names) {
   const int line = cur().line;
@@ -88,6 +91,7 @@ ExprPtr Parser::parse_and() {
 
 ExprPtr Parser::parse_not() {
   if (!at_name("not")) return parse_compare();
+  DepthGuard guard(*this);
   ExprPtr u = node(Expr::Kind::Unary, next().line);
   u->name = "not";
   u->a = parse_not();
@@ -167,6 +171,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  DepthGuard guard(*this);
   ExprPtr n;
   if (at_op("-") || at_op("+")) {
     n = node(Expr::Kind::Unary, cur().line);

@@ -47,10 +47,18 @@ std::string Parser::describe(const Token& t) const {
 
 void Parser::error(const std::string& msg) const { throw Failure(msg, cur().line); }
 
+Parser::DepthGuard::DepthGuard(Parser& parser) : p(parser) {
+  if (++p.depth_ > kMaxDepth) {
+    --p.depth_;
+    p.error(fmt::format("the template nests deeper than {} levels", kMaxDepth));
+  }
+}
+
 Body Parser::parse_template() { return subparse({}); }
 
 // Statements up to one of `end_names` (left at that name, after its {%), or to the end.
 Body Parser::subparse(std::initializer_list<std::string_view> end_names) {
+  DepthGuard guard(*this);
   Body body;
   while (cur().kind != TokKind::Eof) {
     const Token& t = cur();

@@ -27,6 +27,19 @@ class Parser {
   std::vector<Token> toks_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;  // nesting of expressions and blocks being parsed (bounded: the parser recurses)
+
+ public:
+  // Bounds the parser's recursion: a template nesting deeper than kMaxDepth is refused (a
+  // hostile "((((((..." must not overflow the stack).
+  static constexpr int kMaxDepth = 200;
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser);
+    ~DepthGuard() { --p.depth_; }
+  };
+
+ private:
 
   // Statements (parser.cpp).
   Body subparse(std::initializer_list<std::string_view> end_names);
