@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/hf_cache.h"
 #include "io/gguf_model.h"
 #include "io/hf_model.h"
 #include "io/llama2c.h"
@@ -20,7 +21,8 @@ bool is_gguf_model_path(const std::string& path) {
   return named || gguf::is_gguf_file(path);
 }
 
-ModelFiles load_model_files(const std::string& path) {
+ModelFiles load_model_files(const std::string& path_or_repo) {
+  const std::string path = resolve_model_path(path_or_repo);
   struct stat st {};
   LT_CHECK(::stat(path.c_str(), &st) == 0, "{}: cannot open model: {}", path, std::strerror(errno));
   ModelFiles m;
@@ -52,7 +54,8 @@ ModelFiles load_model_files(const std::string& path) {
   return m;
 }
 
-ModelConfig load_model_config(const std::string& path) {
+ModelConfig load_model_config(const std::string& path_or_repo) {
+  const std::string path = resolve_model_path(path_or_repo);
   struct stat st {};
   LT_CHECK(::stat(path.c_str(), &st) == 0, "{}: cannot open model: {}", path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) {

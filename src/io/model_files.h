@@ -3,6 +3,8 @@
 //   a *.safetensors file with config.json beside -> Hugging Face config + that one file
 //   a *.gguf file or one starting with "GGUF"    -> llama-architecture GGUF (io/gguf_model.h)
 //   anything else                                -> llama2.c checkpoint
+// A Hugging Face repo id ("org/name[@revision]") that is not a path loads from the local cache
+// (core/hf_cache.h).
 #pragma once
 #include <string>
 

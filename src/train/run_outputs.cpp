@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "core/hf_cache.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
@@ -74,10 +75,11 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
     ts.push_back(t);
   }
   save_safetensors((mdir / "model.safetensors").string(), ts);
-  const fs::path base_dir = fs::is_directory(c.base_model) ? fs::path(c.base_model) : fs::path(c.base_model).parent_path();
+  const std::string base_path = resolve_model_path(c.base_model);
+  const fs::path base_dir = fs::is_directory(base_path) ? fs::path(base_path) : fs::path(base_path).parent_path();
   const bool hf = fs::exists(base_dir / "config.json");
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                        "generation_config.json"})
+                        "chat_template.jinja", "generation_config.json"})
     if (fs::exists(base_dir / f)) write_text_file_atomic((mdir / f).string(), read_text_file((base_dir / f).string()));
   if (print)
     fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "core/hf_cache.h"
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
 #include "io/model_files.h"
@@ -18,7 +19,8 @@ namespace lt {
 
 namespace {
 
-std::string default_tokenizer_path(const std::string& model) {
+std::string default_tokenizer_path(const std::string& model_or_repo) {
+  const std::string model = resolve_model_path(model_or_repo);
   if (fs::is_directory(model) || is_gguf_model_path(model)) return model;  // a GGUF carries its tokenizer
   return fs::path(model).parent_path().string();
 }
@@ -29,7 +31,10 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
     DataOptions o;
     o.doc_separator = parse_doc_separator(ds.doc_separator);
     o.min_blank_lines = ds.min_blank_lines;
-    o.chat_template = parse_chat_template(c.chat_template);
+    const ChatFormat f = resolve_chat_format(c.chat_template, tok);
+    o.chat_template = f.builtin;
+    o.jinja = f.jinja;
+    o.jinja_name = f.jinja_name;
     o.skip_bad_lines = c.skip_bad_lines;
     DataStats st;
     auto ex = load_examples(ds.path, tok, o, &st);

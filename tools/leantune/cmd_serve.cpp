@@ -132,7 +132,8 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--adapter-memory", a->adapter_memory_mib, "MiB of resident adapters, LRU beyond (0: no limit)");
   c->add_option("--max-lora-rank", a->engine.max_lora_rank, "largest adapter rank accepted (default 64)");
   c->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not share KV blocks between prompts");
-  c->add_option("--chat-template", a->server.chat_template, "auto | chatml | llama3 | llama2 | plain (default auto)");
+  c->add_option("--chat-template", a->server.chat_template, "auto (the model's own, else by its tokens) | model | chatml | llama3 | llama2 | plain | FILE.jinja | "
+                "a named template of the model (default auto)");
   c->add_option("--max-body", a->max_body_mib, "MiB per request body; larger get 413 (default 8)");
   c->add_option("--http-threads", a->server.http_threads, "requests handled at once (default 128)");
   c->add_option("--threads,-t", a->threads, "compute threads (default: all cores)");

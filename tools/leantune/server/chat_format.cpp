@@ -2,6 +2,7 @@
 // (src/train/chat_template.cpp) with the assistant's header appended as the generation prompt.
 #include "chat_format.h"
 
+#include "leantune/chat_template.h"
 #include "leantune/error.h"
 #include "leantune/tokenizer.h"
 
@@ -77,14 +78,39 @@ ChatPrompt plain(const std::vector<ChatMessage>& m) {
 }  // namespace
 
 std::string resolve_chat_template(const std::string& name, const leantune::Tokenizer& tok) {
+  if (name == "auto" && tok.has_chat_template()) return resolve_chat_template("model", tok);
   if (name == "auto") {
     if (has_special(tok, "<|im_start|>")) return "chatml";
     if (has_special(tok, "<|start_header_id|>")) return "llama3";
     return "plain";
   }
   if (name == "chatml" || name == "llama3" || name == "llama2" || name == "plain") return name;
+  const bool file = name.size() > 6 && name.compare(name.size() - 6, 6, ".jinja") == 0;
+  if (name == "model" || file || tok.has_chat_template()) {
+    leantune::ChatTemplate check(tok, name == "model" ? "" : name);  // leantune::Error saying what is wrong
+    return name;
+  }
   throw leantune::Error("--chat-template: '" + leantune::excerpt(name, 40) +
-                        "' is not known; use auto, chatml, llama3, llama2 or plain");
+                        "' is not known; use auto, model, chatml, llama3, llama2, plain or a .jinja file");
+}
+
+bool is_jinja_template(const std::string& resolved) {
+  return resolved != "chatml" && resolved != "llama3" && resolved != "llama2" && resolved != "plain";
+}
+
+ChatPrompt format_chat_json(const std::string& resolved, const std::string& messages_json,
+                            const std::string& tools_json, const leantune::Tokenizer& tok) {
+  leantune::ChatTemplate t(tok, resolved == "model" ? "" : resolved);
+  leantune::ChatOptions o;
+  o.add_generation_prompt = true;
+  o.tools_json = tools_json;
+  ChatPrompt p;
+  p.text = t.apply_json(messages_json, o);
+  p.add_special = t.encode_with_special();
+  // the reply ends at EOS (stop_at_eos) or at any end-of-turn marker the vocabulary has as a token
+  for (const char* m : {"<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>"})
+    if (has_special(tok, m)) p.stops.push_back(m);
+  return p;
 }
 
 ChatPrompt format_chat(const std::string& name, const std::vector<ChatMessage>& messages,

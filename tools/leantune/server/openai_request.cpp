@@ -99,6 +99,18 @@ std::string message_content(const json& m, size_t i) {
 void chat_prompt(const json& j, const leantune::Tokenizer& tok, const std::string& tmpl, ParsedRequest& r) {
   const json* ms = field(j, "messages");
   if (!ms || !ms->is_array() || ms->empty()) bad("messages", "expected a non-empty list of messages");
+  ChatPrompt p;
+  if (is_jinja_template(tmpl)) {  // the model's template sees the messages and tools as they are
+    const json* tools = field(j, "tools");
+    try {
+      p = format_chat_json(tmpl, ms->dump(), tools && !tools->is_null() ? tools->dump() : "", tok);
+    } catch (const leantune::Error& e) {
+      bad("messages", e.what());
+    }
+    r.prompts = {tok.encode(p.text, p.add_special)};
+    for (const std::string& s : p.stops) r.stop_token_ids.push_back(tok.encode(s, false)[0]);
+    return;
+  }
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < ms->size(); ++i) {
     const json& m = (*ms)[i];
@@ -106,7 +118,6 @@ void chat_prompt(const json& j, const leantune::Tokenizer& tok, const std::strin
       bad("messages[" + std::to_string(i) + "]", "expected an object with a string role");
     msgs.push_back({m["role"].get<std::string>(), message_content(m, i)});
   }
-  ChatPrompt p;
   try {
     p = format_chat(tmpl, msgs, tok);
   } catch (const leantune::Error& e) {
