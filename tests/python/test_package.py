@@ -337,6 +337,21 @@ def test_plan_merge_and_quantize(shared, model, leantune_bin, tmp_path):
     assert qm.config["quantization"] == "nf4" and qm.generate("Once", max_tokens=5, temperature=0)
 
 
+def test_a_repo_id_loads_from_the_hugging_face_cache(shared, model, tmp_path, monkeypatch):
+    repo = tmp_path / "hub" / "models--tiny--stories"
+    snap = stories_as_hf_folder(shared, tmp_path / "snap")
+    (repo / "snapshots").mkdir(parents=True)
+    snap.rename(repo / "snapshots" / "abc123")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    ids = model.tokenizer.encode("Once upon a time")
+    m = leantune.load("tiny/stories", tokenizer=shared / STORIES / "tok512.bin", threads=2)
+    np.testing.assert_allclose(m.logits(ids), model.logits(ids), atol=1e-4)
+    with pytest.raises(leantune.Error, match="tiny/missing"):
+        leantune.load("tiny/missing", tokenizer=shared / STORIES / "tok512.bin")
+
+
 def test_stubs_name_what_the_module_defines():
     import ast
     from leantune import _native
