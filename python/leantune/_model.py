@@ -1,10 +1,11 @@
 """Models and tokenizers: :func:`leantune.load` and the :class:`Model` and :class:`Tokenizer` it returns."""
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -66,6 +67,36 @@ class Tokenizer:
     def is_special(self, id: int) -> bool:
         return self._native.is_special(id)
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer's folder defines a chat template (tokenizer_config.json / chat_template.jinja)."""
+        return self._native.has_chat_template
+
+    def apply_chat_template(self, conversation: Sequence[Mapping[str, Any]], tools: Optional[Sequence[Any]] = None,
+                            add_generation_prompt: bool = False, tokenize: bool = True,
+                            chat_template: Optional[str] = None, **template_kwargs: Any) -> Union[str, List[int]]:
+        """A conversation formatted as the model defines it, as transformers' ``apply_chat_template``.
+
+        ``conversation``: message dicts (``role``, ``content``, and any key the template reads:
+        ``tool_calls``, ...). ``tools``: tool schemas the template sees as ``tools``.
+        ``add_generation_prompt``: end with the header the model answers after. ``tokenize``: the
+        token ids (a model's own template encoded without special tokens, as transformers does; a
+        built-in one after BOS, as training encodes it), else the text. ``chat_template``: the
+        template — ``None`` the tokenizer's own; ``"chatml"``, ``"llama3"``, ``"llama2"``,
+        ``"alpaca"``; a ``.jinja`` file; or the name of one of the model's templates. Other
+        keywords become template variables (``enable_thinking=False``, ``date_string=...``).
+        The template runs in leantune's own Jinja engine (the output equals jinja2's); an
+        unsupported construct raises :class:`leantune.Error` naming the template's line.
+        """
+        opts = _native.ChatOptions(add_generation_prompt=add_generation_prompt,
+                                   tools_json="" if tools is None else json.dumps(list(tools)),
+                                   vars_json=json.dumps(template_kwargs) if template_kwargs else "",
+                                   chat_template=chat_template or "")
+        messages = json.dumps([dict(m) for m in conversation])
+        if tokenize:
+            return self._native.encode_chat_json(messages, opts)
+        return self._native.apply_chat_template_json(messages, opts)
+
     def __repr__(self) -> str:
         return f"leantune.Tokenizer({self.path!r}, vocab_size={self.vocab_size})"
 
@@ -73,30 +104,36 @@ class Tokenizer:
 class TextStream:
     """The text of one generation as it is produced: iterate it for the pieces (``str``).
 
-    Generation runs on a worker thread; ``close()`` (or leaving a ``with`` block, or dropping the
-    stream) stops it after the next token. Once the iteration has ended, ``result`` holds what
-    :meth:`Model.generate` returns with ``details=True``.
+    Generation runs on a worker thread, at most ``AHEAD`` pieces ahead of the reader; ``close()``
+    (or leaving a ``with`` block, or dropping the stream) stops it within a token. Once the
+    iteration has ended, ``result`` holds what :meth:`Model.generate` returns with ``details=True``.
     """
 
-    _DONE = object()
+    AHEAD = 8
 
     def __init__(self, run: Any) -> None:
         self.result: Optional[Dict[str, Any]] = None
-        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._queue: "queue.Queue[str]" = queue.Queue(maxsize=self.AHEAD)
         self._stop = threading.Event()
-        self._finished = False
-        q, stop, done = self._queue, self._stop, self._DONE
+        self._finished = threading.Event()
+        self._outcome: Dict[str, Any] = {}
+        q, stop, finished, outcome = self._queue, self._stop, self._finished, self._outcome
 
         def on_token(_id: int, text: str) -> bool:
-            if text:
-                q.put(text)
+            while text and not stop.is_set():
+                try:
+                    q.put(text, timeout=0.05)
+                    break
+                except queue.Full:
+                    pass
             return not stop.is_set()
 
         def work() -> None:  # holds no reference to the stream, so dropping it closes it
             try:
-                q.put((done, run(on_token)))
-            except BaseException as e:  # handed to the reading thread
-                q.put((done, e))
+                outcome["result"] = run(on_token)
+            except BaseException as e:  # raised in the reading thread
+                outcome["error"] = e
+            finished.set()
 
         threading.Thread(target=work, name="leantune-generate", daemon=True).start()
 
@@ -104,19 +141,19 @@ class TextStream:
         return self
 
     def __next__(self) -> str:
-        if self._finished:
-            raise StopIteration
-        item = self._queue.get()
-        if isinstance(item, tuple) and item[0] is self._DONE:
-            self._finished = True
-            if isinstance(item[1], BaseException):
-                raise item[1]
-            self.result = item[1]
-            raise StopIteration
-        return item
+        while True:
+            try:
+                return self._queue.get(timeout=0.05)
+            except queue.Empty:
+                if self._finished.is_set() and self._queue.empty():
+                    break
+        if "error" in self._outcome:
+            raise self._outcome.pop("error")
+        self.result = self._outcome.get("result")
+        raise StopIteration
 
     def close(self) -> None:
-        """Stops the generation after its next token."""
+        """Stops the generation (the pieces already produced can still be read)."""
         self._stop.set()
 
     def __enter__(self) -> "TextStream":
@@ -199,6 +236,15 @@ class Model:
             return TextStream(run)
         r = run(None)
         return r if details else r["text"]
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], max_tokens: int = 256, *, tools: Optional[Sequence[Any]] = None,
+             chat_template: Optional[str] = None, **generate_kwargs: Any) -> Any:
+        """The assistant's answer to ``messages``: the conversation formatted with the chat template
+        (:meth:`Tokenizer.apply_chat_template` with the generation prompt), then :meth:`generate`
+        from those ids with ``generate_kwargs`` (``temperature``, ``stop``, ``stream``, ...)."""
+        ids = self._need_tokenizer().apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                                         tokenize=True, chat_template=chat_template)
+        return self.generate(ids, max_tokens, **generate_kwargs)
 
     def logits(self, ids: Ids, decode: Optional[Ids] = None, *, context: int = 0,
                prefill_block: int = 0) -> "np.ndarray":

@@ -1,5 +1,5 @@
-// Model, Tokenizer, generation and logits (include/leantune/model.h, tokenizer.h, generator.h,
-// sequence.h). Logits come back as numpy arrays over the engine's own buffer (a capsule owns it):
+// Model, Tokenizer (with its chat templates), generation and logits (include/leantune/model.h,
+// tokenizer.h, chat_template.h, generator.h, sequence.h). Logits come back as numpy arrays over the engine's own buffer (a capsule owns it):
 // nothing is copied on the way to Python.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "leantune/chat_template.h"
 #include "leantune/generator.h"
 #include "leantune/model.h"
 #include "leantune/sequence.h"
@@ -149,12 +150,42 @@ void bind_tokenizer(nb::module_& m) {
       .def_prop_ro("path", &leantune::Tokenizer::path)
       .def("is_special", &leantune::Tokenizer::is_special, "id"_a)
       .def("token_text", [](const leantune::Tokenizer& t, int id) { return to_str(t.token_text(id)); }, "id"_a)
-      .def("check_fits", &leantune::Tokenizer::check_fits, "model"_a);
+      .def("check_fits", &leantune::Tokenizer::check_fits, "model"_a)
+      .def_prop_ro("has_chat_template", &leantune::Tokenizer::has_chat_template)
+      .def("apply_chat_template_json", [](const leantune::Tokenizer& t, const std::string& messages_json,
+                                          const leantune::ChatOptions& o) {
+             std::string s;
+             {
+               nb::gil_scoped_release release;
+               s = t.apply_chat_template_json(messages_json, o);
+             }
+             return to_str(s);
+           }, "messages_json"_a, "options"_a)
+      .def("encode_chat_json", [](const leantune::Tokenizer& t, const std::string& messages_json,
+                                  const leantune::ChatOptions& o) {
+             nb::gil_scoped_release release;
+             return t.encode_chat_json(messages_json, o);
+           }, "messages_json"_a, "options"_a);
+}
+
+// ChatOptions from keywords (the package passes tools and template variables as JSON text).
+void bind_chat_options(nb::module_& m) {
+  nb::class_<leantune::ChatOptions>(m, "ChatOptions", "How a conversation is rendered (leantune::ChatOptions).")
+      .def("__init__", [](leantune::ChatOptions* self, bool add_generation_prompt, const std::string& tools_json,
+                          const std::string& vars_json, const std::string& chat_template) {
+             new (self) leantune::ChatOptions{add_generation_prompt, tools_json, vars_json, chat_template};
+           }, nb::kw_only(), "add_generation_prompt"_a = true, "tools_json"_a = "", "vars_json"_a = "",
+           "chat_template"_a = "")
+      .def_rw("add_generation_prompt", &leantune::ChatOptions::add_generation_prompt)
+      .def_rw("tools_json", &leantune::ChatOptions::tools_json)
+      .def_rw("vars_json", &leantune::ChatOptions::vars_json)
+      .def_rw("chat_template", &leantune::ChatOptions::chat_template);
 }
 
 }  // namespace
 
 void bind_model(nb::module_& m) {
+  bind_chat_options(m);
   bind_tokenizer(m);
   nb::class_<leantune::Model>(m, "Model", "A model's weights loaded for inference (leantune::Model).")
       .def("__init__", [](leantune::Model* self, const std::string& path, const std::string& adapter,
