@@ -162,8 +162,8 @@ void LlamaModel::bind_state() {
   logits_ = arenas_.get_as<float>("logits");
   pos_ = arenas_.get_as<int>("positions");
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
-  auto inv = rope_inv_freq(cfg_);
-  std::copy(inv.begin(), inv.end(), inv_freq_);
+  rope_.emplace(cfg_);
+  std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
@@ -287,6 +287,10 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   for (int t = 0; t < T; ++t)
     LT_CHECK(tokens[t] >= 0 && tokens[t] < cfg_.vocab_size, "token id {} outside the vocabulary (size {})", tokens[t],
              cfg_.vocab_size);
+  // dynamic / longrope: this call's frequencies from its largest position, as transformers'
+  // dynamic_rope_update does per forward call. Keys already in the cache keep the rotation they
+  // were written with (transformers' cache too: only the new tokens are rotated with the new ones).
+  if (rope_->update(pos0 + T - 1)) std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
   for (int t0 = 0; t0 < T; t0 += opts_.prefill_block) {
     int n = std::min(opts_.prefill_block, T - t0);
     forward_block(tokens + t0, n, pos0 + t0);
@@ -327,6 +331,7 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     linear(v, xn_, L, 2, L.bias[2], T, C, KVD);
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
+    rope_scale_queries(q_, size_t(T) * QD, cfg_);  // yarn / longrope attention factor on the scores
     ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS);
     linear(xn_, att_, L, 3, L.bias[3], T, QD, C);
     ops_.add_inplace(x_, xn_, size_t(T) * C);

@@ -5,6 +5,7 @@
 // Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "io/tensor_set.h"
 #include "kernels/ops.h"
 #include "core/model_config.h"
+#include "core/rope_freqs.h"
 #include "quant/quant_tensor.h"
 
 namespace lt {
@@ -97,7 +99,10 @@ class LlamaModel {
   float* final_norm_ = nullptr;  // (C)
   float* lm_head_ = nullptr;     // (V, C), = embed_ when tied
   std::vector<LayerWeights> layers_;
-  float* inv_freq_ = nullptr;    // (HS/2)
+  float* inv_freq_ = nullptr;    // (HS/2) the frequencies of the current call, from rope_
+  // transformers' per-call RoPE frequencies (dynamic, longrope): one state per sequence, as one
+  // rotary module per model instance in transformers
+  std::optional<RopeFreqState> rope_;
   // activations, one prefill block at a time
   float *x_, *xn_, *q_, *att_, *gate_, *up_;  // (TB,C) (TB,C) (TB,QD) (TB,QD) (TB,F) (TB,F)
   int* pos_ = nullptr;                        // (TB)

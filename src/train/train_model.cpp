@@ -694,8 +694,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   // units: each one's tensors are contiguous in params_ (registered in execution order)
   store_->attach(params_, d.L + 2);
   store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
-  auto inv = rope_inv_freq(cfg_);
-  std::copy(inv.begin(), inv.end(), inv_freq_);
+  rope_.emplace(cfg_);
+  std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
 
   recompute_ = recompute_layers(cfg_, opts_);
   for (int l = 0; l < d.L; ++l) {
@@ -829,6 +829,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
   ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
+  rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
   t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
   lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
@@ -877,6 +878,7 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
   t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, b.doc_start, N, d.NH, d.NKV, d.HS);
+  rope_scale_queries(d_q_, size_t(N) * d.QD, cfg_);  // the attention factor's gradient
   t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
   t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
@@ -901,6 +903,9 @@ void TrainModel::check_batch(const BatchView& b) const {
 // (units: 0 embedding, l+1 layer l, L+1 final norm and lm_head; a tied lm_head is unit 0).
 float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint64_t step) {
   check_batch(b);
+  // dynamic / longrope: the pass's frequencies from its largest position (transformers' per-call update)
+  if (rope_->update(*std::max_element(b.positions, b.positions + N_)))
+    std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_, head = d.L + 1, lm = cfg_.tie_embeddings ? 0 : head;
   const TrainOps& t = tops_;

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "kernels/backward.h"
 #include "kernels/ops.h"
 #include "core/model_config.h"
+#include "core/rope_freqs.h"
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
 #include "core/train_types.h"
@@ -163,7 +165,8 @@ class TrainModel {
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
-  float* inv_freq_;
+  float* inv_freq_;  // (HS/2) the frequencies of the current pass, from rope_
+  std::optional<RopeFreqState> rope_;  // transformers' per-call frequencies (dynamic, longrope)
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;

@@ -114,3 +114,33 @@ def test_sharded_bf16_and_legacy_rope_config(leantune_bin, tmp_path):
         cfg["rope_scaling"] = rp
     (folder / "config.json").write_text(json.dumps(cfg))
     check(leantune_bin, model, folder, tmp_path, seed=11)
+
+
+def write_byte_tokenizer(folder):
+    """A byte-level BPE tokenizer.json with the 256 byte tokens and no merges (ids 0..255), so that
+    `leantune generate` can run a random-weight model whose vocabulary holds at least 256 ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(sorted(alphabet))}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def check_greedy(leantune_bin, model, folder, tmp_path, prompt, n=64, context=None, extra=()):
+    """n greedy tokens from `prompt` through `leantune generate` equal transformers' generate()."""
+    from transformers import GenerationConfig
+    write_byte_tokenizer(folder)
+    gc = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([prompt]), generation_config=gc)[0, len(prompt):].tolist()
+    ids_out = tmp_path / "greedy_ids.txt"
+    cmd = [leantune_bin, "generate", "--model", str(folder), "--prompt-ids", ",".join(map(str, prompt)),
+           "--ids-out", str(ids_out), "--temperature", "0", "--ignore-eos", "-n", str(n), "-q", *extra]
+    if context:
+        cmd += ["--context", str(context)]
+    r = subprocess.run(cmd, capture_output=True)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    ours = [int(x) for x in ids_out.read_text().strip().split(",")]
+    assert len(ref) == n
+    assert ours == ref, f"greedy tokens differ from position {next(i for i, (a, b) in enumerate(zip(ours, ref)) if a != b)}"

@@ -2,6 +2,9 @@
 // then print prefill and decode speed to stderr.
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -15,7 +18,7 @@ namespace lt::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string model, tokenizer, prompt, adapter;
+  std::string model, tokenizer, prompt, adapter, prompt_ids, ids_out;
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
@@ -45,11 +48,13 @@ void check_generate_flags(const GenerateArgs& a) {
   check_flag_range("--no-repeat-ngram-size", a.s.no_repeat_ngram_size, 0, 1 << 20, "n-gram length; 0 is off");
   check_flag_range("--context", a.context, 0, 1 << 30, "KV cache positions; 0: the model's, at most 4096");
   if (a.context > 0) {
-    const int max_seq = leantune::read_model_config(a.model).max_seq_len;
-    if (a.context > max_seq)
+    // dynamic (NTK) RoPE exists to run past max_position_embeddings: its frequencies grow with the length
+    const auto mc = leantune::read_model_config(a.model);
+    if (a.context > mc.max_seq_len && mc.rope_scaling != "dynamic")
       fail("--context: {} is more than the model's context of {} positions (max_position_embeddings of {}); use "
-           "--context {} or less", a.context, max_seq, a.model, max_seq);
+           "--context {} or less", a.context, mc.max_seq_len, a.model, mc.max_seq_len);
   }
+  if (!a.prompt_ids.empty() && !a.prompt.empty()) fail("--prompt-ids: give either --prompt or --prompt-ids, not both");
 }
 
 void run_generate(const GenerateArgs& a) {
@@ -73,15 +78,24 @@ void run_generate(const GenerateArgs& a) {
   g.add_bos = !a.no_bos;
   g.sampling = a.s;
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
-  auto r = gen.generate(tok, a.prompt, g, [](int, std::string_view piece) {
+  auto print = [](int, std::string_view piece) {
     if (!piece.empty()) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
     return true;
-  });
+  };
+  const std::vector<int> ids = parse_ids(a.prompt_ids, "--prompt-ids");
+  auto r = ids.empty() ? gen.generate(tok, a.prompt, g, print) : gen.generate(tok, std::span<const int>(ids), g, print);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (!a.ids_out.empty()) {
+    std::string line;
+    for (int id : r.output_ids) line += (line.empty() ? "" : ",") + std::to_string(id);
+    std::FILE* f = std::fopen(a.ids_out.c_str(), "w");
+    if (!f || std::fputs((line + "\n").c_str(), f) < 0 || std::fclose(f) != 0)
+      fail("--ids-out: cannot write {}", a.ids_out);
+  }
   if (!a.quiet) {
     size_t np = r.prompt_ids.size();
     std::fprintf(stderr, "%s", fmt::format(
@@ -102,6 +116,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
+  c->add_option("--prompt-ids", a->prompt_ids, "the prompt as comma-separated token ids instead of text (no BOS added)");
+  c->add_option("--ids-out", a->ids_out, "also write the generated token ids, comma-separated, to this file");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");
   c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)");
