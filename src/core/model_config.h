@@ -36,8 +36,11 @@ struct RopeScaling {
   std::vector<float> short_factor, long_factor;  // longrope, HS/2 each
 };
 
+// The model_type values leantune reads, for the messages that refuse the others.
+inline constexpr const char* kSupportedModelTypes = "llama, mistral, qwen2, qwen3";
+
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 (model_type)
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 (model_type)
   int dim = 0;                 // C
   int n_layers = 0;            // L
   int n_heads = 0;             // NH
@@ -60,6 +63,9 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v projections have biases
   bool o_proj_bias = false;     // o_proj has a bias
   bool mlp_bias = false;        // gate/up/down projections have biases
+  // Qwen3: q and k are RMS-normalized per head (over HS, weights self_attn.q_norm / k_norm of
+  // size HS, eps norm_eps) after their projections and before RoPE.
+  bool qk_norm = false;
   int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):

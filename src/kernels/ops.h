@@ -15,7 +15,7 @@ struct Ops {
   // out (T, C) = table[tokens[t]] ; table (V, C)
   void (*embedding_forward)(float* out, const int* tokens, const float* table, int T, int C);
 
-  // out (T, C) = x / rms(x) * w ; rstd (T) receives 1/rms when not null
+  // out (T, C) = x / rms(x) * w ; rstd (T) receives 1/rms when not null; out may be x (in place)
   void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
 
   // In place on x (T, NH, HS), token t at position pos[t]; inv_freq (HS/2) is the per-pair

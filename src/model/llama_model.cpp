@@ -1,6 +1,7 @@
 // Llama-family inference forward over a KV cache. Per layer (DESIGN.md §2):
 //   xn = rmsnorm(x); q,k,v = linear(xn) (k, v written straight into the cache rows);
 //   (linear: the op table's linear op over f32 weights, or NF4 / FP4 / int8 ones, kernels/linear.h);
+//   Qwen3: q, k = rmsnorm per head (q_norm, k_norm over HS);
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
@@ -77,6 +78,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     lin(l, 1, "self_attn.k_proj.weight");
     lin(l, 2, "self_attn.v_proj.weight");
     for (int m = 0; m < 3; ++m) bias(l, m);
+    if (c.qk_norm)
+      for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+        p.add(layer_name(l, n), W, size_t(c.head_dim) * f);
     lin(l, 3, "self_attn.o_proj.weight");
     bias(l, 3);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
@@ -226,6 +230,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     L.wv = take_linear(L, l, 2, "self_attn.v_proj.weight", {KVD, C});
     for (int m = 0; m < 7; ++m)
       L.bias[m] = cfg_.has_bias(m) ? take(linear_name(l, m, "bias"), {cfg_.linear_shape(m).second}) : nullptr;
+    L.q_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.q_norm.weight"), {cfg_.head_dim}) : nullptr;
+    L.k_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.k_norm.weight"), {cfg_.head_dim}) : nullptr;
     L.wo = take_linear(L, l, 3, "self_attn.o_proj.weight", {C, QD});
     L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
     L.w_gate = take_linear(L, l, 4, "mlp.gate_proj.weight", {F, C});
@@ -329,6 +335,10 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     linear(q_, xn_, L, 0, L.bias[0], T, C, QD);
     linear(k, xn_, L, 1, L.bias[1], T, C, KVD);
     linear(v, xn_, L, 2, L.bias[2], T, C, KVD);
+    if (L.q_norm) {  // Qwen3: each head's q and k RMS-normalized over HS, in place
+      ops_.rmsnorm_forward(q_, nullptr, q_, L.q_norm, T * NH, HS, cfg_.norm_eps);
+      ops_.rmsnorm_forward(k, nullptr, k, L.k_norm, T * NKV, HS, cfg_.norm_eps);
+    }
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
     rope_scale_queries(q_, size_t(T) * QD, cfg_);  // yarn / longrope attention factor on the scores

@@ -1,5 +1,5 @@
-// LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, SmolLM2,
-// TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
+// LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, Qwen3,
+// SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
 // buffer comes from one MemoryPlan built by plan_inference() before anything is allocated, and
 // forward() allocates nothing.
 // Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
@@ -44,6 +44,7 @@ struct LayerWeights {
   float* attn_norm;                 // (C)
   float *wq, *wk, *wv, *wo;         // (QD, C) (KVD, C) (KVD, C) (C, QD)
   float* bias[7];                   // per projection (its out size), null where the model has none
+  float *q_norm, *k_norm;           // (HS) each: Qwen3's per-head RMSNorm of q and k (null without)
   float* ffn_norm;                  // (C)
   float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
   QuantTensor q[7];                 // quantized q, k, v, o, gate, up, down (when the model is quantized)

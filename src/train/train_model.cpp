@@ -1,5 +1,6 @@
 // Training forward/backward (DESIGN.md §2-5). Per layer, forward:
-//   xn1 = rmsnorm(res[l]); q,k,v = lin(xn1); rope(q,k); att = attention(q,k,v | doc_start)
+//   xn1 = rmsnorm(res[l]); q,k,v = lin(xn1); [Qwen3: q,k = rmsnorm per head]; rope(q,k);
+//   att = attention(q,k,v | doc_start)
 //   x_mid = res[l] + lin_o(att); xn2 = rmsnorm(x_mid); h = silu(lin_gate(xn2)) * lin_up(xn2)
 //   res[l+1] = x_mid + lin_down(h)
 // Backward walks it in reverse with d_res holding the gradient of the residual stream. With
@@ -72,6 +73,7 @@ namespace {
 
 struct Dims {
   int N, C, QD, KVD, F, V, R, L, NH, NKV, HS, max_io;
+  bool qk_norm;  // Qwen3: per-head RMSNorm of q and k before RoPE
 };
 
 Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
@@ -81,6 +83,7 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   d.R = o.method == Method::Lora ? o.lora.r : 0;
   d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
   d.max_io = std::max({d.C, d.QD, d.F});
+  d.qk_norm = c.qk_norm;
   return d;
 }
 
@@ -203,6 +206,8 @@ struct Linear {
 
 struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
+  // Qwen3 (qk_norm): q and k before their per-head RMSNorm, and its 1/rms per (token, head)
+  float *q_pre = nullptr, *k_pre = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
   float* xa[7];  // (N, R) per adapted module, else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
@@ -393,6 +398,12 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"gate", N * d.F, 2, &Acts::gate},
                         {"up", N * d.F, 2, &Acts::up},
                         {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
+  if (d.qk_norm) {
+    v.push_back({"q_pre", N * d.QD, 1, &Acts::q_pre});
+    v.push_back({"k_pre", N * d.KVD, 1, &Acts::k_pre});
+    v.push_back({"rstd_q", N * d.NH, 1, &Acts::rstd_q});
+    v.push_back({"rstd_k", N * d.NKV, 1, &Acts::rstd_k});
+  }
   for (int m = 0; m < 7; ++m)
     if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2, nullptr, nullptr, m});
   return v;
@@ -478,6 +489,9 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    if (c.qk_norm)
+      for (const char* n : {"q_norm", "k_norm"})
+        plan_weight(p, o, fmt::format("model.layers.{}.self_attn.{}.weight", l, n), d.HS, full);
     for (int m = 0; m < 7; ++m) plan_linear(p, c, o, d, l, m);
   }
   plan_weight(p, o, "model.norm.weight", d.C, full);
@@ -642,11 +656,21 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   d_attn_norm_.assign(size_t(d.L), nullptr);
   ffn_norm_.assign(size_t(d.L), nullptr);
   d_ffn_norm_.assign(size_t(d.L), nullptr);
+  q_norm_.assign(size_t(d.L), nullptr);
+  d_q_norm_.assign(size_t(d.L), nullptr);
+  k_norm_.assign(size_t(d.L), nullptr);
+  d_k_norm_.assign(size_t(d.L), nullptr);
   for (int l = 0; l < d.L; ++l) {
     auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
     auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
     load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
     load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
+    if (cfg_.qk_norm) {
+      load(fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {d.HS}, l, false, &q_norm_[size_t(l)],
+           &d_q_norm_[size_t(l)]);
+      load(fmt::format("model.layers.{}.self_attn.k_norm.weight", l), {d.HS}, l, false, &k_norm_[size_t(l)],
+           &d_k_norm_[size_t(l)]);
+    }
     for (int m = 0; m < 7; ++m) {
       auto [in, out] = module_shape(d, m);
       auto lin = std::make_unique<Linear>();
@@ -824,9 +848,13 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
-  lr.forward(a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
-  lr.forward(a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  lr.forward(d.qk_norm ? a.q_pre : a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
+  lr.forward(d.qk_norm ? a.k_pre : a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
+  if (d.qk_norm) {  // Qwen3: each head's q and k RMS-normalized over HS
+    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, q_norm_[l], N * d.NH, d.HS, cfg_.norm_eps);
+    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, k_norm_[l], N * d.NKV, d.HS, cfg_.norm_eps);
+  }
   ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
@@ -883,8 +911,19 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
-  lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
-  lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  if (d.qk_norm) {
+    // Qwen3: through the per-head RMSNorms first; d_att_ (read by the attention backward above)
+    // holds the gradient of each projection's output in turn
+    std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
+    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, q_norm_[l], a.rstd_q, N * d.NH, d.HS);
+    lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
+    std::memset(d_att_, 0, size_t(N) * d.KVD * sizeof(float));
+    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, k_norm_[l], a.rstd_k, N * d.NKV, d.HS);
+    lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  } else {
+    lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
+    lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
+  }
   lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }

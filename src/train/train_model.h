@@ -165,6 +165,7 @@ class TrainModel {
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
+  std::vector<float*> q_norm_, d_q_norm_, k_norm_, d_k_norm_;  // Qwen3 (HS each), else null
   float* inv_freq_;  // (HS/2) the frequencies of the current pass, from rope_
   std::optional<RopeFreqState> rope_;  // transformers' per-call frequencies (dynamic, longrope)
   // activations and scratch

@@ -45,3 +45,15 @@ TEST(PlanFlops, LoraAddsLinearlyInRank) {
   // each rank unit of q_proj adds 2*(64+64) forward FLOPs per layer, and twice that backward
   EXPECT_DOUBLE_EQ(f8 - f4, 2 * 4 * (2 * 128.0) * 3);
 }
+
+TEST(PlanFlops, HeadDimOfItsOwn) {
+  // Qwen3-style: head_dim 24 with 4 heads, so q is 96 wide where the model is 64
+  ModelConfig m = shape();
+  m.head_dim = 24;
+  TrainModelOptions o;
+  o.method = Method::Full;
+  o.seq_len = 31;
+  const double lin = 64.0 * 96 + 2 * 64.0 * 48 + 96.0 * 64 + 3 * 64.0 * 128;
+  const double attn = 2 * 2 * 96.0 * 16;
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).forward, 2 * (2 * lin + attn) + 2 * 64.0 * 100);
+}

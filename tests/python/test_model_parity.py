@@ -1,7 +1,8 @@
 # Parity of leantune's forward pass with Hugging Face transformers (the oracle): random-weight
 # models built by transformers for a Llama config with llama3 rope scaling, a Qwen2 config (q/k/v
 # biases), a tied-embedding SmolLM2-like config and a Mistral config; next-token logits over a
-# 64-token prompt and 16 decode steps through the KV cache must agree within 1e-4 (fp32).
+# 64-token prompt and 16 decode steps through the KV cache must agree within 1e-4 (fp32). build()
+# also makes the Qwen3 models of test_qwen3_parity.py; check_greedy() compares greedy generation.
 import json
 import os
 import subprocess
@@ -9,7 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 PROMPT_LEN, DECODE_STEPS = 64, 16
 
@@ -50,6 +52,13 @@ def build(kind, seed=0):
                           num_key_value_heads=2, head_dim=16, vocab_size=300, max_position_embeddings=512,
                           sliding_window=4096)
         m = MistralForCausalLM(c)
+    elif kind in ("qwen3", "qwen3_bias"):
+        # head_dim 24 != hidden / heads = 16; qwen3: tied embeddings, qwen3_bias: q/k/v/o biases
+        c = Qwen3Config(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=24, vocab_size=320, max_position_embeddings=512,
+                        rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=kind == "qwen3",
+                        attention_bias=kind == "qwen3_bias")
+        m = Qwen3ForCausalLM(c)
     else:
         raise ValueError(kind)
     return randomize(m.eval(), seed + 1)
