@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,32 @@ void refuse_unsupported_variant(const Fields& f, const std::string& arch) {
              "text-only decoder models of model types {}", f.where, excerpt(arch), key, kSupportedModelTypes);
 }
 
+// Sliding-window attention as transformers applies it: Mistral on every layer when sliding_window
+// is set; Qwen2 / Qwen3 only with use_sliding_window, on the layers layer_types names
+// "sliding_attention", else (older configs) on layers max_window_layers (default 28) and up.
+void read_sliding_window(const Fields& f, ModelConfig& c) {
+  const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
+  if (c.arch != "mistral" && !(qwen && f.opt_bool("use_sliding_window", false))) return;
+  c.sliding_window = f.opt_int("sliding_window", 0);
+  LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
+           c.sliding_window);
+  if (!qwen || c.sliding_window == 0) return;
+  c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
+  if (const json* types = f.find("layer_types")) {
+    LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
+             "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
+    for (size_t l = 0; l < types->size(); ++l) {
+      const json& t = (*types)[l];
+      LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
+               "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
+      c.sliding_layers[l] = t == "sliding_attention";
+    }
+  } else {
+    const int first = f.opt_int("max_window_layers", 28);
+    for (int l = std::max(first, 0); l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = true;
+  }
+}
+
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& where) {
@@ -216,10 +243,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
   }
   c.qk_norm = c.arch == "qwen3";
-  // Sliding-window attention: Mistral applies it when sliding_window is set; Qwen2 only with
-  // use_sliding_window. Below the window it equals full attention, which is what we compute.
-  bool sliding = c.arch == "mistral" || (c.arch == "qwen2" && f.opt_bool("use_sliding_window", false));
-  if (sliding) c.sliding_window = f.opt_int("sliding_window", 0);
+  read_sliding_window(f, c);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
   if (const json* q = f.find("quantization_config")) {

@@ -37,6 +37,10 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
 // The resolved P and TB for a config and options.
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o);
 
+// The KV cache rows of layer l: P, or for a sliding layer whose window is shorter than the context
+// a rolling cache of min(P, window + TB - 1) rows, enough for the window of a whole prefill block.
+int kv_cache_rows(const ModelConfig& c, const InferenceOptions& resolved, int l);
+
 // Every buffer an inference run needs. Names are the HF tensor names for weights.
 MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 
@@ -48,7 +52,9 @@ struct LayerWeights {
   float* ffn_norm;                  // (C)
   float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
   QuantTensor q[7];                 // quantized q, k, v, o, gate, up, down (when the model is quantized)
-  float *k_cache, *v_cache;         // (P, KVD) each
+  float *k_cache, *v_cache;         // (kv_cache_rows, KVD) each
+  int window = 0;                   // the layer's sliding attention window (0: every key)
+  int ring = 0;                     // > 0: a rolling cache of this many rows (position p in row p % ring)
 };
 
 class LlamaModel {
@@ -67,7 +73,9 @@ class LlamaModel {
   LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts);
 
   // Runs tokens[0..T) at positions pos0..pos0+T-1 through the model, appending to the KV cache,
-  // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context().
+  // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context(), and
+  // with a rolling (sliding-window) cache that the window of pos0 is still in it (a sequence cut
+  // back further than the rolling cache reaches is refused).
   void forward(const int* tokens, int T, int pos0);
 
   // Merges a PEFT LoRA adapter into the base weights: W += sign * s * B·A for every adapted
@@ -84,7 +92,8 @@ class LlamaModel {
   int context() const { return opts_.context; }
 
  private:
-  void bind_state();  // points the activations, logits and KV cache at this model's arenas
+  void bind_state();     // points the activations and logits at this model's arenas
+  void bind_kv_cache();  // points each layer at its KV cache rows, with its window and ring
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
@@ -112,6 +121,8 @@ class LlamaModel {
   size_t quant_ws_bytes_ = 0;
   float* logits_ = nullptr;                   // (V)
   std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
+  int ring_ = 0;       // the rolling cache's rows (every sliding layer has the same), 0 without
+  int ring_from_ = 0;  // the first position the rolling cache still holds
 };
 
 }  // namespace lt

@@ -127,9 +127,6 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
-  LT_CHECK(c.sliding_window <= 0 || o.seq_len <= c.sliding_window,
-           "sequence_len {} is longer than the model's sliding attention window ({}), which is not supported",
-           o.seq_len, c.sliding_window);
   if (o.method == Method::Lora) {
     const auto& lc = o.lora;
     LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);
@@ -324,6 +321,8 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   for (int l = 0; l <= d.L; ++l)  // L+1 residual streams
     r.push_back({fmt::format("act.res.{}", l), A, N * d.C * f, Lifetime::Step, to_layer<&M::res_>, l});
   if (acts_at) *acts_at = r.size();
+  if (c.sliding_window > 0 && c.sliding_window < o.seq_len)  // the window's first key per query
+    r.push_back({"attn.window_start", Category::Data, N * sizeof(int), Lifetime::Step, to<&M::window_start_>});
   r.push_back({"act.final.xn", A, N * d.C * f, Lifetime::Step, to<&M::xnf_>});
   r.push_back({"act.final.rstd", A, N * f, Lifetime::Step, to<&M::rstdf_>});
   r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
@@ -858,7 +857,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
-  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
+  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start(l, b), N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
   lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
@@ -905,7 +904,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
-  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, b.doc_start, N, d.NH, d.NKV, d.HS);
+  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start(l, b), N, d.NH, d.NKV,
+                       d.HS);
   rope_scale_queries(d_q_, size_t(N) * d.QD, cfg_);  // the attention factor's gradient
   t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
   t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
@@ -938,6 +938,10 @@ void TrainModel::check_batch(const BatchView& b) const {
   }
 }
 
+const int* TrainModel::key_start(int l, const BatchView& b) const {
+  return window_start_ && cfg_.attention_window(l) > 0 ? window_start_ : b.doc_start;
+}
+
 // One pass, as llm.c's forward and backward: each unit between the store's before / after hooks
 // (units: 0 embedding, l+1 layer l, L+1 final norm and lm_head; a tied lm_head is unit 0).
 float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint64_t step) {
@@ -945,6 +949,10 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   // dynamic / longrope: the pass's frequencies from its largest position (transformers' per-call update)
   if (rope_->update(*std::max_element(b.positions, b.positions + N_)))
     std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  // sliding layers: query i attends keys max(its document's start, i - W + 1)..i; the attention
+  // kernels skip the key tiles before a query tile's starts
+  if (window_start_)
+    for (int i = 0; i < N_; ++i) window_start_[i] = std::max(b.doc_start[i], i - cfg_.sliding_window + 1);
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_, head = d.L + 1, lm = cfg_.tie_embeddings ? 0 : head;
   const TrainOps& t = tops_;

@@ -146,6 +146,8 @@ class TrainModel {
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
   void check_batch(const BatchView& b) const;
+  // The first key of each query for layer l: window_start_ on a sliding layer, else doc_start.
+  const int* key_start(int l, const BatchView& b) const;
   float run(const BatchView& b, float loss_scale, bool backward, uint64_t dropout_step);
 
   ModelConfig cfg_;
@@ -171,6 +173,7 @@ class TrainModel {
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
+  int* window_start_ = nullptr;                   // (N) sliding window's first key per query (null: no window)
   float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
   size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)

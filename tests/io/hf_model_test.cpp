@@ -133,6 +133,38 @@ TEST(HfConfig, MixtureOfExpertsAndVisionTowersAreRefusedByName) {
                   {"lv.json", "'llava'", "vision tower", supported});
 }
 
+TEST(HfConfig, SlidingWindowsPerLayerAsTransformersApplies) {
+  const std::string dims = R"("hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100)";
+  auto parse = [&](const std::string& type, const std::string& rest) {
+    return parse_hf_config(R"({"model_type": ")" + type + R"(", )" + dims + rest + "}", "sw/config.json");
+  };
+  ModelConfig m = parse("mistral", R"(, "sliding_window": 16)");  // Mistral: every layer
+  EXPECT_EQ(m.sliding_window, 16);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(m.attention_window(l), 16);
+  EXPECT_EQ(parse("mistral", R"(, "sliding_window": null)").attention_window(0), 0);
+  // Qwen2 / Qwen3: only with use_sliding_window, from max_window_layers (default 28) on
+  EXPECT_EQ(parse("qwen2", R"(, "sliding_window": 16, "max_window_layers": 1)").attention_window(3), 0);
+  ModelConfig q = parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 16, "max_window_layers": 2)");
+  EXPECT_EQ(q.attention_window(0), 0);
+  EXPECT_EQ(q.attention_window(1), 0);
+  EXPECT_EQ(q.attention_window(2), 16);
+  EXPECT_EQ(q.attention_window(3), 16);
+  EXPECT_EQ(parse("qwen3", R"(, "use_sliding_window": true, "sliding_window": 8)").attention_window(3), 0);
+  // layer_types (transformers 5 writes it) wins over max_window_layers
+  ModelConfig t = parse("qwen3", R"(, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 0,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"])");
+  EXPECT_EQ(t.attention_window(0), 8);
+  EXPECT_EQ(t.attention_window(1), 0);
+  EXPECT_EQ(t.attention_window(2), 8);
+  EXPECT_LT_ERROR(parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8, "layer_types": ["full_attention"])"),
+                  {"sw/config.json", "'layer_types'", "one type per layer (4)"});
+  EXPECT_LT_ERROR(parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8,
+      "layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"])"),
+                  {"sw/config.json", "layer_types[1]", "chunked_attention", "sliding_attention"});
+  EXPECT_LT_ERROR(parse("mistral", R"(, "sliding_window": -4)"), {"sw/config.json", "'sliding_window'", "-4"});
+}
+
 TEST(HfConfig, UnknownArchitecture) {
   EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "gpt2", "hidden_size": 768})", "gpt/config.json"),
                   {"unknown architecture 'gpt2' in gpt/config.json; supported model types: llama, mistral, qwen2, qwen3"});
