@@ -12,7 +12,7 @@ if ! dpkg -s chromium >/dev/null 2>&1; then
 fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft, bitsandbytes, gguf" 2>/dev/null; then
+if ! .venv/bin/python -c "import torch, transformers, tokenizers, safetensors, numpy, peft, bitsandbytes, gguf, openai" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft bitsandbytes gguf pytest
+  .venv/bin/pip install -q numpy torch transformers tokenizers safetensors peft bitsandbytes gguf pytest openai
 fi

@@ -1,5 +1,6 @@
 // Tokenizer: Hugging Face tokenizer.json (byte-level BPE with regex pre-tokenizers, SentencePiece-
-// style BPE with byte fallback, added tokens) and llama2.c tokenizer .bin files, behind one class.
+// style BPE with byte fallback, added tokens), llama2.c tokenizer .bin files and the tokenizer a
+// GGUF model carries, behind one class.
 // A Tokenizer is immutable: any number of threads may encode and decode with one at once.
 //
 // Usage:
@@ -23,7 +24,8 @@ struct Access;
 class Tokenizer {
  public:
   // Loads `path`: a tokenizer.json file, a folder holding one (and optionally
-  // tokenizer_config.json), or a llama2.c tokenizer .bin. *.json is tokenizer.json, *.bin / *.model
+  // tokenizer_config.json), a llama2.c tokenizer .bin, or a GGUF model (*.gguf or the GGUF magic:
+  // the tokenizer in its tokenizer.ggml.* metadata). *.json is tokenizer.json, *.bin / *.model
   // llama2.c; another name is tokenizer.json when it starts with '{' or '['. leantune::Error naming
   // the file on bad input.
   explicit Tokenizer(const std::string& path);

@@ -7,6 +7,8 @@
 
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
+#include "io/model_files.h"
+#include "model/model_tokenizer.h"
 #include "train/chat_template.h"
 #include "train/data_loader.h"
 
@@ -17,7 +19,7 @@ namespace lt {
 namespace {
 
 std::string default_tokenizer_path(const std::string& model) {
-  if (fs::is_directory(model)) return model;
+  if (fs::is_directory(model) || is_gguf_model_path(model)) return model;  // a GGUF carries its tokenizer
   return fs::path(model).parent_path().string();
 }
 
@@ -43,7 +45,8 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
 TrainingData load_training_data(const TrainConfig& c) {
   TrainingData d;
   const size_t rss0 = process_rss_bytes();
-  d.tokenizer = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  d.tokenizer = load_tokenizer_for_model(c.base_model, c.tokenizer.empty() ? default_tokenizer_path(c.base_model)
+                                                                          : c.tokenizer);
   const size_t rss1 = process_rss_bytes();
   d.tokenizer_bytes = rss1 > rss0 ? rss1 - rss0 : 0;
   if (!c.eval_dataset.empty()) {

@@ -26,6 +26,8 @@
 #include <string>
 
 #include "core/profiler.h"
+#include "core/quant_spec.h"
+#include "core/train_types.h"
 #include "io/model_files.h"
 #include "kernels/backward.h"
 #include "train/train_model.h"

@@ -28,7 +28,8 @@ struct GenerateArgs {
 };
 
 std::string default_tokenizer(const std::string& model) {
-  // HF folder: the folder itself; llama2.c: no default (must be given)
+  // HF folder: the folder itself; a GGUF: the file (its metadata holds the tokenizer); llama2.c: no
+  // default (must be given)
   auto slash = model.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
   if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
@@ -112,9 +113,10 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, a llama GGUF, or llama2.c .bin")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a GGUF "
+                "(default: the model's folder; a GGUF model's own)");
   c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
   c->add_option("--prompt-ids", a->prompt_ids, "the prompt as comma-separated token ids instead of text (no BOS added)");
   c->add_option("--ids-out", a->ids_out, "also write the generated token ids, comma-separated, to this file");

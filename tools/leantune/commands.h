@@ -18,5 +18,6 @@ void add_quant_command(CLI::App& app);     // cmd_quant.cpp
 void add_quantize_command(CLI::App& app);  // cmd_quantize.cpp
 void add_consolidate_command(CLI::App& app);  // cmd_consolidate.cpp
 void add_export_command(CLI::App& app);    // cmd_export.cpp
+void add_serve_command(CLI::App& app);     // cmd_serve.cpp
 
 }  // namespace lt::cli

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   lt::cli::add_quantize_command(app);
   lt::cli::add_consolidate_command(app);
   lt::cli::add_export_command(app);
+  lt::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
