@@ -94,7 +94,7 @@ int main() {
       if (!cpu_supports(isa)) continue;
       const Ops& ops = ops_cpu_for(isa);
       double t = seconds_per_call([&] {
-        ops.attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), a.T, a.pos0, a.NH, a.NKV, a.HS);
+        ops.attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), a.T, a.pos0, a.NH, a.NKV, a.HS, 0, 0);
       }, 0.3);
       double pairs = 0;  // (query, key) pairs over all heads
       for (int i = 0; i < a.T; i++) pairs += (double)(a.pos0 + i + 1) * a.NH;

@@ -17,6 +17,7 @@
 #include "leantune/checkpoint.h"   // sharded (ZeRO) checkpoints -> adapter / model / single-process state
 #include "leantune/engine.h"       // Engine: continuous batching, paged KV cache, LoRA adapters unmerged
 #include "leantune/error.h"        // leantune::Error
+#include "leantune/files.h"        // write_text_file: temporary file, fsync, rename
 #include "leantune/gguf.h"         // GGUF export of a model or an adapter
 #include "leantune/generator.h"    // Generator: sampling, streaming, one KV cache per request
 #include "leantune/grad_check.h"   // testing aid: one forward + backward, gradients saved

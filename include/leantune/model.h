@@ -79,7 +79,7 @@ struct ModelConfig {
   int max_seq_len = 0;          // max_position_embeddings
   float norm_eps = 0;           // rms_norm_eps
   float rope_theta = 0;
-  std::string rope_scaling;     // "" (none) or "llama3"
+  std::string rope_scaling;     // "" (none), linear, dynamic, yarn, longrope or llama3
   RopeLayout rope_layout = RopeLayout::Halves;
   bool tie_embeddings = false;  // lm_head shares the embedding table
   bool attention_bias = false;  // q, k, v projections have biases

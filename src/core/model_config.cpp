@@ -12,8 +12,8 @@
 namespace lt {
 
 void validate_config(const ModelConfig& c, const std::string& where) {
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2",
-           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", c.arch, where);
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+           "unknown architecture '{}' in {}; supported model types: {}", c.arch, where, kSupportedModelTypes);
   auto positive = [&](int v, const char* name) {
     LT_CHECK(v > 0, "{}: {} must be positive, got {}", where, name, v);
   };
@@ -37,6 +37,9 @@ void validate_config(const ModelConfig& c, const std::string& where) {
   LT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta must be a positive number, got {}",
            where, c.rope_theta);
   validate_rope_scaling(c, where);
+  LT_CHECK(c.sliding_window >= 0, "{}: sliding_window must be positive or null, got {}", where, c.sliding_window);
+  LT_CHECK(c.sliding_layers.empty() || c.sliding_layers.size() == size_t(c.n_layers),
+           "{}: layer_types lists {} layers; the model has {}", where, c.sliding_layers.size(), c.n_layers);
   if (c.quantization) {
     try {
       check_quant_spec({*c.quantization, c.quant_blocksize, c.quant_double_quant});

@@ -36,8 +36,11 @@ struct RopeScaling {
   std::vector<float> short_factor, long_factor;  // longrope, HS/2 each
 };
 
+// The model_type values leantune reads, for the messages that refuse the others.
+inline constexpr const char* kSupportedModelTypes = "llama, mistral, qwen2, qwen3";
+
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 (model_type)
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 (model_type)
   int dim = 0;                 // C
   int n_layers = 0;            // L
   int n_heads = 0;             // NH
@@ -60,7 +63,14 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v projections have biases
   bool o_proj_bias = false;     // o_proj has a bias
   bool mlp_bias = false;        // gate/up/down projections have biases
-  int sliding_window = 0;       // > 0: attention window of the model; we support contexts up to it
+  // Qwen3: q and k are RMS-normalized per head (over HS, weights self_attn.q_norm / k_norm of
+  // size HS, eps norm_eps) after their projections and before RoPE.
+  bool qk_norm = false;
+  // Sliding-window attention (Mistral; Qwen2 / Qwen3 with use_sliding_window): > 0, a query at
+  // position p of a sliding layer attends keys p - sliding_window + 1 .. p (transformers' window).
+  // sliding_layers: which layers slide (Qwen2's layer_types / max_window_layers); empty: all.
+  int sliding_window = 0;
+  std::vector<bool> sliding_layers;
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
   // its seven linear weights per layer are stored quantized. nullopt when they are not.
@@ -85,6 +95,10 @@ struct ModelConfig {
       case Proj::Down: return {F, C};
     }
     return {0, 0};
+  }
+  // The attention window of layer l: sliding_window for a sliding layer, 0 (every key) otherwise.
+  int attention_window(int l) const {
+    return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[size_t(l)]) ? sliding_window : 0;
   }
   // The same by index in kProjs order (loops over the projections of a layer).
   bool has_bias(int m) const { return has_bias(Proj(m)); }

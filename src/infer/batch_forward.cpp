@@ -1,6 +1,8 @@
 // The batched forward (batch_forward.h). Per layer, over all R rows:
-//   xn = rmsnorm(x); q,k,v = project(xn) (+ LoRA per adapter run); rope(q, k) at each row's position;
-//   k, v rows written into their sequences' blocks; att = attention per sequence over its blocks;
+//   xn = rmsnorm(x); q,k,v = project(xn) (+ LoRA per adapter run); [Qwen3: q, k = rmsnorm per head];
+//   rope(q, k) at each row's position (q *= the yarn attention factor²); k, v rows written into
+//   their sequences' blocks; att = attention per sequence over its blocks (a sliding layer: the
+//   blocks of its window only);
 //   x += project_o(att); xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last row of each sequence that wants logits.
 #include "infer/batch_forward.h"
@@ -72,7 +74,12 @@ BatchForward::BatchForward(std::shared_ptr<const LlamaModel> weights, KvPool& po
   lora_a_ = arenas_.get_as<float>("batch.lora_a");
   lora_b_ = arenas_.get_as<float>("batch.lora_b");
   inv_freq_ = arenas_.get_as<float>("batch.inv_freq");
-  const auto inv = rope_inv_freq(cfg_);
+  // One frequency table for every row: the types whose frequencies follow each call's length
+  // (transformers: the largest position of the whole batch) are refused.
+  LT_CHECK(!rope_depends_on_length(cfg_), "rope_scaling type '{}' changes its frequencies with the length of each "
+           "forward call, which a batch of sequences at different positions does not have; the batch engine runs "
+           "linear, yarn, llama3 (or none). Generate without it (leantune generate) instead", cfg_.rope_scaling.type);
+  const auto inv = rope_inv_freq(cfg_, 0);
   std::copy(inv.begin(), inv.end(), inv_freq_);
 }
 
@@ -115,21 +122,24 @@ void BatchForward::write_kv(int layer, std::span<const BatchSeq> seqs) {
   }
 }
 
-// Each sequence's keys 0 .. pos0+n-1 gathered from its blocks into one contiguous (P, KVD) buffer,
-// then the model's attention kernel for its rows.
+// Each sequence's keys 0 .. pos0+n-1 gathered from its blocks into one contiguous (P, KVD) buffer
+// (on a sliding layer only the blocks from its first query's window on: the kernel reads no key
+// before it), then the model's attention kernel for its rows.
 void BatchForward::attend(int layer, std::span<const BatchSeq> seqs) {
   const size_t KVD = cfg_.kv_dim(), QD = cfg_.q_dim(), BS = pool_.block_size();
+  const int window = cfg_.attention_window(layer);
   int row = 0;
   for (const BatchSeq& s : seqs) {
     const size_t len = size_t(s.pos0 + s.n);
-    for (size_t p0 = 0; p0 < len; p0 += BS) {
+    const size_t first = window > 0 ? size_t(std::max(0, s.pos0 - window + 1)) : 0;
+    for (size_t p0 = first / BS * BS; p0 < len; p0 += BS) {
       const size_t rows = std::min(BS, len - p0);
       const int b = s.blocks[p0 / BS];
       std::memcpy(kbuf_ + p0 * KVD, pool_.k(layer, b), rows * KVD * sizeof(float));
       std::memcpy(vbuf_ + p0 * KVD, pool_.v(layer, b), rows * KVD * sizeof(float));
     }
     w_->ops().attention_forward(att_ + size_t(row) * QD, nullptr, q_ + size_t(row) * QD, kbuf_, vbuf_, s.n, s.pos0,
-                                cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim);
+                                cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, window, 0);
     row += s.n;
   }
 }
@@ -160,8 +170,13 @@ void BatchForward::forward(std::span<const int> tokens, std::span<const BatchSeq
     project(q_, xn_, l, 0, seqs, R);
     project(k_, xn_, l, 1, seqs, R);
     project(v_, xn_, l, 2, seqs, R);
+    if (L.q_norm) {  // Qwen3: each head's q and k RMS-normalized over HS, in place
+      ops.rmsnorm_forward(q_, nullptr, q_, L.q_norm, R * NH, HS, cfg_.norm_eps);
+      ops.rmsnorm_forward(k_, nullptr, k_, L.k_norm, R * NKV, HS, cfg_.norm_eps);
+    }
     ops.rope_forward(q_, pos_, inv_freq_, R, NH, HS, il);
     ops.rope_forward(k_, pos_, inv_freq_, R, NKV, HS, il);
+    rope_scale_queries(q_, size_t(R) * cfg_.q_dim(), cfg_);  // the yarn attention factor on the scores
     write_kv(l, seqs);
     attend(l, seqs);
     project(xn_, att_, l, 3, seqs, R);

@@ -35,9 +35,6 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer&
   if (o_.max_context <= 0) o_.max_context = std::min(c.max_seq_len, 4096);
   LT_CHECK(o_.max_context <= c.max_seq_len, "context {} is more than the model's {} positions", o_.max_context,
            c.max_seq_len);
-  LT_CHECK(c.sliding_window <= 0 || o_.max_context <= c.sliding_window,
-           "context {} is longer than the model's sliding attention window ({}); use {} or less", o_.max_context,
-           c.sliding_window, c.sliding_window);
   LT_CHECK(o_.block_size >= 1 && o_.max_seqs >= 1 && o_.max_batch_tokens >= 1,
            "scheduler: block_size {}, max_seqs {}, max_batch_tokens {}: each must be at least 1", o_.block_size,
            o_.max_seqs, o_.max_batch_tokens);

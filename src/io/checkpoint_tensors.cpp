@@ -80,6 +80,9 @@ std::vector<ExpectedTensor> checkpoint_tensors(const ModelConfig& c) {
   for (int l = 0; l < c.n_layers; ++l) {
     v.push_back({fmt::format("model.layers.{}.input_layernorm.weight", l), {C}});
     v.push_back({fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {C}});
+    if (c.qk_norm)
+      for (const char* n : {"q_norm", "k_norm"})
+        v.push_back({fmt::format("model.layers.{}.self_attn.{}.weight", l, n), {c.head_dim}});
     for (int m = 0; m < 7; ++m) {
       const auto [in, out] = c.linear_shape(m);
       const std::string w = linear_name(l, m, "weight");

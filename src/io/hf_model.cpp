@@ -1,9 +1,10 @@
 // HF config.json and weight folders. Field defaults follow transformers' LlamaConfig /
-// MistralConfig / Qwen2Config where a field is optional there and commonly omitted.
+// MistralConfig / Qwen2Config / Qwen3Config where a field is optional there and commonly omitted.
 #include "io/hf_model.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -150,6 +151,50 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_
   return rs;
 }
 
+// Models that look like a supported family but are not one: mixture-of-experts configs (Mixtral,
+// Qwen2/3-MoE, DeepSeek: an expert count) and vision-language ones (a vision tower), refused by
+// what they are rather than by an unknown model_type or a missing tensor later.
+void refuse_unsupported_variant(const Fields& f, const std::string& arch) {
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
+    const json* v = f.find(key);
+    if (!v || !v->is_number() || v->get<double>() <= 0) continue;
+    fail("{}: model_type '{}' is a mixture-of-experts model ({} = {}), which is not supported; supported: dense "
+         "decoder models of model types {}", f.where, excerpt(arch), key, json_excerpt(*v), kSupportedModelTypes);
+  }
+  const bool moe_type = arch == "mixtral" || arch.find("moe") != std::string::npos;
+  LT_CHECK(!moe_type, "{}: model_type '{}' is a mixture-of-experts model, which is not supported; supported: dense "
+           "decoder models of model types {}", f.where, excerpt(arch), kSupportedModelTypes);
+  for (const char* key : {"vision_config", "vision_tower", "visual"})
+    LT_CHECK(!f.find(key), "{}: model_type '{}' has a vision tower (field '{}'), which is not supported; supported: "
+             "text-only decoder models of model types {}", f.where, excerpt(arch), key, kSupportedModelTypes);
+}
+
+// Sliding-window attention as transformers applies it: Mistral on every layer when sliding_window
+// is set; Qwen2 / Qwen3 only with use_sliding_window, on the layers layer_types names
+// "sliding_attention", else (older configs) on layers max_window_layers (default 28) and up.
+void read_sliding_window(const Fields& f, ModelConfig& c) {
+  const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
+  if (c.arch != "mistral" && !(qwen && f.opt_bool("use_sliding_window", false))) return;
+  c.sliding_window = f.opt_int("sliding_window", 0);
+  LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
+           c.sliding_window);
+  if (!qwen || c.sliding_window == 0) return;
+  c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
+  if (const json* types = f.find("layer_types")) {
+    LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
+             "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
+    for (size_t l = 0; l < types->size(); ++l) {
+      const json& t = (*types)[l];
+      LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
+               "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
+      c.sliding_layers[l] = t == "sliding_attention";
+    }
+  } else {
+    const int first = f.opt_int("max_window_layers", 28);
+    for (int l = std::max(first, 0); l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = true;
+  }
+}
+
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& where) {
@@ -161,8 +206,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   const json* mt = f.find("model_type");
   LT_CHECK(mt, "{}: missing required field 'model_type'", where);
   c.arch = f.opt_string("model_type");
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2",
-           "unknown architecture '{}' in {}; supported: llama, mistral, qwen2", excerpt(c.arch), where);
+  refuse_unsupported_variant(f, c.arch);
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+           "unknown architecture '{}' in {}; supported model types: {}", excerpt(c.arch), where, kSupportedModelTypes);
 
   c.dim = f.req_int("hidden_size");
   c.n_layers = f.req_int("num_hidden_layers");
@@ -171,7 +217,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.hidden_dim = f.req_int("intermediate_size");
   c.vocab_size = f.req_int("vocab_size");
   LT_CHECK(c.n_heads > 0, "{}: field 'num_attention_heads' must be positive, got {}", where, c.n_heads);
-  c.head_dim = f.opt_int("head_dim", c.dim / c.n_heads);
+  // transformers' Qwen3Config defaults head_dim to 128, the others to hidden_size / heads
+  c.head_dim = f.opt_int("head_dim", c.arch == "qwen3" ? 128 : c.dim / c.n_heads);
   c.max_seq_len = f.opt_int("max_position_embeddings", c.max_seq_len);
   c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
   c.rope_theta = f.opt_float("rope_theta", 10000.0f);
@@ -185,18 +232,18 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
   // Biases as transformers builds the modules: Qwen2 always has q/k/v biases (o_proj none, and
-  // it has no attention_bias / mlp_bias fields); Llama's attention_bias covers q, k, v and o,
-  // mlp_bias gate, up and down; Mistral has no biases whatever the config says.
+  // it has no attention_bias / mlp_bias fields); Llama's and Qwen3's attention_bias covers q, k, v
+  // and o, Llama's mlp_bias gate, up and down; Mistral has no biases whatever the config says.
   if (c.arch == "qwen2") {
     c.attention_bias = true;
   } else if (c.arch == "llama") {
     c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
     c.mlp_bias = f.opt_bool("mlp_bias", false);
+  } else if (c.arch == "qwen3") {  // attention_bias: q, k, v and o (Qwen3Attention); the MLP has none
+    c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
   }
-  // Sliding-window attention: Mistral applies it when sliding_window is set; Qwen2 only with
-  // use_sliding_window. Below the window it equals full attention, which is what we compute.
-  bool sliding = c.arch == "mistral" || (c.arch == "qwen2" && f.opt_bool("use_sliding_window", false));
-  if (sliding) c.sliding_window = f.opt_int("sliding_window", 0);
+  c.qk_norm = c.arch == "qwen3";
+  read_sliding_window(f, c);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
   if (const json* q = f.find("quantization_config")) {

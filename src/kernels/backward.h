@@ -35,8 +35,9 @@ struct TrainOps {
 
   // Training attention with document masking, causal, GQA (head h uses KV head h / (NH/NKV)).
   // q (T, NH*HS); k, v (T, NKV*HS); query t attends keys doc_start[t]..t (doc_start (T), with
-  // 0 <= doc_start[t] <= t; all zeros = one document = plain causal attention), scores scaled
-  // by 1/sqrt(HS). out (T, NH*HS) written; lse (NH, T) written when not null: the log-sum-exp
+  // 0 <= doc_start[t] <= t; all zeros = one document = plain causal attention; a sliding window
+  // of W keys passes max(document start, t - W + 1)), scores scaled by 1/sqrt(HS). Key blocks
+  // before a query block's starts are skipped, not masked. out (T, NH*HS) written; lse (NH, T) written when not null: the log-sum-exp
   // of the scaled scores, which the backward needs. Online softmax, no T×T buffer.
   void (*attention_train_forward)(float* out, float* lse, const float* q, const float* k, const float* v,
                                   const int* doc_start, int T, int NH, int NKV, int HS);

@@ -16,7 +16,7 @@ struct Ops {
   // out (T, C) = table[tokens[t]] ; table (V, C)
   void (*embedding_forward)(float* out, const int* tokens, const float* table, int T, int C);
 
-  // out (T, C) = x / rms(x) * w ; rstd (T) receives 1/rms when not null
+  // out (T, C) = x / rms(x) * w ; rstd (T) receives 1/rms when not null; out may be x (in place)
   void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
 
   // In place on x (T, NH, HS), token t at position pos[t]; inv_freq (HS/2) is the per-pair
@@ -25,12 +25,16 @@ struct Ops {
   void (*rope_forward)(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
 
   // Causal attention with GQA over a cache. q (T, NH*HS) holds the queries of positions
-  // pos0..pos0+T-1; k, v (P, NKV*HS) hold keys/values of positions 0..pos0+T-1 (P >= pos0+T).
-  // Head h uses KV head h / (NH/NKV). Query t attends keys 0..pos0+t, scaled by 1/sqrt(HS).
+  // pos0..pos0+T-1; k, v hold the keys/values of positions 0..pos0+T-1, position j in row j
+  // (P >= pos0+T rows), or with ring > 0 in row j % ring (a sliding window's rolling cache).
+  // Head h uses KV head h / (NH/NKV). Query t attends keys 0..pos0+t, or with window > 0 only the
+  // last `window` of them (pos0+t-window+1..pos0+t, transformers' sliding window); the keys
+  // before are never read. Scores scaled by 1/sqrt(HS). ring > 0 needs window > 0 and
+  // ring >= window + T - 1 (no key a query needs is overwritten by the block's own rows).
   // out (T, NH*HS). lse (NH, T), when not null, receives the log-sum-exp of the scaled scores.
   // No T×T matrix is materialized (online softmax over key blocks).
   void (*attention_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
-                            int NH, int NKV, int HS);
+                            int NH, int NKV, int HS, int window, int ring);
 
   // out (T, F) = silu(gate) * up
   void (*swiglu_forward)(float* out, const float* gate, const float* up, int T, int F);

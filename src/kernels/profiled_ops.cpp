@@ -4,6 +4,8 @@
 // `--profile` was asked for is measured op by op; recording itself is prof::start()/stop().
 #include "kernels/profiled_ops.h"
 
+#include <algorithm>
+
 #include "core/profiler.h"
 
 namespace lt {
@@ -34,10 +36,12 @@ void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH
   g_in->rope_forward(x, pos, inv_freq, T, NH, HS, il);
 }
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
-                       int NH, int NKV, int HS) {
-  double keys = double(T) * pos0 + double(T) * (T + 1) / 2;
-  prof::Scope s("attention_forward", 4.0 * keys * NH * HS, F * (2.0 * T * NH * HS + 2.0 * (pos0 + T) * NKV * HS));
-  g_in->attention_forward(out, lse, q, k, v, T, pos0, NH, NKV, HS);
+                       int NH, int NKV, int HS, int window, int ring) {
+  double keys = 0;  // keys attended, summed over the queries (a window caps each at `window`)
+  for (int t = 0; t < T && prof::enabled(); t++) keys += window > 0 ? std::min(pos0 + t + 1, window) : pos0 + t + 1;
+  const double rows = window > 0 ? std::min(pos0 + T, window + T - 1) : pos0 + T;  // cache rows read
+  prof::Scope s("attention_forward", 4.0 * keys * NH * HS, F * (2.0 * T * NH * HS + 2.0 * rows * NKV * HS));
+  g_in->attention_forward(out, lse, q, k, v, T, pos0, NH, NKV, HS, window, ring);
 }
 void swiglu_forward(float* out, const float* gate, const float* up, int T, int Fd) {
   prof::Scope s("swiglu_forward", 6.0 * T * Fd, 3.0 * F * T * Fd);

@@ -277,11 +277,18 @@ std::vector<float> permute_qk(const float* w, int64_t rows, int64_t cols, int n_
   return out;
 }
 
+// The GGUF files written here use llama.cpp's llama architecture, which has no per-head q / k norms.
+static void check_llama_architecture(const ModelConfig& c) {
+  LT_CHECK(!c.qk_norm, "GGUF export: a {} model (q_norm / k_norm per head) does not fit the llama architecture these "
+           "GGUF files use; export is supported for llama, mistral and qwen2 models", c.arch);
+}
+
 size_t write_model_gguf(const std::string& path, const ModelConfig& c,
                         const std::function<const float*(const std::string&)>& weight, const Vocab& vocab,
                         TensorType type, const std::string& name) {
   LT_CHECK(int(vocab.tokens.size()) == c.vocab_size, "GGUF export: {} tokens for a vocabulary of {}",
            vocab.tokens.size(), c.vocab_size);
+  check_llama_architecture(c);
   Writer w;
   add_hparams(w, c, type, name);
   add_vocab(w, vocab);
@@ -322,6 +329,7 @@ void add_lora_pair(Writer& w, const ModelConfig& c, const LoadedAdapter& ad, int
 size_t write_lora_gguf(const std::string& path, const ModelConfig& c, const LoadedAdapter& ad,
                        const std::string& adapter_dir, TensorType type, const std::string& name) {
   check_adapter_matches_model(ad, c, adapter_dir);
+  check_llama_architecture(c);
   for (const auto& [key, t] : ad.tensors.all())
     LT_CHECK(key.size() < 5 || key.compare(key.size() - 5, 5, ".bias") != 0,
              "{}: tensor {}: the adapter trains a bias, which a llama.cpp LoRA GGUF cannot carry; export the "

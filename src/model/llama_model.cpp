@@ -1,6 +1,7 @@
 // Llama-family inference forward over a KV cache. Per layer (DESIGN.md §2):
 //   xn = rmsnorm(x); q,k,v = linear(xn) (k, v written straight into the cache rows);
 //   (linear: the op table's linear op over f32 weights, or NF4 / FP4 / int8 ones, kernels/linear.h);
+//   Qwen3: q, k = rmsnorm per head (q_norm, k_norm over HS);
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
@@ -26,11 +27,13 @@ static std::string layer_name(int l, const char* rest) { return fmt::format("mod
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   if (o.context <= 0) o.context = std::min(c.max_seq_len, 4096);
   LT_CHECK(o.context >= 1, "context must be at least 1 (got {})", o.context);
-  LT_CHECK(c.sliding_window <= 0 || o.context <= c.sliding_window,
-           "context {} is longer than the model's sliding attention window ({}); sliding-window attention is not "
-           "supported, use --context {} or less", o.context, c.sliding_window, c.sliding_window);
   if (o.prefill_block <= 0) o.prefill_block = std::min(o.context, 256);
   o.prefill_block = std::min(o.prefill_block, o.context);
+}
+
+int kv_cache_rows(const ModelConfig& c, const InferenceOptions& o, int l) {
+  const int w = c.attention_window(l);
+  return w > 0 ? int(std::min<int64_t>(o.context, int64_t(w) + o.prefill_block - 1)) : o.context;
 }
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
@@ -50,7 +53,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   InferenceOptions o = opts;
   resolve_inference_options(c, o);
   const size_t C = c.dim, QD = c.q_dim(), KVD = c.kv_dim(), F = c.hidden_dim, V = c.vocab_size;
-  const size_t P = o.context, TB = o.prefill_block, f = sizeof(float);
+  const size_t TB = o.prefill_block, f = sizeof(float);
   MemoryPlan p;
   const auto W = Category::FrozenWeights;
   QuantSpec qs;
@@ -69,6 +72,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     p.add(layer_name(l, "input_layernorm.weight"), W, C * f);
     for (Proj pj : {Proj::Q, Proj::K, Proj::V}) lin(l, pj);
     for (Proj pj : {Proj::Q, Proj::K, Proj::V}) bias(l, pj);
+    if (c.qk_norm)
+      for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+        p.add(layer_name(l, n), W, size_t(c.head_dim) * f);
     lin(l, Proj::O);
     bias(l, Proj::O);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
@@ -78,8 +84,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   p.add("model.norm.weight", W, C * f);
   if (!c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
   for (int l = 0; l < c.n_layers; ++l) {
-    p.add(fmt::format("kv_cache.{}.k", l), Category::KVCache, P * KVD * f);
-    p.add(fmt::format("kv_cache.{}.v", l), Category::KVCache, P * KVD * f);
+    const size_t rows = size_t(kv_cache_rows(c, o, l));
+    p.add(fmt::format("kv_cache.{}.k", l), Category::KVCache, rows * KVD * f);
+    p.add(fmt::format("kv_cache.{}.v", l), Category::KVCache, rows * KVD * f);
   }
   const auto A = Category::Activations;
   p.add("act.x", A, TB * C * f, Lifetime::Step);
@@ -114,6 +121,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const TensorSet& tensors, Infe
   arenas_.allocate(plan_);
   bind_state();
   load_weights(tensors);
+  bind_kv_cache();
 }
 
 LlamaModel::LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts)
@@ -131,14 +139,24 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptio
   lm_head_ = weights_->lm_head_;
   quant_ = weights_->quant_;
   layers_ = weights_->layers_;
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    layers_[l].k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
-    layers_[l].v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
-  }
+  bind_kv_cache();
   if (quant_) {
     quant_ws_ = arenas_.get("quant.workspace");
     for (const auto& b : plan_.buffers)
       if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+  }
+}
+
+void LlamaModel::bind_kv_cache() {
+  ring_ = 0;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    LayerWeights& L = layers_[size_t(l)];
+    L.k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
+    L.v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
+    L.window = cfg_.attention_window(l);
+    const int rows = kv_cache_rows(cfg_, opts_, l);
+    L.ring = rows < opts_.context ? rows : 0;
+    if (L.ring) ring_ = L.ring;
   }
 }
 
@@ -152,8 +170,8 @@ void LlamaModel::bind_state() {
   logits_ = arenas_.get_as<float>("logits");
   pos_ = arenas_.get_as<int>("positions");
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
-  auto inv = rope_inv_freq(cfg_);
-  std::copy(inv.begin(), inv.end(), inv_freq_);
+  rope_.emplace(cfg_);
+  std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
@@ -216,11 +234,11 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     for (Proj p : {Proj::Q, Proj::K, Proj::V}) L.w[size_t(p)] = take_linear(L, l, p);
     for (Proj p : kProjs)
       L.bias[size_t(p)] = cfg_.has_bias(p) ? take(proj_hf_name(l, p, "bias"), {cfg_.linear_shape(p).second}) : nullptr;
+    L.q_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.q_norm.weight"), {cfg_.head_dim}) : nullptr;
+    L.k_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.k_norm.weight"), {cfg_.head_dim}) : nullptr;
     L.w[size_t(Proj::O)] = take_linear(L, l, Proj::O);
     L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
     for (Proj p : {Proj::Gate, Proj::Up, Proj::Down}) L.w[size_t(p)] = take_linear(L, l, p);
-    L.k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
-    L.v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
   }
   if (scratch) std::memset(scratch, 0, scratch_floats * sizeof(float));  // keep the ledger's view honest
   final_norm_ = take("model.norm.weight", {C});
@@ -279,13 +297,29 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   for (int t = 0; t < T; ++t)
     LT_CHECK(tokens[t] >= 0 && tokens[t] < cfg_.vocab_size, "token id {} outside the vocabulary (size {})", tokens[t],
              cfg_.vocab_size);
-  for (int t0 = 0; t0 < T; t0 += opts_.prefill_block) {
-    int n = std::min(opts_.prefill_block, T - t0);
-    forward_block(tokens + t0, n, pos0 + t0);
+  // dynamic / longrope: this call's frequencies from its largest position, as transformers'
+  // dynamic_rope_update does per forward call. Keys already in the cache keep the rotation they
+  // were written with (transformers' cache too: only the new tokens are rotated with the new ones).
+  if (rope_->update(pos0 + T - 1)) std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  // a rolling cache must still hold the window of the first query (a sequence cut back too far)
+  if (pos0 == 0) ring_from_ = 0;
+  const int window_start = std::max(0, pos0 - cfg_.sliding_window + 1);
+  LT_CHECK(ring_ == 0 || window_start >= ring_from_, "position {}: its sliding window starts at position {}, which "
+           "the rolling KV cache ({} rows) no longer holds; start the sequence over or cut it back less", pos0,
+           window_start, ring_);
+  int n = 0;
+  for (int t0 = 0; t0 < T; t0 += n) {
+    n = std::min(opts_.prefill_block, T - t0);
+    const int p = pos0 + t0;
+    if (ring_) {  // a block's rows never wrap around the rolling cache
+      n = std::min(n, ring_ - p % ring_);
+      ring_from_ = std::max(ring_from_, p + n - ring_);  // the positions this block overwrites
+    }
+    forward_block(tokens + t0, n, p);
   }
   // final norm + lm_head on the last token of the last block (its row is in x_)
   const int C = cfg_.dim;
-  int last = (T - 1) % opts_.prefill_block;
+  int last = n - 1;
   ops_.rmsnorm_forward(xn_, nullptr, x_ + size_t(last) * C, final_norm_, 1, C, cfg_.norm_eps);
   LinearWeights head;
   head.w = f32_weight(lm_head_, cfg_.vocab_size, C);
@@ -305,21 +339,27 @@ void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj 
 }
 
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
-  const int C = cfg_.dim, KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
+  const int C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
   const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_dim;
   const bool interleaved = cfg_.rope_layout == RopeLayout::Interleaved;
   for (int t = 0; t < T; ++t) pos_[t] = pos0 + t;
   ops_.embedding_forward(x_, tokens, embed_, T, C);
   for (auto& L : layers_) {
-    float* k = L.k_cache + size_t(pos0) * KVD;  // (T, KVD) rows of the cache
-    float* v = L.v_cache + size_t(pos0) * KVD;
+    const size_t row = size_t(L.ring ? pos0 % L.ring : pos0);  // (T, KVD) rows of the cache
+    float* k = L.k_cache + row * KVD;
+    float* v = L.v_cache + row * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
     linear(q_, xn_, L, Proj::Q, T);
     linear(k, xn_, L, Proj::K, T);
     linear(v, xn_, L, Proj::V, T);
+    if (L.q_norm) {  // Qwen3: each head's q and k RMS-normalized over HS, in place
+      ops_.rmsnorm_forward(q_, nullptr, q_, L.q_norm, T * NH, HS, cfg_.norm_eps);
+      ops_.rmsnorm_forward(k, nullptr, k, L.k_norm, T * NKV, HS, cfg_.norm_eps);
+    }
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
-    ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS);
+    rope_scale_queries(q_, size_t(T) * QD, cfg_);  // yarn / longrope attention factor on the scores
+    ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS, L.window, L.ring);
     linear(xn_, att_, L, Proj::O, T);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);

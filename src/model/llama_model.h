@@ -1,10 +1,11 @@
-// LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, SmolLM2,
-// TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
+// LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, Qwen3,
+// SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
 // buffer comes from one MemoryPlan built by plan_inference() before anything is allocated, and
 // forward() allocates nothing.
 // Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "io/tensor_set.h"
 #include "kernels/ops.h"
 #include "core/model_config.h"
+#include "core/rope_freqs.h"
 #include "quant/quant_tensor.h"
 
 namespace lt {
@@ -35,6 +37,10 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
 // The resolved P and TB for a config and options.
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o);
 
+// The KV cache rows of layer l: P, or for a sliding layer whose window is shorter than the context
+// a rolling cache of min(P, window + TB - 1) rows, enough for the window of a whole prefill block.
+int kv_cache_rows(const ModelConfig& c, const InferenceOptions& resolved, int l);
+
 // Every buffer an inference run needs. Names are the HF tensor names for weights.
 MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 
@@ -45,7 +51,10 @@ struct LayerWeights {
   float* w[kNumProj];               // the f32 weight (out, in); null when the model is quantized
   QuantTensor q[kNumProj];          // the quantized weight (when the model is quantized)
   float* bias[kNumProj];            // (out), null where the model has none
-  float *k_cache, *v_cache;         // (P, KVD) each
+  float *q_norm, *k_norm;           // (HS) each: Qwen3's per-head RMSNorm of q and k (null without)
+  float *k_cache, *v_cache;         // (kv_cache_rows, KVD) each
+  int window = 0;                   // the layer's sliding attention window (0: every key)
+  int ring = 0;                     // > 0: a rolling cache of this many rows (position p in row p % ring)
 };
 
 class LlamaModel {
@@ -64,7 +73,9 @@ class LlamaModel {
   LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptions opts);
 
   // Runs tokens[0..T) at positions pos0..pos0+T-1 through the model, appending to the KV cache,
-  // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context().
+  // and writes the logits of the last token to logits() (V). Requires pos0 + T <= context(), and
+  // with a rolling (sliding-window) cache that the window of pos0 is still in it (a sequence cut
+  // back further than the rolling cache reaches is refused).
   void forward(const int* tokens, int T, int pos0);
 
   // Merges a PEFT LoRA adapter into the base weights: W += sign * s * B·A for every adapted
@@ -91,7 +102,8 @@ class LlamaModel {
   bool quantized() const { return quant_; }
 
  private:
-  void bind_state();  // points the activations, logits and KV cache at this model's arenas
+  void bind_state();     // points the activations and logits at this model's arenas
+  void bind_kv_cache();  // points each layer at its KV cache rows, with its window and ring
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
@@ -107,7 +119,10 @@ class LlamaModel {
   float* final_norm_ = nullptr;  // (C)
   float* lm_head_ = nullptr;     // (V, C), = embed_ when tied
   std::vector<LayerWeights> layers_;
-  float* inv_freq_ = nullptr;    // (HS/2)
+  float* inv_freq_ = nullptr;    // (HS/2) the frequencies of the current call, from rope_
+  // transformers' per-call RoPE frequencies (dynamic, longrope): one state per sequence, as one
+  // rotary module per model instance in transformers
+  std::optional<RopeFreqState> rope_;
   // activations, one prefill block at a time
   float *x_, *xn_, *q_, *att_, *gate_, *up_;  // (TB,C) (TB,C) (TB,QD) (TB,QD) (TB,F) (TB,F)
   int* pos_ = nullptr;                        // (TB)
@@ -116,6 +131,8 @@ class LlamaModel {
   size_t quant_ws_bytes_ = 0;
   float* logits_ = nullptr;                   // (V)
   std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
+  int ring_ = 0;       // the rolling cache's rows (every sliding layer has the same), 0 without
+  int ring_from_ = 0;  // the first position the rolling cache still holds
 };
 
 }  // namespace lt

@@ -20,7 +20,15 @@ namespace lt {
 
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o) {
   const bool lora = o.method == Method::Lora;
-  const double L = m.n_layers, keys = (o.seq_len + 1) / 2.0;
+  const double L = m.n_layers, T = o.seq_len;
+  // keys a query attends on average: (T+1)/2 causally, fewer under a sliding window W < T (the
+  // first W queries 1..W keys, the others W), averaged over the layers (some may not slide)
+  double keys = 0;
+  for (int l = 0; l < m.n_layers; ++l) {
+    const double W = m.attention_window(l);
+    keys += W <= 0 || W >= T ? (T + 1) / 2.0 : (W * (W + 1) / 2.0 + (T - W) * W) / T;
+  }
+  keys /= L;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
   for (Proj p : kProjs) {
     const double in = double(m.linear_shape(p).first), out = double(m.linear_shape(p).second);

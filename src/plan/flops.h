@@ -16,8 +16,9 @@ struct PhaseFlops {
   double total() const { return forward + backward + recompute; }
 };
 
-// Multiply-adds count 2 FLOPs. Causal attention over T tokens averages (T+1)/2 keys per query;
-// its backward is 2.5x its forward (flash style: scores recomputed, four products).
+// Multiply-adds count 2 FLOPs. Causal attention over T tokens averages (T+1)/2 keys per query
+// (a sliding window W < T: about W, so it grows linearly in T); its backward is 2.5x its forward
+// (flash style: scores recomputed, four products).
 PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOptions& o);
 
 // Measured f32 GEMM rate of this machine (GFLOP/s, current thread count) on a model-like shape,

@@ -1,5 +1,6 @@
 // Training forward/backward (DESIGN.md §2-5). Per layer, forward:
-//   xn1 = rmsnorm(res[l]); q,k,v = lin(xn1); rope(q,k); att = attention(q,k,v | doc_start)
+//   xn1 = rmsnorm(res[l]); q,k,v = lin(xn1); [Qwen3: q,k = rmsnorm per head]; rope(q,k);
+//   att = attention(q,k,v | doc_start)
 //   x_mid = res[l] + lin_o(att); xn2 = rmsnorm(x_mid); h = silu(lin_gate(xn2)) * lin_up(xn2)
 //   res[l+1] = x_mid + lin_down(h)
 // Backward walks it in reverse with d_res holding the gradient of the residual stream. With
@@ -71,6 +72,7 @@ namespace {
 
 struct Dims {
   int N, C, QD, KVD, F, V, R, L, NH, NKV, HS, max_io;
+  bool qk_norm;  // Qwen3: per-head RMSNorm of q and k before RoPE
 };
 
 Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
@@ -80,6 +82,7 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   d.R = o.method == Method::Lora ? o.lora.r : 0;
   d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
   d.max_io = std::max({d.C, d.QD, d.F});
+  d.qk_norm = c.qk_norm;
   return d;
 }
 
@@ -101,9 +104,6 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
-  LT_CHECK(c.sliding_window <= 0 || o.seq_len <= c.sliding_window,
-           "sequence_len {} is longer than the model's sliding attention window ({}), which is not supported",
-           o.seq_len, c.sliding_window);
   if (o.method == Method::Lora) {
     const auto& lc = o.lora;
     LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);
@@ -181,6 +181,8 @@ struct Linear {
 
 struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
+  // Qwen3 (qk_norm): q and k before their per-head RMSNorm, and its 1/rms per (token, head)
+  float *q_pre = nullptr, *k_pre = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
   float* xa[kNumProj];  // (N, R) per adapted projection (index: Proj), else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
@@ -297,6 +299,8 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   for (int l = 0; l <= d.L; ++l)  // L+1 residual streams
     r.push_back({fmt::format("act.res.{}", l), A, N * d.C * f, Lifetime::Step, to_layer<&M::res_>, l});
   if (acts_at) *acts_at = r.size();
+  if (c.sliding_window > 0 && c.sliding_window < o.seq_len)  // the window's first key per query
+    r.push_back({"attn.window_start", Category::Data, N * sizeof(int), Lifetime::Step, to<&M::window_start_>});
   r.push_back({"act.final.xn", A, N * d.C * f, Lifetime::Step, to<&M::xnf_>});
   r.push_back({"act.final.rstd", A, N * f, Lifetime::Step, to<&M::rstdf_>});
   r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
@@ -371,6 +375,12 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"gate", N * d.F, 2, &Acts::gate},
                         {"up", N * d.F, 2, &Acts::up},
                         {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
+  if (d.qk_norm) {
+    v.push_back({"q_pre", N * d.QD, 1, &Acts::q_pre});
+    v.push_back({"k_pre", N * d.KVD, 1, &Acts::k_pre});
+    v.push_back({"rstd_q", N * d.NH, 1, &Acts::rstd_q});
+    v.push_back({"rstd_k", N * d.NKV, 1, &Acts::rstd_k});
+  }
   for (Proj p : kProjs)
     if (adapted[size_t(p)])
       v.push_back({fmt::format("xa.{}", proj_module(p)), N * d.R, proj_in_attention(p) ? 1 : 2, nullptr, nullptr, int(p)});
@@ -456,6 +466,9 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    if (c.qk_norm)
+      for (const char* n : {"q_norm", "k_norm"})
+        plan_weight(p, o, fmt::format("model.layers.{}.self_attn.{}.weight", l, n), d.HS, full);
     for (Proj pj : kProjs) plan_linear(p, c, o, d, l, pj);
   }
   plan_weight(p, o, "model.norm.weight", d.C, full);
@@ -620,11 +633,21 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   d_attn_norm_.assign(size_t(d.L), nullptr);
   ffn_norm_.assign(size_t(d.L), nullptr);
   d_ffn_norm_.assign(size_t(d.L), nullptr);
+  q_norm_.assign(size_t(d.L), nullptr);
+  d_q_norm_.assign(size_t(d.L), nullptr);
+  k_norm_.assign(size_t(d.L), nullptr);
+  d_k_norm_.assign(size_t(d.L), nullptr);
   for (int l = 0; l < d.L; ++l) {
     auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
     auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
     load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
     load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
+    if (cfg_.qk_norm) {
+      load(fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {d.HS}, l, false, &q_norm_[size_t(l)],
+           &d_q_norm_[size_t(l)]);
+      load(fmt::format("model.layers.{}.self_attn.k_norm.weight", l), {d.HS}, l, false, &k_norm_[size_t(l)],
+           &d_k_norm_[size_t(l)]);
+    }
     for (Proj p : kProjs) {
       auto [in, out] = proj_shape(cfg_, p);
       auto lin = std::make_unique<Linear>();
@@ -672,8 +695,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   // units: each one's tensors are contiguous in params_ (registered in execution order)
   store_->attach(params_, d.L + 2);
   store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
-  auto inv = rope_inv_freq(cfg_);
-  std::copy(inv.begin(), inv.end(), inv_freq_);
+  rope_.emplace(cfg_);
+  std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
 
   recompute_ = recompute_layers(cfg_, opts_);
   for (int l = 0; l < d.L; ++l) {
@@ -802,12 +825,17 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
-  lr.forward(a.q, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
-  lr.forward(a.k, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  lr.forward(d.qk_norm ? a.q_pre : a.q, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
+  lr.forward(d.qk_norm ? a.k_pre : a.k, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
+  if (d.qk_norm) {  // Qwen3: each head's q and k RMS-normalized over HS
+    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, q_norm_[l], N * d.NH, d.HS, cfg_.norm_eps);
+    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, k_norm_[l], N * d.NKV, d.HS, cfg_.norm_eps);
+  }
   ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
-  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
+  rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
+  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start(l, b), N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
   lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
@@ -854,13 +882,26 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
-  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, b.doc_start, N, d.NH, d.NKV, d.HS);
+  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start(l, b), N, d.NH, d.NKV,
+                       d.HS);
+  rope_scale_queries(d_q_, size_t(N) * d.QD, cfg_);  // the attention factor's gradient
   t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
   t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
-  lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
-  lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  if (d.qk_norm) {
+    // Qwen3: through the per-head RMSNorms first; d_att_ (read by the attention backward above)
+    // holds the gradient of each projection's output in turn
+    std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
+    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, q_norm_[l], a.rstd_q, N * d.NH, d.HS);
+    lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
+    std::memset(d_att_, 0, size_t(N) * d.KVD * sizeof(float));
+    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, k_norm_[l], a.rstd_k, N * d.NKV, d.HS);
+    lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  } else {
+    lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
+    lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  }
   lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }
@@ -875,10 +916,21 @@ void TrainModel::check_batch(const BatchView& b) const {
   }
 }
 
+const int* TrainModel::key_start(int l, const BatchView& b) const {
+  return window_start_ && cfg_.attention_window(l) > 0 ? window_start_ : b.doc_start;
+}
+
 // One pass, as llm.c's forward and backward: each unit between the store's before / after hooks
 // (units: 0 embedding, l+1 layer l, L+1 final norm and lm_head; a tied lm_head is unit 0).
 float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint64_t step) {
   check_batch(b);
+  // dynamic / longrope: the pass's frequencies from its largest position (transformers' per-call update)
+  if (rope_->update(*std::max_element(b.positions, b.positions + N_)))
+    std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  // sliding layers: query i attends keys max(its document's start, i - W + 1)..i; the attention
+  // kernels skip the key tiles before a query tile's starts
+  if (window_start_)
+    for (int i = 0; i < N_; ++i) window_start_[i] = std::max(b.doc_start[i], i - cfg_.sliding_window + 1);
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_, head = d.L + 1, lm = cfg_.tie_embeddings ? 0 : head;
   const TrainOps& t = tops_;

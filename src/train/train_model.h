@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "kernels/backward.h"
 #include "kernels/ops.h"
 #include "core/model_config.h"
+#include "core/rope_freqs.h"
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
 #include "core/train_types.h"
@@ -144,6 +146,8 @@ class TrainModel {
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
   void check_batch(const BatchView& b) const;
+  // The first key of each query for layer l: window_start_ on a sliding layer, else doc_start.
+  const int* key_start(int l, const BatchView& b) const;
   float run(const BatchView& b, float loss_scale, bool backward, uint64_t dropout_step);
 
   ModelConfig cfg_;
@@ -164,10 +168,13 @@ class TrainModel {
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
-  float* inv_freq_;
+  std::vector<float*> q_norm_, d_q_norm_, k_norm_, d_k_norm_;  // Qwen3 (HS each), else null
+  float* inv_freq_;  // (HS/2) the frequencies of the current pass, from rope_
+  std::optional<RopeFreqState> rope_;  // transformers' per-call frequencies (dynamic, longrope)
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
+  int* window_start_ = nullptr;                   // (N) sliding window's first key per query (null: no window)
   float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
   size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)

@@ -56,10 +56,11 @@ struct Outcome {
   std::string text, reason;
 };
 
-// Runs `reqs`, request i added at step join[i] (all at step 0 when join is empty), to the end.
+// Runs `reqs`, request i added at step join[i] (all at step 0 when join is empty), to the end,
+// over `model` (default: stories260K as it is).
 inline std::vector<Outcome> run(std::vector<SchedRequest> reqs, SchedulerOptions so, std::vector<int> join = {},
-                         SchedStats* stats = nullptr) {
-  Scheduler sch(fx().model, *fx().tok, so);
+                         SchedStats* stats = nullptr, std::shared_ptr<const LlamaModel> model = nullptr) {
+  Scheduler sch(model ? model : fx().model, *fx().tok, so);
   std::vector<Outcome> out(reqs.size());
   join.resize(reqs.size(), 0);
   for (size_t i = 0; i < reqs.size(); ++i)

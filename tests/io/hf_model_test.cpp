@@ -93,9 +93,81 @@ TEST(HfConfig, Mistral) {
   EXPECT_FALSE(c.tie_embeddings);
 }
 
+TEST(HfConfig, Qwen3PerHeadNormsAndItsOwnHeadDim) {
+  const std::string base = R"("model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 28,
+      "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 3072, "vocab_size": 151936,
+      "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true)";
+  ModelConfig c = parse_hf_config("{" + base + "}", "q3/config.json");
+  EXPECT_EQ(c.arch, "qwen3");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 128);  // Qwen3Config's default, not hidden / heads = 64
+  EXPECT_EQ(c.q_dim(), 2048);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.o_proj_bias);
+  ModelConfig b = parse_hf_config("{" + base + R"(, "attention_bias": true, "head_dim": 64})", "q3/config.json");
+  EXPECT_EQ(b.head_dim, 64);
+  EXPECT_TRUE(b.attention_bias && b.o_proj_bias);
+  EXPECT_FALSE(b.mlp_bias);
+  EXPECT_FALSE(parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 10})", "q2.json").qk_norm);
+}
+
+TEST(HfConfig, MixtureOfExpertsAndVisionTowersAreRefusedByName) {
+  const std::string dims = R"("hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100)";
+  const std::string supported = "llama, mistral, qwen2, qwen3";
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "mixtral", "num_local_experts": 8, )" + dims + "}", "mx.json"),
+                  {"mx.json", "'mixtral'", "mixture-of-experts", "num_local_experts = 8", supported});
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "qwen3_moe", "num_experts": 128, )" + dims + "}", "qm.json"),
+                  {"qm.json", "'qwen3_moe'", "mixture-of-experts", "num_experts = 128", supported});
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "qwen2_moe", )" + dims + "}", "q2m.json"),
+                  {"q2m.json", "'qwen2_moe'", "mixture-of-experts", supported});
+  // an expert count on a dense model type is refused too; a zero or null one is not an MoE
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "llama", "n_routed_experts": 4, )" + dims + "}", "l.json"),
+                  {"l.json", "n_routed_experts = 4", "mixture-of-experts"});
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen2", "num_experts": 0, )" + dims + "}", "z.json").arch, "qwen2");
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "qwen2_vl", "vision_config": {"depth": 32}, )" + dims + "}",
+                                  "vl.json"),
+                  {"vl.json", "'qwen2_vl'", "vision tower", "'vision_config'", supported});
+  EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "llava", "vision_config": {}, "text_config": {}})", "lv.json"),
+                  {"lv.json", "'llava'", "vision tower", supported});
+}
+
+TEST(HfConfig, SlidingWindowsPerLayerAsTransformersApplies) {
+  const std::string dims = R"("hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 100)";
+  auto parse = [&](const std::string& type, const std::string& rest) {
+    return parse_hf_config(R"({"model_type": ")" + type + R"(", )" + dims + rest + "}", "sw/config.json");
+  };
+  ModelConfig m = parse("mistral", R"(, "sliding_window": 16)");  // Mistral: every layer
+  EXPECT_EQ(m.sliding_window, 16);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(m.attention_window(l), 16);
+  EXPECT_EQ(parse("mistral", R"(, "sliding_window": null)").attention_window(0), 0);
+  // Qwen2 / Qwen3: only with use_sliding_window, from max_window_layers (default 28) on
+  EXPECT_EQ(parse("qwen2", R"(, "sliding_window": 16, "max_window_layers": 1)").attention_window(3), 0);
+  ModelConfig q = parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 16, "max_window_layers": 2)");
+  EXPECT_EQ(q.attention_window(0), 0);
+  EXPECT_EQ(q.attention_window(1), 0);
+  EXPECT_EQ(q.attention_window(2), 16);
+  EXPECT_EQ(q.attention_window(3), 16);
+  EXPECT_EQ(parse("qwen3", R"(, "use_sliding_window": true, "sliding_window": 8)").attention_window(3), 0);
+  // layer_types (transformers 5 writes it) wins over max_window_layers
+  ModelConfig t = parse("qwen3", R"(, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 0,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"])");
+  EXPECT_EQ(t.attention_window(0), 8);
+  EXPECT_EQ(t.attention_window(1), 0);
+  EXPECT_EQ(t.attention_window(2), 8);
+  EXPECT_LT_ERROR(parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8, "layer_types": ["full_attention"])"),
+                  {"sw/config.json", "'layer_types'", "one type per layer (4)"});
+  EXPECT_LT_ERROR(parse("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8,
+      "layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"])"),
+                  {"sw/config.json", "layer_types[1]", "chunked_attention", "sliding_attention"});
+  EXPECT_LT_ERROR(parse("mistral", R"(, "sliding_window": -4)"), {"sw/config.json", "'sliding_window'", "-4"});
+}
+
 TEST(HfConfig, UnknownArchitecture) {
   EXPECT_LT_ERROR(parse_hf_config(R"({"model_type": "gpt2", "hidden_size": 768})", "gpt/config.json"),
-                  {"unknown architecture 'gpt2' in gpt/config.json; supported: llama, mistral, qwen2"});
+                  {"unknown architecture 'gpt2' in gpt/config.json; supported model types: llama, mistral, qwen2, qwen3"});
   EXPECT_LT_ERROR(parse_hf_config(R"({"hidden_size": 768})", "x/config.json"), {"x/config.json", "'model_type'"});
 }
 
@@ -210,7 +282,7 @@ TEST(HfConfig, FileErrors) {
   EXPECT_LT_ERROR(load_hf_config(dir / "config.json"), {dir / "config.json", "object"});
   write_bytes(dir / "config.json", R"({"model_type": "gpt2"})");
   EXPECT_LT_ERROR(load_hf_config(dir / "config.json"),
-                  {"unknown architecture 'gpt2' in " + (dir / "config.json") + "; supported: llama, mistral, qwen2"});
+                  {"unknown architecture 'gpt2' in " + (dir / "config.json") + "; supported model types: llama, mistral, qwen2, qwen3"});
 }
 
 // A tiny llama folder: config + weights, written either as one file or as two shards.

@@ -53,7 +53,7 @@ TEST(KernelRef, AttentionMatchesDoubleSoftmax) {
   auto q = random_vec((size_t)T * NH * HS, 5, -3, 3), k = random_vec((size_t)P * NKV * HS, 6, -3, 3),
        v = random_vec((size_t)P * NKV * HS, 7);
   std::vector<float> out((size_t)T * NH * HS), lse((size_t)NH * T), want, want_lse;
-  ops_ref().attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS);
+  ops_ref().attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, 0, 0);
   attention_double(want, want_lse, q, k, v, T, pos0, NH, NKV, HS);
   expect_close(out, want, 1e-5, 1e-6, "attention out");
   expect_close(lse, want_lse, 1e-5, 1e-6, "attention lse");

@@ -68,7 +68,7 @@ TEST_P(BackwardAttention, OneDocumentMatchesCausalForwardOfOpsRef) {
     VecF out(q.size()), lse((size_t)NH * T), out_ref(q.size()), lse_ref(lse.size());
     train_ops_ref().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), doc.data(), T, NH,
                                             NKV, HS);
-    ops_ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), T, 0, NH, NKV, HS);
+    ops_ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), T, 0, NH, NKV, HS, 0, 0);
     for (size_t i = 0; i < out.size(); i++) ASSERT_NEAR(out[i], out_ref[i], 2e-6) << "T=" << T << " out " << i;
     for (size_t i = 0; i < lse.size(); i++) ASSERT_NEAR(lse[i], lse_ref[i], 2e-6) << "T=" << T << " lse " << i;
   }
@@ -92,7 +92,7 @@ TEST_P(BackwardAttention, DocumentsMatchDoubleReferenceAndAreIsolated) {
   const int T2 = 2, t0 = 3;
   VecF out2((size_t)T2 * NH * HS);
   ops_ref().attention_forward(out2.data(), nullptr, q.data() + (size_t)t0 * NH * HS, k.data() + (size_t)t0 * NKV * HS,
-                              v.data() + (size_t)t0 * NKV * HS, T2, 0, NH, NKV, HS);
+                              v.data() + (size_t)t0 * NKV * HS, T2, 0, NH, NKV, HS, 0, 0);
   for (size_t i = 0; i < out2.size(); i++) EXPECT_NEAR(out[t0 * NH * HS + i], out2[i], 2e-6) << i;
 
   // changing everything of the first document leaves the second one's outputs bit-identical

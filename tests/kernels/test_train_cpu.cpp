@@ -52,10 +52,22 @@ class KernelTrainCpu : public KernelIsaTest {
 };
 
 // Document layouts: "one" (plain causal), "every17" (restart every 17 tokens), "irregular"
-// (documents of 1, 2, 40, 3, ... tokens: one-token documents and ones longer than a key tile).
+// (documents of 1, 2, 40, 3, ... tokens: one-token documents and ones longer than a key tile),
+// "window20" (the irregular documents under a sliding window of 20 keys: max(start, t - 19), as
+// TrainModel passes it), "unsorted" (starts that go back and forth, which no model passes: the
+// kernels must not rely on their order).
 std::vector<int> make_doc_start(int T, const std::string& kind) {
   std::vector<int> ds(T);
   if (kind == "one") return std::vector<int>(T, 0);
+  if (kind == "window20") {
+    ds = make_doc_start(T, "irregular");
+    for (int t = 0; t < T; t++) ds[t] = std::max(ds[t], t - 19);
+    return ds;
+  }
+  if (kind == "unsorted") {
+    for (int t = 0; t < T; t++) ds[t] = t % 3 == 0 ? t / 2 : t % 3 == 1 ? 0 : t;
+    return ds;
+  }
   if (kind == "every17") {
     for (int t = 0; t < T; t++) ds[t] = t - t % 17;
     return ds;
@@ -83,7 +95,8 @@ std::vector<AttnCase> attn_cases() {
   for (int T : {1, 5, 37, 130})
     for (int HS : {12, 9})
       for (auto [NH, NKV] : {std::pair{3, 3}, std::pair{8, 2}})
-        for (const char* docs : {"one", "every17", "irregular"}) cs.push_back({T, NH, NKV, HS, docs});
+        for (const char* docs : {"one", "every17", "irregular", "window20", "unsorted"})
+          cs.push_back({T, NH, NKV, HS, docs});
   return cs;
 }
 

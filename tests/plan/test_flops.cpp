@@ -1,6 +1,8 @@
 // The actuary's FLOP counts against hand-derived values for a small Llama shape.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "plan/flops.h"
 
 using namespace lt;
@@ -44,4 +46,39 @@ TEST(PlanFlops, LoraAddsLinearlyInRank) {
   EXPECT_NEAR(f12 - f8, f8 - f4, 1e-6);
   // each rank unit of q_proj adds 2*(64+64) forward FLOPs per layer, and twice that backward
   EXPECT_DOUBLE_EQ(f8 - f4, 2 * 4 * (2 * 128.0) * 3);
+}
+
+TEST(PlanFlops, HeadDimOfItsOwn) {
+  // Qwen3-style: head_dim 24 with 4 heads, so q is 96 wide where the model is 64
+  ModelConfig m = shape();
+  m.head_dim = 24;
+  TrainModelOptions o;
+  o.method = Method::Full;
+  o.seq_len = 31;
+  const double lin = 64.0 * 96 + 2 * 64.0 * 48 + 96.0 * 64 + 3 * 64.0 * 128;
+  const double attn = 2 * 2 * 96.0 * 16;
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).forward, 2 * (2 * lin + attn) + 2 * 64.0 * 100);
+}
+
+TEST(PlanFlops, SlidingWindowAttentionGrowsLinearlyBeyondTheWindow) {
+  ModelConfig m = shape();
+  m.sliding_window = 16;
+  TrainModelOptions o;
+  o.method = Method::Full;
+  auto attn_per_token = [&](int T) {
+    o.seq_len = T;
+    ModelConfig full = m;
+    full.sliding_window = 0;
+    const double without_attn = training_flops_per_token(full, o).forward - 2 * 2 * 2 * 64.0 * (T + 1) / 2.0;
+    return training_flops_per_token(m, o).forward - without_attn;  // the two layers' attention
+  };
+  // within the window: as causal attention
+  EXPECT_DOUBLE_EQ(attn_per_token(15), 2 * 2 * 2 * 64.0 * 8);
+  // beyond it: (16*17/2 + (T-16)*16) / T keys per query, so per sequence 16 more keys per token
+  auto near = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::abs(b); };
+  EXPECT_PRED2(near, attn_per_token(100) * 100, 2 * 2 * 2 * 64.0 * (136 + 84 * 16));
+  EXPECT_PRED2(near, attn_per_token(200) * 200 - attn_per_token(100) * 100, 2 * 2 * 2 * 64.0 * 100 * 16);
+  // a layer that does not slide (Qwen2's max_window_layers) keeps causal attention
+  m.sliding_layers = {false, true};
+  EXPECT_PRED2(near, attn_per_token(100) * 100, 2 * 2 * 64.0 * (136 + 84 * 16) + 2 * 2 * 64.0 * 100 * 101 / 2.0);
 }

@@ -1,7 +1,8 @@
 # Parity of leantune's forward pass with Hugging Face transformers (the oracle): random-weight
 # models built by transformers for a Llama config with llama3 rope scaling, a Qwen2 config (q/k/v
 # biases), a tied-embedding SmolLM2-like config and a Mistral config; next-token logits over a
-# 64-token prompt and 16 decode steps through the KV cache must agree within 1e-4 (fp32).
+# 64-token prompt and 16 decode steps through the KV cache must agree within 1e-4 (fp32). build()
+# also makes the Qwen3 models of test_qwen3_parity.py; check_greedy() compares greedy generation.
 import json
 import os
 import subprocess
@@ -9,7 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 PROMPT_LEN, DECODE_STEPS = 64, 16
 
@@ -50,6 +52,13 @@ def build(kind, seed=0):
                           num_key_value_heads=2, head_dim=16, vocab_size=300, max_position_embeddings=512,
                           sliding_window=4096)
         m = MistralForCausalLM(c)
+    elif kind in ("qwen3", "qwen3_bias"):
+        # head_dim 24 != hidden / heads = 16; qwen3: tied embeddings, qwen3_bias: q/k/v/o biases
+        c = Qwen3Config(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=24, vocab_size=320, max_position_embeddings=512,
+                        rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=kind == "qwen3",
+                        attention_bias=kind == "qwen3_bias")
+        m = Qwen3ForCausalLM(c)
     else:
         raise ValueError(kind)
     return randomize(m.eval(), seed + 1)
@@ -114,3 +123,33 @@ def test_sharded_bf16_and_legacy_rope_config(leantune_bin, tmp_path):
         cfg["rope_scaling"] = rp
     (folder / "config.json").write_text(json.dumps(cfg))
     check(leantune_bin, model, folder, tmp_path, seed=11)
+
+
+def write_byte_tokenizer(folder):
+    """A byte-level BPE tokenizer.json with the 256 byte tokens and no merges (ids 0..255), so that
+    `leantune generate` can run a random-weight model whose vocabulary holds at least 256 ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(sorted(alphabet))}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def check_greedy(leantune_bin, model, folder, tmp_path, prompt, n=64, context=None, extra=()):
+    """n greedy tokens from `prompt` through `leantune generate` equal transformers' generate()."""
+    from transformers import GenerationConfig
+    write_byte_tokenizer(folder)
+    gc = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([prompt]), generation_config=gc)[0, len(prompt):].tolist()
+    ids_out = tmp_path / "greedy_ids.txt"
+    cmd = [leantune_bin, "generate", "--model", str(folder), "--prompt-ids", ",".join(map(str, prompt)),
+           "--ids-out", str(ids_out), "--temperature", "0", "--ignore-eos", "-n", str(n), "-q", *extra]
+    if context:
+        cmd += ["--context", str(context)]
+    r = subprocess.run(cmd, capture_output=True)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    ours = [int(x) for x in ids_out.read_text().strip().split(",")]
+    assert len(ref) == n
+    assert ours == ref, f"greedy tokens differ from position {next(i for i, (a, b) in enumerate(zip(ours, ref)) if a != b)}"

@@ -33,11 +33,6 @@ CASES = {
     "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 32}, 256, 64),
 }
-# Needs the model to apply ModelConfig::rope_attention_factor (rope_scale_queries) and the
-# per-call frequencies (RopeFreqState) in LlamaModel: see core/rope_freqs.h. Until then these
-# fail; strict, so that the markers go once the model does it.
-NEEDS_MODEL = {"dynamic", "yarn", "yarn_mscale", "yarn_attention_factor", "longrope", "longrope_crossing"}
-
 HEAD_DIM = 16
 
 
@@ -94,10 +89,7 @@ def leantune_logits(leantune_bin, folder, prompt, decode, tmp_path, context):
     return np.fromfile(out, dtype=np.float32)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="LlamaModel does not apply rope_attention_factor / "
-                                                              "RopeFreqState yet")) if n in NEEDS_MODEL else n
-    for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_rope_scaling_logits_match_transformers(leantune_bin, tmp_path, name):
     model = build(name)
     scaling, max_pos, prompt_len = CASES[name]
@@ -139,10 +131,7 @@ TRAIN_CASES = {
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="TrainModel does not apply rope_attention_factor / "
-                                                              "RopeFreqState yet")) if n != "linear" else n
-    for n in TRAIN_CASES])
+@pytest.mark.parametrize("name", list(TRAIN_CASES))
 def test_rope_scaling_gradients_match_pytorch(leantune_bin, tmp_path, name, method):
     from test_train_parity import MODULES, B, T, hf_loss, rel_err, run_grad
     scaling = longrope_scaling(3, original=16) if TRAIN_CASES[name] == "longrope" else TRAIN_CASES[name]
@@ -172,3 +161,20 @@ def test_rope_scaling_gradients_match_pytorch(leantune_bin, tmp_path, name, meth
         assert err <= 1e-4, f"{key}: relative error {err:.3g}"
         n += 1
     assert n == len(grads)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "yarn", "longrope_crossing"])
+def test_rope_scaling_greedy_generate_matches_transformers(leantune_bin, tmp_path, name):
+    """64 greedy tokens through `leantune generate` equal transformers' generate(): the per-call
+    frequencies (dynamic grows them at every decode step past max_position_embeddings, longrope
+    switches to long_factor when the sequence crosses the original context) with the KV cache."""
+    from test_model_parity import check_greedy
+    model = build(name)
+    _, max_pos, prompt_len = CASES[name]
+    folder = tmp_path / name
+    model.save_pretrained(folder, safe_serialization=True)
+    prompt = np.random.default_rng(6).integers(0, model.config.vocab_size, size=prompt_len).tolist()
+    context = prompt_len + 64
+    if name == "dynamic":
+        assert context > max_pos  # generate runs past max_position_embeddings
+    check_greedy(leantune_bin, model, folder, tmp_path, prompt, n=64, context=context)

@@ -3,10 +3,14 @@
 // formatted by the model's chat template (or --chat-template), and only the reply is printed.
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "flag_check.h"
+#include "leantune/files.h"
 #include "leantune/generator.h"
 #include "leantune/memory.h"
 #include "leantune/model.h"
@@ -16,7 +20,7 @@ namespace lt::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string model, tokenizer, prompt, adapter, system, chat_template;
+  std::string model, tokenizer, prompt, adapter, system, chat_template, prompt_ids, ids_out;
   bool chat = false;
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
@@ -48,11 +52,13 @@ void check_generate_flags(const GenerateArgs& a) {
   check_flag_range("--no-repeat-ngram-size", a.s.no_repeat_ngram_size, 0, 1 << 20, "n-gram length; 0 is off");
   check_flag_range("--context", a.context, 0, 1 << 30, "KV cache positions; 0: the model's, at most 4096");
   if (a.context > 0) {
-    const int max_seq = leantune::read_model_config(a.model).max_seq_len;
-    if (a.context > max_seq)
+    // dynamic (NTK) RoPE exists to run past max_position_embeddings: its frequencies grow with the length
+    const auto mc = leantune::read_model_config(a.model);
+    if (a.context > mc.max_seq_len && mc.rope_scaling != "dynamic")
       fail("--context: {} is more than the model's context of {} positions (max_position_embeddings of {}); use "
-           "--context {} or less", a.context, max_seq, a.model, max_seq);
+           "--context {} or less", a.context, mc.max_seq_len, a.model, mc.max_seq_len);
   }
+  if (!a.prompt_ids.empty() && !a.prompt.empty()) fail("--prompt-ids: give either --prompt or --prompt-ids, not both");
 }
 
 void run_generate(const GenerateArgs& a) {
@@ -83,6 +89,7 @@ void run_generate(const GenerateArgs& a) {
     return true;
   };
   leantune::GenerateResult r;
+  const std::vector<int> ids = parse_ids(a.prompt_ids, "--prompt-ids");
   if (a.chat) {  // the reply to one user message, formatted as the model's template says
     std::vector<leantune::ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
@@ -90,12 +97,19 @@ void run_generate(const GenerateArgs& a) {
     leantune::ChatOptions co;
     co.chat_template = a.chat_template;
     r = gen.generate(tok, tok.encode_chat(msgs, co), g, print);
+  } else if (!ids.empty()) {
+    r = gen.generate(tok, std::span<const int>(ids), g, print);
   } else {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
     r = gen.generate(tok, a.prompt, g, print);
   }
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (!a.ids_out.empty()) {
+    std::string line;
+    for (int id : r.output_ids) line += (line.empty() ? "" : ",") + std::to_string(id);
+    leantune::write_text_file(a.ids_out, line + "\n");
+  }
   if (!a.quiet) {
     size_t np = r.prompt_ids.size();
     std::fprintf(stderr, "%s", fmt::format(
@@ -122,6 +136,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--system", a->system, "with --chat: a system message first");
   c->add_option("--chat-template", a->chat_template,
                 "with --chat: chatml | llama3 | llama2 | alpaca | FILE.jinja | one of the model's named templates");
+  c->add_option("--prompt-ids", a->prompt_ids, "the prompt as comma-separated token ids instead of text (no BOS added)");
+  c->add_option("--ids-out", a->ids_out, "also write the generated token ids, comma-separated, to this file");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");
   c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)");

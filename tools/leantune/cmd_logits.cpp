@@ -1,7 +1,6 @@
 // `leantune logits`: a test and debugging aid. Prefills the given token ids, then feeds the
 // `--decode` ids one at a time through the KV cache, and writes the last-token logits after the
 // prefill and after each decode step as raw little-endian f32 rows ((1 + n_decode) × V) to --out.
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,21 +10,6 @@
 #include "leantune/model.h"
 
 namespace lt::cli {
-
-static std::vector<int> parse_ids(const std::string& s, const char* what) {
-  std::vector<int> ids;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    try {
-      ids.push_back(std::stoi(item));
-    } catch (...) {
-      fail("{}: '{}' is not a token id", what, item);
-    }
-  }
-  return ids;
-}
 
 void add_logits_command(CLI::App& app) {
   struct Args { std::string model, prompt, decode, out, adapter; int threads = 0, context = 0, block = 0; bool reference = false; };

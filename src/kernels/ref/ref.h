@@ -13,7 +13,7 @@ void embedding_forward(float* out, const int* tokens, const float* table, int T,
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
 void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
-                       int NH, int NKV, int HS);
+                       int NH, int NKV, int HS, int window, int ring);
 void swiglu_forward(float* out, const float* gate, const float* up, int T, int F);
 void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 void add_inplace(float* x, const float* y, size_t n);
