@@ -27,6 +27,15 @@
 //                  row_absmax[o]) · kInt8Inv127Sq). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
 // The LoRA part is f32 throughout (dout is not rounded for it).
+//
+// DoRA (LoraView::magnitude set; PEFT's use_dora, peft/tuners/lora/dora.py and variants.py): with
+// k = m / n per output row, n = weight_norm = ||W + s·B·A||_row (dora_weight_norm) held constant,
+// as PEFT detaches it, and the base products without the bias (y0 = x·Wᵀ, yd = xd·Wᵀ):
+//   y = y0 + (k − 1)∘yd + k∘(s·(xd·Aᵀ)·Bᵀ) + bias          (no dropout: k∘(y0 + s·(x·Aᵀ)·Bᵀ) + bias)
+// so  dx = dout·W + (((k − 1)∘dout)·W)∘mask + s·(((k∘dout)·B)·A)∘mask,
+//     dB = s·(k∘dout)ᵀ·xa,  dA = s·((k∘dout)·B)ᵀ·xd,  dm = Σ_t dout∘(yd + s·xa·Bᵀ) / n,  db = Σ_t dout.
+// The weight is frozen (no dW). The backward recomputes yd (one more base product). DoRA with
+// dropout needs an f32 or quantized weight (a 16-bit kind's product needs x in 16 bits, xd is not).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +78,9 @@ struct LoraView {
   float scale = 1.0f;        // s = alpha / r
   float dropout = 0.0f;      // p in [0, 1): mask element i is lora_dropout_scale(dropout_key, i, p)
   uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
+  const float* magnitude = nullptr;    // DoRA (OC): m; null: plain LoRA
+  const float* weight_norm = nullptr;  // DoRA (OC): ||W + s·B·A|| per row (dora_weight_norm), a constant
+  bool dora() const { return magnitude != nullptr; }
 };
 
 struct LinearWeights {
@@ -83,6 +95,7 @@ struct LinearGrads {
   float* db = nullptr;  // (OC)
   float* dA = nullptr;  // (R, IC)
   float* dB = nullptr;  // (OC, R)
+  float* dmag = nullptr;  // (OC) DoRA magnitude
 };
 
 struct LinearInput {
@@ -99,6 +112,7 @@ struct LinearScratch {
   float* lora_g = nullptr;       // (T, R) LoRA backward
   float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
   float* lora_tmp = nullptr;     // (T, IC) LoRA with dropout, backward_input
+  float* dora = nullptr;         // (T, OC) DoRA: a base product or dout scaled by k
 };
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)
@@ -124,6 +138,12 @@ inline float lora_dropout_scale(uint64_t key, size_t i, float p) {
   const float u = float(h >> 40) * (1.0f / 16777216.0f);
   return u < p ? 0.0f : 1.0f / (1.0f - p);
 }
+
+// DoRA's norm (OC) = ||W + s·(B·A)|| per row, W decoded as the reference does (kernels/ref), B·A
+// summed over r in f32 before the scale (as PEFT's lora_B(lora_A(I))ᵀ), squares summed in double.
+// O(OC·IC·R); nothing allocates. Rows in parallel (OpenMP); each row's result is independent of
+// the thread count. Rank 0: ||W|| per row.
+void dora_weight_norm(float* norm, const WeightView& w, const LoraView& l);
 
 // lt::Error naming the problem when the operands are incomplete (shapes, a kind's missing parts,
 // a LoRA without A or B, a dropout outside [0, 1)). Every implementation calls it first.

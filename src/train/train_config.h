@@ -28,7 +28,9 @@ struct TrainConfig {
   std::string chat_template = "chatml";   // chatml | llama3 | llama2 | alpaca
   bool skip_bad_lines = false;
   Method method = Method::Lora;           // lora | full (qlora: lora)
-  LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, ...
+  LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, use_dora,
+                                          // init_lora_weights (lora_init), ...
+  double loraplus_lr_ratio = 0;           // LoRA+: lr of lora_B (and 1-D tensors) = learning_rate · ratio; 0: off
   bool freeze_embeddings = false, freeze_lm_head = false;
   int micro_batch_size = 4;
   int gradient_accumulation_steps = 1;

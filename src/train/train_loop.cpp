@@ -228,7 +228,7 @@ void TrainLoop::apply_unfreeze() {
   const auto& params = model_->params();
   for (size_t i = 0; i < params.size(); ++i) {
     const int l = params[i].layer < 0 ? files_.config.n_layers - 1 : params[i].layer;
-    strategy().set_frozen(i, !unfreeze_.layer_trainable(l, step_), unfreeze_.lr_factor(l, step_));
+    strategy().set_frozen(i, !unfreeze_.layer_trainable(l, step_), unfreeze_.lr_factor(l, step_) * params[i].lr_factor);
   }
 }
 

@@ -61,6 +61,10 @@ struct TrainModelOptions {
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (kernels/linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
   Precision precision = Precision::FP32;
+  // LoRA+ (PEFT's create_loraplus_optimizer): > 0 multiplies the lr of the tensors PEFT puts in its
+  // B groups (every lora_B, and every 1-D tensor: trained biases, DoRA magnitudes) by this ratio;
+  // 0: off. Sets TrainParam::lr_factor, which the sharding strategies apply.
+  float loraplus_lr_ratio = 0.0f;
 };
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
@@ -84,6 +88,7 @@ struct TrainParam {
   int layer;                     // -1 for embeddings / final norm / lm_head
   bool decay;                    // weight decay applies (not to norms and biases)
   int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
+  float lr_factor = 1.0f;        // multiplies the step's lr (LoRA+: loraplus_lr_ratio for B, biases, magnitudes)
 };
 
 // The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in
@@ -133,6 +138,9 @@ class TrainModel {
   float* weight(const std::string& name) const { return arenas_.get_as<float>(name); }
   // The LoRA (A, B) of a module, or nulls.
   void lora_tensors(int layer, const std::string& module, float** A, float** B) const;
+  // PiSSA / OLoRA: the initial value (A₀ or B₀) of the LoRA tensor named `name` (a PEFT key), which
+  // the conversion to plain LoRA on save needs; null for other initialisations.
+  const float* initial_lora(const std::string& name) const;
 
  private:
   friend struct BufferTable;  // train_model.cpp: the planned buffers and the fields they are bound to
@@ -143,6 +151,8 @@ class TrainModel {
   void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
+  template <class Begin, class Finish>
+  void init_mutating_lora(Linear& lin, const std::string& an, const std::string& bn, Begin& begin, Finish& finish);
   void check_batch(const BatchView& b) const;
   float run(const BatchView& b, float loss_scale, bool backward, uint64_t dropout_step);
 

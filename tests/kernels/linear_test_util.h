@@ -111,7 +111,7 @@ struct KindInput {
 
 // The scratch of one call of any backend, owned.
 struct OwnedScratch {
-  std::vector<float> tile, dy, g, xd, tmp;
+  std::vector<float> tile, dy, g, xd, tmp, dora;
   LinearScratch s;
   OwnedScratch(const WeightView& w, int T, int R) {
     const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
@@ -121,7 +121,8 @@ struct OwnedScratch {
     g.resize(size_t(T) * std::max(R, 1));
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);
-    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data()};
+    dora.resize(size_t(T) * w.rows);
+    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data()};
   }
 };
 

@@ -106,15 +106,15 @@ void compare(const TrainModelOptions& o, double ulp_q, const char* what) {
 
 TrainModelOptions options(const char* method, const char* precision, const char* quant = "none") {
   TrainModelOptions o;
-  o.method = method;
+  o.method = parse_method(method);
   o.lora.r = 4;
   o.lora.alpha = 8;
   o.lora.dropout = 0.1f;
   o.lora.target_modules = {"all-linear"};
   o.micro_batch = kB;
   o.seq_len = kT;
-  o.precision = precision;
-  o.quantization = quant;
+  o.precision = parse_precision(precision);
+  o.quantization = parse_quantization(quant);
   o.double_quant = std::string(quant) == "nf4";
   return o;
 }
@@ -137,7 +137,9 @@ TEST(TrainModelRefCpu, ReferenceStepCallsNoGemm) {
     size_t ref_events = 1, cpu_events = 0;
     run(ops_ref(), o, &ref_events);
     run(ops_cpu(), o, &cpu_events);
-    EXPECT_EQ(ref_events, 0u) << o.method << " " << o.precision << " " << o.quantization;
-    EXPECT_GT(cpu_events, 100u) << o.method << " " << o.precision << " " << o.quantization;
+    EXPECT_EQ(ref_events, 0u) << method_name(o.method) << " " << precision_name(o.precision) << " "
+                               << quantization_name(o.quantization);
+    EXPECT_GT(cpu_events, 100u) << method_name(o.method) << " " << precision_name(o.precision) << " "
+                               << quantization_name(o.quantization);
   }
 }
