@@ -19,6 +19,7 @@ const char* weight_kind_name(WeightKind k) {
     case WeightKind::Int8: return "int8";
     case WeightKind::NF4: return "nf4";
     case WeightKind::FP4: return "fp4";
+    case WeightKind::Int4: return "int4";
   }
   return "?";
 }

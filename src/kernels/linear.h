@@ -11,11 +11,12 @@
 //   F32        data[f]
 //   BF16, F16  the 16-bit value widened to f32 (exact)
 //   Int8       (float(q[f]) · row_absmax[r]) · kInt8Inv127           (LLM.int8 weights)
-//   NF4, FP4   code_values[code(f)] · scale(f / blocksize): codes two per byte, even f in the high
-//              nibble; scale(b) = absmax[b], or with double quantization (qabsmax set)
-//              absmax_code_values[qabsmax[b]] · absmax2[b / 256] (rounded) + offset
+//   NF4, FP4,  code_values[code(f)] · scale(f / blocksize): codes two per byte, even f in the high
+//   Int4       nibble; scale(b) = absmax[b], or with double quantization (qabsmax set)
+//              absmax_code_values[qabsmax[b]] · absmax2[b / 256] (rounded) + offset; with
+//              block_offset set (asymmetric Int4) that product rounded, then + block_offset[b]
 // What each kind's products are:
-//   F32, NF4, FP4  f32 products of x with the decoded W.
+//   F32, NF4, FP4, Int4  f32 products of x with the decoded W.
 //   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
 //                  which the fast bf16 GEMM reads); the backward rounds dout to the type once, as
 //                  a 16-bit GEMM's operand; accumulation in f32. dW is an f32 gradient (of the
@@ -42,8 +43,8 @@
 
 namespace lt {
 
-enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4 };
-const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4"
+enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4, Int4 };
+const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4", "int4"
 
 inline constexpr float kInt8Inv127 = 7.874015718698502e-3f;  // bitsandbytes' 1/127
 inline constexpr float kInt8Inv127Sq = 6.2000124e-05f;       // bitsandbytes' 1/127²
@@ -61,10 +62,11 @@ struct WeightView {
   const float* absmax2 = nullptr;                // double quantization: (ceil(nblocks / 256))
   const float* absmax_code_values = nullptr;     // double quantization: (256)
   float offset = 0.0f;                           // double quantization
+  const float* block_offset = nullptr;           // 4-bit: (nblocks) added after the scale (asymmetric Int4)
 
-  bool quantized() const { return kind == WeightKind::Int8 || kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+  bool quantized() const { return kind == WeightKind::Int8 || four_bit(); }
   bool half() const { return kind == WeightKind::BF16 || kind == WeightKind::F16; }
-  bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+  bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4 || kind == WeightKind::Int4; }
 };
 
 // Views of plain f32 and 16-bit (BF16 / F16) weights (rows, cols).

@@ -13,6 +13,7 @@
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
 #include "io/peft_adapter.h"
+#include "io/quant_model.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -95,6 +96,18 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
              "plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string());
 }
 
+// QAT: OUTPUT_DIR/model_int4, the trained weights as a 4-bit model folder (io/quant_model.h; int4 or
+// int4_asym in blocks of qat_group_size): its linears decode to exactly the fake-quantized weights
+// the last step's forward used (quant/int4.h).
+void write_int4_model(const TrainConfig& c, const TrainModel& model, const std::vector<TensorInfo>& ts) {
+  TensorSet set;
+  set.source = c.base_model;
+  for (const TensorInfo& t : ts) set.add(t);
+  const QuantSpec spec{c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym, c.qat_group_size, false};
+  const std::string dir = (fs::path(c.output_dir) / "model_int4").string();
+  quantize_model_tensors(model.config(), set, c.base_model, spec, dir);
+}
+
 // Every weight of the plan, trained or frozen: a Hugging Face folder when the base is one.
 void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
                       const TrainedTensorFn& trained) {
@@ -115,6 +128,7 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
     ts.push_back(t);
   }
   save_safetensors((mdir / "model.safetensors").string(), ts);
+  if (c.qat != "none") write_int4_model(c, model, ts);
   const fs::path base_dir = fs::is_directory(c.base_model) ? fs::path(c.base_model) : fs::path(c.base_model).parent_path();
   const bool hf = fs::exists(base_dir / "config.json");
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

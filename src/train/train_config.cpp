@@ -186,7 +186,7 @@ const char* const kKnownKeys[] = {
     "base_model", "tokenizer", "datasets", "dataset", "min_blank_lines", "eval_dataset", "val_set_size",
     "chat_template", "skip_bad_lines", "method", "adapter", "lora_r", "lora_alpha", "lora_dropout",
     "lora_target_modules", "lora_target_linear", "use_rslora", "lora_bias", "lora_init", "layers_to_transform",
-    "init_lora_weights", "use_dora", "loraplus_lr_ratio",
+    "init_lora_weights", "use_dora", "loraplus_lr_ratio", "qat", "qat_group_size", "qat_symmetric",
     "freeze_embeddings", "freeze_lm_head", "micro_batch_size", "gradient_accumulation_steps", "sequence_len",
     "sample_packing", "learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "max_grad_norm", "num_epochs",
     "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
@@ -347,6 +347,9 @@ bool apply_data_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "lora_bias") c.lora.bias = kv.S();
   else if (key == "lora_init" || key == "init_lora_weights") c.lora.init = parse_lora_init(kv.S(), kv.where);
   else if (key == "use_dora") c.lora.use_dora = kv.B();
+  else if (key == "qat") c.qat = kv.S();
+  else if (key == "qat_group_size") c.qat_group_size = kv.I();
+  else if (key == "qat_symmetric") c.qat_symmetric = kv.B();
   else if (key == "loraplus_lr_ratio") c.loraplus_lr_ratio = kv.D();
   else if (key == "layers_to_transform") {
     c.lora.layers_to_transform.clear();
@@ -546,6 +549,16 @@ void validate_train_config(const TrainConfig& c) {
            "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
   LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
            "a folder for the optimizer state file", c.source);
+  LT_CHECK(c.qat == "none" || c.qat == "int4", "{}: qat '{}' is not one of none, int4", c.source, excerpt(c.qat));
+  if (c.qat != "none") {
+    LT_CHECK(c.method == Method::Full, "{}: qat: int4 trains the base weights through their 4-bit version: it needs "
+             "method: full (for LoRA, merge the adapter and fine-tune the merged model)", c.source);
+    try {
+      check_quant_spec({QuantType::Int4, c.qat_group_size, false});
+    } catch (const Error& e) {
+      fail("{}: qat_group_size: {}", c.source, e.what());
+    }
+  }
 }
 
 void check_train_config_ranges(const TrainConfig& c) {
@@ -586,6 +599,8 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.int8_threshold = float(c.int8_threshold);
   o.precision = c.precision;
   o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
+  if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
+  o.qat_group_size = c.qat_group_size;
   return o;
 }
 

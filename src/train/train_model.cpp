@@ -32,6 +32,7 @@
 #include "io/quant_model.h"
 #include "kernels/cpu/convert.h"
 #include "core/lora_init.h"
+#include "quant/int4.h"
 #include "core/rope_freqs.h"
 #include "train/run_limits.h"
 
@@ -184,6 +185,15 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
              "normal form (parse_lora_init)", lc.init);
     validate_lora_variants(c, o);
   }
+  if (o.qat) {
+    LT_CHECK(o.method == Method::Full && o.precision == Precision::FP32 && !o.quantization && !c.quantization,
+             "qat: {} fake-quantizes the trained f32 weights: it needs method full, precision fp32 and an "
+             "unquantized base (got method {}, precision {}, quantization {})", quantization_name(o.qat),
+             method_name(o.method), precision_name(o.precision),
+             quantization_name(c.quantization ? c.quantization : o.quantization));
+    LT_CHECK(is_int4(*o.qat), "qat: {} is not an int4 format", quantization_name(o.qat));
+    check_quant_spec({*o.qat, o.qat_group_size, false});
+  }
   const bool stored = c.quantization.has_value(), requested = o.quantization.has_value();
   if (!stored && !requested) return;
   LT_CHECK(o.method == Method::Lora, "{}: full fine-tuning trains the base weights in fp32; quantized frozen weights "
@@ -228,6 +238,7 @@ struct Linear {
   QuantTensor qt;
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
   uint16_t* w16 = nullptr;         // 16-bit weight (mixed precision): the frozen storage, or w's working copy
+  float* wq = nullptr;             // QAT: w fake-quantized to int4 (the forward's and input gradient's weight)
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
   float *mag = nullptr, *dmag = nullptr;  // DoRA magnitude (out) and its gradient
   float* norm = nullptr;                  // DoRA: ||W + s·B·A|| per row, computed by each forward
@@ -236,6 +247,7 @@ struct Linear {
   WeightView view(DType half, float int8_threshold) const {
     if (q) return weight_view(*q, int8_threshold);
     if (w16) return half_weight(half_kind(half), w16, out, in);
+    if (wq) return f32_weight(wq, out, in);
     return f32_weight(w, out, in);
   }
 };
@@ -273,6 +285,9 @@ static bool holds_trainable_buffer(const TrainModelOptions& o, size_t i) {
 static std::string half_buffer_name(const std::string& weight, Precision p) {
   return weight + "." + precision_name(p);
 }
+
+// QAT: a trainable linear weight's fake-quantized working copy.
+static std::string qat_buffer_name(const std::string& weight) { return weight + ".qat"; }
 
 static std::string quant_buffer_name(const std::string& weight, const QuantSpec& s) {
   return weight + "." + quant_type_name(s.type);
@@ -501,6 +516,8 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   else plan_weight(p, o, wn, size_t(in) * out, full);
   // full fine-tuning in 16 bits: the working copy the GEMMs read, refreshed after each step
   if (half && full) p.add(half_buffer_name(wn, o.precision), Category::Workspace, size_t(in) * out * 2);
+  // QAT: the fake-quantized working copy, refreshed after each step
+  if (o.qat && full) p.add(qat_buffer_name(wn), Category::Workspace, size_t(in) * out * sizeof(float));
   const bool adapted = !full && targets_module(o.lora, llama_linear_modules()[m]) && targets_layer(o.lora, l);
   if (c.has_bias(m)) {
     const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
@@ -578,6 +595,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   check_checkpoint_tensors(cfg_, ts);
   LT_CHECK(store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads,
            "TrainModel: store_params / store_grads need a sharding strategy holding exactly those");
+  LT_CHECK(!(opts_.store_params && opts_.qat), "sharded parameters (ZeRO stage 3) with qat are not supported yet: the "
+           "fake-quantized working copies are refreshed from whole f32 masters; use zero_stage 2 or less");
   LT_CHECK(!(opts_.store_params && opts_.method == Method::Full && opts_.precision != Precision::FP32),
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
@@ -647,7 +666,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     const size_t bytes = quant_storage_bytes(qs, lin.out, lin.in);
     if (stored) {
       lin.qt = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, lin.out, lin.in));
-      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
+      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax", ".scales",
+                               ".mins"})
         if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
     } else {
       const TensorInfo& t = ts.get(name, {lin.out, lin.in});
@@ -709,6 +729,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         load(wn, {out, in}, l, true, &lin->w, &lin->dw);
         if (half_ != DType::F32)  // filled by zero_grads()
           lin->w16 = arenas_.get_as<uint16_t>(half_buffer_name(wn, opts_.precision));
+        if (opts_.qat && full) lin->wq = arenas_.get_as<float>(qat_buffer_name(wn));  // filled by zero_grads()
       }
       if (cfg_.has_bias(m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
       auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
@@ -769,7 +790,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       b.bind(*a, arenas_.get(act_buffer_name(l, b, recompute_[l])), half_ != DType::F32 ? half_x_ : nullptr);
     acts_.push_back(std::move(a));
   }
-  refresh_half_weights();
+  refresh_working_copies();
 }
 
 size_t TrainModel::trainable_count() const {
@@ -855,12 +876,15 @@ int trainable_unit(const std::string& name, int n_layers) {
 void TrainModel::zero_grads() {
   for (auto& p : params_)
     if (p.g) std::memset(p.g, 0, p.n * sizeof(float));
-  refresh_half_weights();
+  refresh_working_copies();
 }
 
-void TrainModel::refresh_half_weights() {
-  for (auto& lin : linears_)
-    if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, size_t(lin->out) * lin->in);
+void TrainModel::refresh_working_copies() {
+  for (auto& lin : linears_) {
+    const size_t n = size_t(lin->out) * lin->in;
+    if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, n);
+    if (lin->w && lin->wq) fake_quantize_int4(lin->wq, lin->w, int64_t(n), opts_.qat_group_size, *opts_.qat);
+  }
 }
 
 namespace {

@@ -23,7 +23,8 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
     case WeightKind::F16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::Int8: return (float(static_cast<const int8_t*>(w.data)[f]) * w.row_absmax[r]) * kInt8Inv127;
     case WeightKind::NF4:
-    case WeightKind::FP4: break;
+    case WeightKind::FP4:
+    case WeightKind::Int4: break;
   }
   const uint8_t byte = static_cast<const uint8_t*>(w.data)[f >> 1];
   const int code = (f & 1) ? (byte & 15) : (byte >> 4);
@@ -35,7 +36,8 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
   } else {
     scale = w.absmax[b];
   }
-  return w.code_values[code] * scale;
+  const float v = w.code_values[code] * scale;
+  return w.block_offset ? v + w.block_offset[b] : v;
 }
 
 namespace {
