@@ -278,7 +278,7 @@ struct KeyValue {
     const std::string s = S();
     if (s == "none") return std::nullopt;
     const std::optional<QuantType> r = find_quant_type(s);
-    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8", where, s);
+    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8, int4, int4_asym", where, s);
     return r;
   }
   Precision precision() const {
