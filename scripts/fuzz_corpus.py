@@ -32,12 +32,21 @@ DICT_SOURCES = {
     "fuzz_train_yaml": ["src/train/train_config.cpp"],
     "fuzz_jsonl_data": ["src/train/data.cpp", "src/train/chat_template.cpp"],
     "fuzz_trainer_state": ["src/train/trainer_state.cpp"],
+    "fuzz_gguf": ["src/io/gguf_reader.cpp", "src/io/gguf_model.cpp", "src/io/gguf_names.cpp",
+                  "src/model/model_tokenizer.cpp", "src/tokenizer/gguf_tokenizer.cpp"],
 }
 EXTRA_DICT = {
     "json": ['"{"', '"}"', '"["', '"]"', '":"', '","', '"null"', '"true"', '"false"', '"-1"', '"1e999"',
              '"\\"\\\\u0000\\""', '"\\"\\\\ud800\\""', '"18446744073709551616"', '"2147483648"'],
     "yaml": ['"- "', '": "', '"\\x0a  "', '"[]"', '"{}"', '"&a "', '"*a"', '"!!str "', '"~"', '"<<: "', '"|\\x0a"',
              '"0x7fffffff"', '"-2147483649"', '".nan"', '".inf"', '"1e400"'],
+    # GGUF: the magic and the llama.* keys (the sources build them from "llama." + a suffix)
+    "gguf": ['"GGUF"', '"\\x03\\x00\\x00\\x00"', '"\\xff\\xff\\xff\\xff\\xff\\xff\\xff\\x7f"'] +
+            [f'"llama.{k}"' for k in ["context_length", "embedding_length", "block_count", "feed_forward_length",
+                                      "attention.head_count", "attention.head_count_kv", "attention.key_length",
+                                      "attention.value_length", "rope.dimension_count", "rope.freq_base",
+                                      "attention.layer_norm_rms_epsilon", "vocab_size", "expert_count",
+                                      "rope.scaling.type"]],
 }
 
 
@@ -225,6 +234,114 @@ def llama2c_tokenizer_seeds(out, shared_dir):
         put(out, "seed_tok512", real.read_bytes())
 
 
+# ---- GGUF ------------------------------------------------------------------------------------
+
+def gguf_str(s):
+    raw = s.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def gguf_value(v):
+    """(gguf_type, bytes) of a Python value: int -> u32 (i32 when negative), float -> f32, bool, str,
+    list -> array of its first element's type (nested lists: arrays of arrays)."""
+    if isinstance(v, bool):
+        return 7, struct.pack("<B", v)
+    if isinstance(v, int):
+        return (5, struct.pack("<i", v)) if v < 0 else (4, struct.pack("<I", v))
+    if isinstance(v, float):
+        return 6, struct.pack("<f", v)
+    if isinstance(v, str):
+        return 8, gguf_str(v)
+    elem = gguf_value(v[0])[0] if v else 4
+    return 9, struct.pack("<IQ", elem, len(v)) + b"".join(gguf_value(x)[1] for x in v)
+
+
+def gguf_bytes(kv, tensors, version=3, align=32):
+    """kv: {key: value}; tensors: [(name, shape outermost first, ggml type, data bytes)]."""
+    head = struct.pack("<IIQQ", 0x46554747, version, len(tensors), len(kv))
+    for k, v in kv.items():
+        t, raw = gguf_value(v)
+        head += gguf_str(k) + struct.pack("<I", t) + raw
+    body, offset = b"", 0
+    for name, shape, typ, data in tensors:
+        head += gguf_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape))
+        head += struct.pack("<IQ", typ, offset)
+        pad = (-len(data)) % align
+        body += data + b"\0" * pad
+        offset += len(data) + pad
+    return head + b"\0" * ((-len(head)) % align) + body
+
+
+GGUF_TYPES = {"f32": (0, 1, 4), "f16": (1, 1, 2), "bf16": (30, 1, 2), "q8_0": (8, 32, 34), "q4_0": (2, 32, 18)}
+
+
+def gguf_tensor_data(shape, typ, seed):
+    n = 1
+    for d in shape:
+        n *= d
+    _, block, size = GGUF_TYPES[typ]
+    if typ == "f32":
+        return struct.pack(f"<{n}f", *[((i * 7919 + seed) % 97 - 48) / 200.0 for i in range(n)])
+    out = bytearray((i * 37 + seed) % 256 for i in range(n // block * size))
+    if block > 1:  # a small finite f16 scale at the start of each block
+        for b in range(n // block):
+            out[b * size:b * size + 2] = struct.pack("<e", 0.01 * (1 + b % 5))
+    elif typ == "f16":
+        out = bytearray(b"".join(struct.pack("<e", ((i * 13 + seed) % 41 - 20) / 64.0) for i in range(n)))
+    return bytes(out)
+
+
+def gguf_llama(typ="f32", tied=True, vocab="gpt2", extra_kv=None, rope_freqs=False):
+    C, F, NH, NKV, V = 32, 64, 2, 1, 24
+    HS = C // NH
+    kv = {"general.architecture": "llama", "general.alignment": 32, "llama.context_length": 64,
+          "llama.embedding_length": C, "llama.block_count": 1, "llama.feed_forward_length": F,
+          "llama.attention.head_count": NH, "llama.attention.head_count_kv": NKV, "llama.rope.dimension_count": HS,
+          "llama.attention.layer_norm_rms_epsilon": 1e-5, "llama.rope.freq_base": 10000.0}
+    if vocab == "gpt2":
+        toks = ["<|endoftext|>"] + [chr(c) for c in range(97, 97 + 20)] + ["ab", "abc", "Ġa"]
+        kv.update({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "llama-bpe", "tokenizer.ggml.tokens": toks,
+                   "tokenizer.ggml.token_type": [3] + [1] * (V - 1), "tokenizer.ggml.merges": ["a b", "ab c"],
+                   "tokenizer.ggml.bos_token_id": 0, "tokenizer.ggml.eos_token_id": 0})
+    elif vocab == "llama":
+        toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(10)] + ["\u2581", "a", "b", "\u2581a", "ab",
+                                                                                   "\u2581ab", "c", "d", "e", "f", "g"]
+        kv.update({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": toks,
+                   "tokenizer.ggml.scores": [0.0] * 16 + [-1.0, -2.0, -3.0] + [0.0] * 5,
+                   "tokenizer.ggml.token_type": [2, 3, 3] + [6] * 10 + [1] * 11,
+                   "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+                   "tokenizer.ggml.add_bos_token": True})
+    kv.update(extra_kv or {})
+    lin = typ if typ in ("f32", "f16", "bf16", "q8_0", "q4_0") else "f32"
+    tensors = [("token_embd.weight", [V, C], lin, 0), ("output_norm.weight", [C], "f32", 1)]
+    if not tied:
+        tensors.append(("output.weight", [V, C], lin, 2))
+    tensors += [("blk.0.attn_norm.weight", [C], "f32", 3), ("blk.0.ffn_norm.weight", [C], "f32", 4),
+                ("blk.0.attn_q.weight", [C, C], lin, 5), ("blk.0.attn_k.weight", [NKV * HS, C], lin, 6),
+                ("blk.0.attn_v.weight", [NKV * HS, C], lin, 7), ("blk.0.attn_output.weight", [C, C], lin, 8),
+                ("blk.0.ffn_gate.weight", [F, C], lin, 9), ("blk.0.ffn_up.weight", [F, C], lin, 10),
+                ("blk.0.ffn_down.weight", [C, F], lin, 11)]
+    out = [(n, s, GGUF_TYPES[t][0], gguf_tensor_data(s, t, seed)) for n, s, t, seed in tensors]
+    if rope_freqs:
+        out.append(("rope_freqs.weight", [HS // 2], 0, struct.pack(f"<{HS // 2}f", 1, 1, 1, 1.5, 3, 4, 4, 4)))
+    return gguf_bytes(kv, out)
+
+
+def gguf_seeds(out):
+    for typ in GGUF_TYPES:
+        put(out, f"seed_{typ}", gguf_llama(typ))
+    put(out, "seed_untied_llama_vocab", gguf_llama("q8_0", tied=False, vocab="llama"))
+    put(out, "seed_no_vocab_rope_freqs", gguf_llama("f32", vocab=None, rope_freqs=True))
+    put(out, "seed_kv_array", gguf_llama("f16", extra_kv={"llama.attention.head_count_kv": [1],
+                                                          "tokenizer.ggml.pre": "qwen2"}))
+    put(out, "seed_v2", gguf_llama("f32", vocab="llama").replace(struct.pack("<II", 0x46554747, 3),
+                                                                  struct.pack("<II", 0x46554747, 2), 1))
+    every = {"u8": 1, "neg": -7, "f": 0.5, "b": False, "s": "x\u00e9", "arr": [[1, 2], [3]], "strs": ["a", ""],
+             "floats": [1.5, -2.0], "empty": []}
+    put(out, "seed_metadata_only", gguf_bytes(every, []))
+    put(out, "seed_empty", gguf_bytes({}, []))
+
+
 # ---- adapter_config.json ---------------------------------------------------------------------
 
 def adapter_config_seeds(out):
@@ -333,8 +450,9 @@ def main():
     train_yaml_seeds(out / "fuzz_train_yaml")
     jsonl_seeds(out / "fuzz_jsonl_data", shared_dir)
     trainer_state_seeds(out / "fuzz_trainer_state")
+    gguf_seeds(out / "fuzz_gguf")
     for name, sources in DICT_SOURCES.items():
-        kind = "yaml" if name == "fuzz_train_yaml" else "json" if sources else None
+        kind = "yaml" if name == "fuzz_train_yaml" else "gguf" if name == "fuzz_gguf" else "json" if sources else None
         if kind:
             dictionary(out / f"{name}.dict", sources, EXTRA_DICT[kind])
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

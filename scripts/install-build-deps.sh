@@ -3,7 +3,7 @@
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev libpcre2-dev libicu-dev
-      libfmt-dev libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      libfmt-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       python3 python3-venv libopenmpi-dev openmpi-bin
       clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh
 missing=()

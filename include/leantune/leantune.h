@@ -13,7 +13,9 @@
 // throws leantune::Error with a message naming what was wrong (error.h).
 #pragma once
 
+#include "leantune/chat_template.h"    // chat templates: the model's Jinja template, built-in ones
 #include "leantune/checkpoint.h"   // sharded (ZeRO) checkpoints -> adapter / model / single-process state
+#include "leantune/engine.h"       // Engine: continuous batching, paged KV cache, LoRA adapters unmerged
 #include "leantune/error.h"        // leantune::Error
 #include "leantune/gguf.h"         // GGUF export of a model or an adapter
 #include "leantune/generator.h"    // Generator: sampling, streaming, one KV cache per request

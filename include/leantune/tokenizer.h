@@ -1,17 +1,23 @@
 // Tokenizer: Hugging Face tokenizer.json (byte-level BPE with regex pre-tokenizers, SentencePiece-
-// style BPE with byte fallback, added tokens) and llama2.c tokenizer .bin files, behind one class.
+// style BPE with byte fallback, added tokens), llama2.c tokenizer .bin files and the tokenizer a
+// GGUF model carries, behind one class.
 // A Tokenizer is immutable: any number of threads may encode and decode with one at once.
 //
 // Usage:
 //   leantune::Tokenizer tok("models/SmolLM2-135M");            // the folder's tokenizer.json
 //   std::vector<int> ids = tok.encode("Hello world");          // BOS/EOS as the tokenizer says
 //   std::string text = tok.decode(ids, /*skip_special=*/true);  // "Hello world"
+//   std::vector<int> chat = tok.encode_chat({{"user", "Hi!"}});   // the model's chat template (chat_template.h)
+// A model path may also be a Hugging Face repo id in the local cache: "HuggingFaceTB/SmolLM2-135M"
+// (optionally "@revision"); nothing is downloaded.
 #pragma once
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "leantune/chat_template.h"
 
 namespace leantune {
 
@@ -23,7 +29,8 @@ struct Access;
 class Tokenizer {
  public:
   // Loads `path`: a tokenizer.json file, a folder holding one (and optionally
-  // tokenizer_config.json), or a llama2.c tokenizer .bin. *.json is tokenizer.json, *.bin / *.model
+  // tokenizer_config.json), a llama2.c tokenizer .bin, or a GGUF model (*.gguf or the GGUF magic:
+  // the tokenizer in its tokenizer.ggml.* metadata). *.json is tokenizer.json, *.bin / *.model
   // llama2.c; another name is tokenizer.json when it starts with '{' or '['. leantune::Error naming
   // the file on bad input.
   explicit Tokenizer(const std::string& path);
@@ -47,6 +54,16 @@ class Tokenizer {
   // leantune::Error naming both files when this tokenizer's ids do not fit `model`'s embedding
   // rows, or a llama2.c tokenizer has another number of entries than the model's vocabulary.
   void check_fits(const Model& model) const;
+
+  // Chat templates (chat_template.h): the folder's own (tokenizer_config.json / chat_template.jinja),
+  // or the one o.chat_template names. apply_* return the text; encode_chat* the ids to generate
+  // from (a model's template is encoded without special tokens, as transformers does; a built-in
+  // one after the tokenizer's BOS, as training encodes it).
+  bool has_chat_template() const;
+  std::string apply_chat_template(const std::vector<ChatMessage>& messages, const ChatOptions& o = {}) const;
+  std::string apply_chat_template_json(std::string_view messages_json, const ChatOptions& o = {}) const;
+  std::vector<int> encode_chat(const std::vector<ChatMessage>& messages, const ChatOptions& o = {}) const;
+  std::vector<int> encode_chat_json(std::string_view messages_json, const ChatOptions& o = {}) const;
 
   // Encodes each string of the JSON array in the file `json_path` and returns a JSON array of
   // {"ids": [...], "decoded": "..."} (the ids decoded again, skip_special as given), one line.

@@ -18,8 +18,9 @@ namespace leantune {
 
 namespace {
 
-// HF folder (or a .safetensors inside one): the folder's tokenizer.json; llama2.c: none.
+// HF folder (or a .safetensors inside one): the folder's tokenizer.json; GGUF: its own; llama2.c: none.
 std::string default_tokenizer(const std::string& model) {
+  if (lt::is_gguf_model_path(model)) return model;  // a GGUF model carries its tokenizer
   const fs::path p(model);
   const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   return fs::exists(dir / "tokenizer.json") ? dir.string() : std::string();

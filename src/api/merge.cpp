@@ -5,6 +5,7 @@
 
 #include "api/guard.h"
 #include "core/error.h"
+#include "core/hf_cache.h"
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
 #include "io/model_files.h"
@@ -18,7 +19,8 @@ namespace leantune {
 
 void merge_adapter(const std::string& base_model, const std::string& adapter, const std::string& out_dir) {
   detail::guard([&] {
-    fs::path base_dir = fs::is_directory(base_model) ? fs::path(base_model) : fs::path(base_model).parent_path();
+    const std::string base = lt::resolve_model_path(base_model);
+    fs::path base_dir = fs::is_directory(base) ? fs::path(base) : fs::path(base).parent_path();
     LT_CHECK(fs::exists(base_dir / "config.json"), "{}: merge needs a Hugging Face base (config.json) to write a "
              "Hugging Face folder", base_model);
     lt::InferenceOptions io;
@@ -42,7 +44,7 @@ void merge_adapter(const std::string& base_model, const std::string& adapter, co
     fs::create_directories(out_dir);
     lt::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), ts, {{"format", "pt"}});
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                          "generation_config.json"})
+                          "chat_template.jinja", "generation_config.json"})
       if (fs::exists(base_dir / f))
         lt::write_text_file_atomic((fs::path(out_dir) / f).string(), lt::read_text_file((base_dir / f).string()));
   });

@@ -8,13 +8,14 @@
 #include "api/guard.h"
 #include "core/error.h"
 #include "core/json_parse.h"
+#include "model/model_tokenizer.h"
 
 namespace leantune {
 
 Tokenizer::Tokenizer(const std::string& path) {
   impl_ = detail::guard([&] {
     auto t = std::make_unique<Impl>();
-    t->tok = lt::Tokenizer::load(path);
+    t->tok = lt::load_tokenizer_for_model("", path);  // a GGUF path: the tokenizer in its metadata
     return t;
   });
 }

@@ -11,6 +11,7 @@
 // attention factor (ModelConfig::rope_attention_factor), which rope_scale_queries applies.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,5 +60,12 @@ class RopeFreqState {
   int cached_len_;  // dynamic: the length the current frequencies were computed for
   bool long_ = false;  // longrope: long_factor in use
 };
+
+// The Llama 3 rope scaling that divides c's unscaled frequencies by `factors` (one per pair, as
+// llama.cpp's rope_freqs.weight holds them): factor = the largest, and low / high_freq_factor over
+// original_max_position_embeddings 8192 (only their ratios to it matter) fitted to the pairs
+// between; no scaling (type "") when every factor is 1. nullopt when no Llama 3 scaling
+// reproduces every factor to 1e-5 (relative).
+std::optional<RopeScaling> llama3_scaling_from_factors(const ModelConfig& c, const std::vector<float>& factors);
 
 }  // namespace lt

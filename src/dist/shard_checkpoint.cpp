@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hf_cache.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
@@ -344,11 +345,12 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
     ++k;
   }
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), out);
-  if (fs::is_directory(base_model))
+  const std::string base_dir = resolve_model_path(base_model);
+  if (fs::is_directory(base_dir))
     for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                          "special_tokens_map.json"})
-      if (fs::exists(fs::path(base_model) / f))
-        write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((fs::path(base_model) / f).string()));
+                          "special_tokens_map.json", "chat_template.jinja"})
+      if (fs::exists(fs::path(base_dir) / f))
+        write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((fs::path(base_dir) / f).string()));
   return fmt::format("the fine-tuned model ({} tensors, {} trained) in {}", out.size(), trained.size(), out_dir);
 }
 

@@ -1,11 +1,8 @@
-// GGUF v3 serialization (header, key/values, tensor infos, 32-byte aligned data) and ggml's
-// reference q8_0 / q4_0 block quantizers (ggml-quants.c quantize_row_q{8,4}_0_ref).
+// GGUF v3 serialization: header, key/values, tensor infos, 32-byte aligned data.
 #include "io/gguf_writer.h"
 
-#include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -19,7 +16,9 @@ namespace lt::gguf {
 namespace {
 
 // gguf_type of metadata values
-enum : uint32_t { kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9, kU64 = 10 };
+constexpr uint32_t kU32 = uint32_t(ValueType::U32), kI32 = uint32_t(ValueType::I32), kF32 = uint32_t(ValueType::F32),
+                   kBool = uint32_t(ValueType::Bool), kString = uint32_t(ValueType::String),
+                   kArray = uint32_t(ValueType::Array);
 
 template <class T>
 void put(std::vector<uint8_t>& b, T v) {
@@ -41,87 +40,6 @@ void write_all(std::FILE* f, const void* p, size_t n, const std::string& what) {
 }
 
 }  // namespace
-
-TensorType parse_type(const std::string& s) {
-  if (s == "f32") return TensorType::F32;
-  if (s == "f16") return TensorType::F16;
-  if (s == "bf16") return TensorType::BF16;
-  if (s == "q8_0") return TensorType::Q8_0;
-  if (s == "q4_0") return TensorType::Q4_0;
-  fail("--type '{}': unknown GGUF tensor type (expected f32, f16, bf16, q8_0 or q4_0)", s);
-}
-
-const char* type_name(TensorType t) {
-  switch (t) {
-    case TensorType::F32: return "f32";
-    case TensorType::F16: return "f16";
-    case TensorType::BF16: return "bf16";
-    case TensorType::Q8_0: return "q8_0";
-    case TensorType::Q4_0: return "q4_0";
-  }
-  return "?";
-}
-
-size_t type_bytes(TensorType t, int64_t n) {
-  switch (t) {
-    case TensorType::F32: return size_t(n) * 4;
-    case TensorType::F16:
-    case TensorType::BF16: return size_t(n) * 2;
-    case TensorType::Q8_0: return size_t(n / kBlock) * kQ8Bytes;
-    case TensorType::Q4_0: return size_t(n / kBlock) * kQ4Bytes;
-  }
-  return 0;
-}
-
-void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock, out += kQ8Bytes) {
-    float amax = 0.0f;
-    for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(out, &dh, 2);
-    for (int j = 0; j < kBlock; ++j) out[2 + j] = uint8_t(int8_t(std::roundf(x[j] * id)));
-  }
-}
-
-void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock, out += kQ4Bytes) {
-    float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
-    for (int j = 0; j < kBlock; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(out, &dh, 2);
-    for (int j = 0; j < kBlock / 2; ++j) {  // element j in the low nibble, j + 16 in the high one
-      const int lo = std::min(15, int(int8_t(x[j] * id + 8.5f)));
-      const int hi = std::min(15, int(int8_t(x[j + kBlock / 2] * id + 8.5f)));
-      out[2 + j] = uint8_t(lo | (hi << 4));
-    }
-  }
-}
-
-void dequantize_q8_0(const uint8_t* in, int64_t n, float* y) {
-  for (int64_t b = 0; b < n / kBlock; ++b, in += kQ8Bytes, y += kBlock) {
-    uint16_t dh;
-    std::memcpy(&dh, in, 2);
-    const float d = f16_to_f32(dh);
-    for (int j = 0; j < kBlock; ++j) y[j] = float(int8_t(in[2 + j])) * d;
-  }
-}
-
-void dequantize_q4_0(const uint8_t* in, int64_t n, float* y) {
-  for (int64_t b = 0; b < n / kBlock; ++b, in += kQ4Bytes, y += kBlock) {
-    uint16_t dh;
-    std::memcpy(&dh, in, 2);
-    const float d = f16_to_f32(dh);
-    for (int j = 0; j < kBlock / 2; ++j) {
-      y[j] = float((in[2 + j] & 0x0f) - 8) * d;
-      y[j + kBlock / 2] = float((in[2 + j] >> 4) - 8) * d;
-    }
-  }
-}
 
 void Writer::key(const std::string& k, uint32_t vtype) {
   put_str(kv_, k);
@@ -184,7 +102,7 @@ void Writer::add_tensor(const std::string& name, const std::vector<int64_t>& sha
 
 void Writer::write(const std::string& path) const {
   std::vector<uint8_t> head;
-  put<uint32_t>(head, 0x46554747u);  // "GGUF"
+  put<uint32_t>(head, kMagic);
   put<uint32_t>(head, 3);            // version
   put<uint64_t>(head, tensors_.size());
   put<uint64_t>(head, n_kv_);

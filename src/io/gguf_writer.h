@@ -1,5 +1,5 @@
 // GGUF writer (version 3, little-endian, 32-byte alignment): metadata key/values and tensors,
-// written as llama.cpp's gguf reader expects; plus ggml's q8_0 / q4_0 block quantizers.
+// written as llama.cpp's gguf reader expects (the types and block formats: io/gguf_format.h).
 // Shapes are given outermost first (as PyTorch / safetensors store them); the file stores them
 // innermost first (ggml's ne[0] = row length).
 #pragma once
@@ -7,27 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf_format.h"
+
 namespace lt::gguf {
-
-// ggml tensor types this writer produces (values of ggml_type).
-enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
-
-constexpr int kBlock = 32;               // elements per q8_0 / q4_0 block
-constexpr size_t kQ8Bytes = 2 + 32;      // f16 scale + 32 int8
-constexpr size_t kQ4Bytes = 2 + 16;      // f16 scale + 32 nibbles
-constexpr uint64_t kAlignment = 32;
-
-// "f32" | "f16" | "bf16" | "q8_0" | "q4_0" -> type; lt::Error naming the value otherwise.
-TensorType parse_type(const std::string& s);
-const char* type_name(TensorType t);
-// Bytes of n elements (n a multiple of 32 for the block types).
-size_t type_bytes(TensorType t, int64_t n);
-
-// ggml's quantize_row_q8_0_ref / q4_0_ref over n (a multiple of 32) floats, and the inverse.
-void quantize_q8_0(const float* x, int64_t n, uint8_t* out);
-void quantize_q4_0(const float* x, int64_t n, uint8_t* out);
-void dequantize_q8_0(const uint8_t* in, int64_t n, float* y);
-void dequantize_q4_0(const uint8_t* in, int64_t n, float* y);
 
 class Writer {
  public:

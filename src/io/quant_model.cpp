@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/hf_cache.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/mapped_file.h"
@@ -116,7 +117,7 @@ static void add_quant_parts(std::vector<TensorInfo>& out, const std::string& nam
 // An HF folder's tokenizer and generation files, copied to out_dir (those it has).
 static void copy_tokenizer_files(const fs::path& src_dir, const std::string& out_dir) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                        "generation_config.json"})
+                        "chat_template.jinja", "generation_config.json"})
     if (fs::exists(src_dir / f))
       write_text_file_atomic((fs::path(out_dir) / f).string(), read_text_file((src_dir / f).string()));
 }
@@ -144,8 +145,9 @@ void quantize_model_tensors(const ModelConfig& mc, const TensorSet& tensors, con
          s.blocksize, s.double_quant ? "on" : "off", quant_type_name(spec.type),
          s.type == spec.type ? " (or train on this folder as it is)" : "");
   }
-  const bool is_dir = fs::is_directory(model);
-  const fs::path src_dir = is_dir ? fs::path(model) : fs::path(model).parent_path();
+  const std::string resolved = resolve_model_path(model);
+  const bool is_dir = fs::is_directory(resolved);
+  const fs::path src_dir = is_dir ? fs::path(resolved) : fs::path(resolved).parent_path();
   const bool hf = is_dir || fs::exists(src_dir / "config.json");
   nlohmann::json cfg;
   if (hf) {

@@ -2,7 +2,9 @@
 // model weights are of a dtype the loaders convert to f32.
 #include "io/tensor_set.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +17,13 @@ void TensorSet::add(TensorInfo t) {
   LT_CHECK(!tensors_.count(t.name), "{}: tensor '{}' appears twice", t.file, t.name);
   std::string name = t.name;
   tensors_.emplace(std::move(name), std::move(t));
+}
+
+uint8_t* TensorSet::allocate(size_t bytes) {
+  constexpr std::align_val_t kAlign{64};
+  auto* p = static_cast<uint8_t*>(::operator new(std::max<size_t>(bytes, 1), kAlign));
+  owned_.emplace_back(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t{64}); });
+  return p;
 }
 
 const TensorInfo* TensorSet::find(const std::string& name) const {

@@ -1,4 +1,5 @@
-// TensorSet: named tensors read in place from memory-mapped checkpoint files. Loaders
+// TensorSet: named tensors read in place from memory-mapped checkpoint files (or, converted on
+// load, from memory the set owns). Loaders
 // (safetensors, llama2.c) produce one, keyed by Hugging Face names
 // ("model.layers.0.self_attn.q_proj.weight"); the model builder takes tensors out by name and
 // checks their shapes against the ModelConfig.
@@ -32,6 +33,10 @@ struct TensorInfo {
 class TensorSet {
  public:
   void add_file(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
+  // `bytes` of memory the set owns, 64-byte aligned and uninitialized, for tensors that cannot
+  // point into a file (converted on load: dequantized GGUF blocks, reordered rows); it lives as
+  // long as the set or any copy of it.
+  uint8_t* allocate(size_t bytes);
   // Adds a tensor; lt::Error if the name is already present.
   void add(TensorInfo t);
   const TensorInfo* find(const std::string& name) const;
@@ -45,6 +50,7 @@ class TensorSet {
 
  private:
   std::vector<std::shared_ptr<MappedFile>> files_;
+  std::vector<std::shared_ptr<uint8_t>> owned_;
   std::map<std::string, TensorInfo> tensors_;
 };
 

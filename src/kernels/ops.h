@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 
+#include "core/dtype.h"
 #include "kernels/linear.h"
 
 namespace lt {
@@ -46,6 +47,12 @@ struct Ops {
 
   // x[i] += y[i]
   void (*add_inplace)(float* x, const float* y, size_t n);
+
+  // Mixed precision's 16-bit copies, t = BF16 or F16, rounding to nearest even: dst16[i] =
+  // round(src[i]); dst32, when not null, receives the rounded values widened back (may be src).
+  void (*round_half)(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
+  // dst[i] = src[i] widened to f32 (exact).
+  void (*widen_half)(DType t, float* dst, const uint16_t* src, size_t n);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

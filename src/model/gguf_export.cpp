@@ -14,6 +14,9 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/rope_freqs.h"
+#include "io/gguf_names.h"
+#include "io/gguf_reader.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "core/lora_config.h"
 
@@ -24,7 +27,8 @@ using json = nlohmann::json;
 
 namespace {
 
-enum : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUser = 4, kUnused = 5, kByte = 6 };
+constexpr int32_t kNormal = kTokNormal, kUnknown = kTokUnknown, kControl = kTokControl, kUser = kTokUser,
+                  kUnused = kTokUnused, kByte = kTokByte;
 
 bool is_byte_piece(const std::string& s) {
   return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::isxdigit((unsigned char)s[3]) &&
@@ -141,9 +145,6 @@ void pad_vocab(Vocab& v, int n_vocab, const std::string& path) {
   }
 }
 
-// convert_hf_to_gguf's MODEL_TENSOR names for the seven projections (llama_linear_modules order).
-const char* kLinearNames[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-
 uint32_t file_type(TensorType t) {  // llama_ftype
   switch (t) {
     case TensorType::F32: return 0;
@@ -195,33 +196,48 @@ void add_matrix(Writer& w, const std::string& name, int64_t rows, int64_t cols, 
   w.add_tensor(name, {rows, cols}, data, block && cols % kBlock != 0 ? TensorType::F16 : type);
 }
 
+// Tensor `hf` (f32 from `weight`) under its GGUF name (io/gguf_names.h).
+void add_named(Writer& w, const std::string& hf, const std::vector<int64_t>& shape, const float* data,
+               TensorType type) {
+  const std::string name = gguf_name(hf);
+  LT_ASSERT(!name.empty());
+  if (shape.size() == 2) add_matrix(w, name, shape[0], shape[1], data, type);
+  else w.add_tensor(name, shape, data, type);
+}
+
 void add_layer(Writer& w, const ModelConfig& c, int l, const std::function<const float*(const std::string&)>& weight,
                TensorType type) {
-  const std::string hf = "model.layers." + std::to_string(l) + ".", blk = "blk." + std::to_string(l) + ".";
-  w.add_tensor(blk + "attn_norm.weight", {c.dim}, weight(hf + "input_layernorm.weight"), TensorType::F32);
-  w.add_tensor(blk + "ffn_norm.weight", {c.dim}, weight(hf + "post_attention_layernorm.weight"), TensorType::F32);
-  const auto& mods = llama_linear_modules();
-  for (int m = 0; m < 7; ++m) {
-    const std::string base = hf + llama_module_parent(mods[size_t(m)]) + "." + mods[size_t(m)];
-    const auto [in, out] = c.linear_shape(m);
-    const bool permute = m <= 1 && c.rope_layout == RopeLayout::Halves;
-    const int heads = m == 0 ? c.n_heads : c.n_kv_heads;
-    const float* W = weight(base + ".weight");
+  const std::string hf = "model.layers." + std::to_string(l) + ".";
+  add_named(w, hf + "input_layernorm.weight", {c.dim}, weight(hf + "input_layernorm.weight"), TensorType::F32);
+  add_named(w, hf + "post_attention_layernorm.weight", {c.dim}, weight(hf + "post_attention_layernorm.weight"),
+            TensorType::F32);
+  for (Proj p : kProjs) {
+    const auto [in, out] = c.linear_shape(p);
+    const bool permute = p <= Proj::K && c.rope_layout == RopeLayout::Halves;
+    const int heads = p == Proj::Q ? c.n_heads : c.n_kv_heads;
+    const std::string wn = proj_hf_name(l, p, "weight"), bn = proj_hf_name(l, p, "bias");
+    const float* W = weight(wn);
     std::vector<float> P = permute ? permute_qk(W, out, in, heads) : std::vector<float>();
-    add_matrix(w, blk + kLinearNames[m] + ".weight", out, in, permute ? P.data() : W, type);
-    if (!c.has_bias(m)) continue;
-    const float* b = weight(base + ".bias");
+    add_named(w, wn, {out, in}, permute ? P.data() : W, type);
+    if (!c.has_bias(p)) continue;
+    const float* b = weight(bn);
     std::vector<float> Pb = permute ? permute_qk(b, out, 1, heads) : std::vector<float>();
-    w.add_tensor(blk + kLinearNames[m] + ".bias", {out}, permute ? Pb.data() : b, TensorType::F32);
+    add_named(w, bn, {out}, permute ? Pb.data() : b, TensorType::F32);
   }
 }
 
 // llama.cpp applies Llama 3 rope scaling through rope_freqs.weight: per pair, the factor the
-// frequency is divided by (unscaled / scaled inverse frequency).
+// frequency is divided by (unscaled / scaled inverse frequency); linear scaling through
+// llama.rope.scaling.type / .factor.
 void add_rope_freqs(Writer& w, const ModelConfig& c) {
   if (c.rope_scaling.type.empty()) return;
-  LT_CHECK(c.rope_scaling.type == "llama3", "rope_scaling type '{}' cannot be written to GGUF (supported: llama3)",
-           c.rope_scaling.type);
+  if (c.rope_scaling.type == "linear") {  // as convert_hf_to_gguf.py: two keys, no tensor
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add_f32("llama.rope.scaling.factor", c.rope_scaling.factor);
+    return;
+  }
+  LT_CHECK(c.rope_scaling.type == "llama3", "rope_scaling type '{}' cannot be written to GGUF (supported: linear, "
+           "llama3)", c.rope_scaling.type);
   ModelConfig plain = c;
   plain.rope_scaling.type.clear();
   const std::vector<float> scaled = rope_inv_freq(c), base = rope_inv_freq(plain);
@@ -235,7 +251,9 @@ void add_rope_freqs(Writer& w, const ModelConfig& c) {
 Vocab read_vocab(const std::string& path, int n_vocab) {
   LT_CHECK(fs::exists(path), "{}: tokenizer path does not exist", path);
   Vocab v;
-  if (fs::is_directory(path)) {
+  if (is_gguf_file(path)) {
+    v = read_gguf_vocab(Reader(path));
+  } else if (fs::is_directory(path)) {
     v = read_hf_vocab(path);
   } else {
     const std::string bytes = read_text_file(path);
@@ -267,10 +285,10 @@ size_t write_model_gguf(const std::string& path, const ModelConfig& c,
   Writer w;
   add_hparams(w, c, type, name);
   add_vocab(w, vocab);
-  add_matrix(w, "token_embd.weight", c.vocab_size, c.dim, weight("model.embed_tokens.weight"), type);
+  add_named(w, "model.embed_tokens.weight", {c.vocab_size, c.dim}, weight("model.embed_tokens.weight"), type);
   for (int l = 0; l < c.n_layers; ++l) add_layer(w, c, l, weight, type);
-  w.add_tensor("output_norm.weight", {c.dim}, weight("model.norm.weight"), TensorType::F32);
-  if (!c.tie_embeddings) add_matrix(w, "output.weight", c.vocab_size, c.dim, weight("lm_head.weight"), type);
+  add_named(w, "model.norm.weight", {c.dim}, weight("model.norm.weight"), TensorType::F32);
+  if (!c.tie_embeddings) add_named(w, "lm_head.weight", {c.vocab_size, c.dim}, weight("lm_head.weight"), type);
   add_rope_freqs(w, c);
   w.write(path);
   return w.tensor_count();
@@ -290,7 +308,7 @@ void add_lora_pair(Writer& w, const ModelConfig& c, const LoadedAdapter& ad, int
   const TensorInfo* A = ad.tensors.find(peft_lora_key(l, mod, true));
   const TensorInfo* B = ad.tensors.find(peft_lora_key(l, mod, false));
   if (!A || !B) return;
-  const std::string base = "blk." + std::to_string(l) + "." + kLinearNames[m] + ".weight";
+  const std::string base = gguf_name(proj_hf_name(l, Proj(m), "weight"));
   const auto [in, out] = c.linear_shape(m);
   const int64_t r = A->shape[0];
   std::vector<float> a = f32_of(*A), b = f32_of(*B);

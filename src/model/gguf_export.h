@@ -11,24 +11,13 @@
 #include "io/gguf_writer.h"
 #include "io/peft_adapter.h"
 #include "core/model_config.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace lt::gguf {
 
-// The tokenizer as GGUF stores it (tokenizer.ggml.*).
-struct Vocab {
-  std::string model;  // "llama" (SentencePiece-style) | "gpt2" (byte-level BPE)
-  std::string pre;    // tokenizer.ggml.pre, gpt2 only
-  std::vector<std::string> tokens;
-  std::vector<float> scores;    // llama only
-  std::vector<int32_t> types;   // llama_token_type: 1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte
-  std::vector<std::string> merges;  // gpt2 only: "left right", by rank
-  int bos = -1, eos = -1, unk = -1, pad = -1;
-  bool add_bos = false, add_eos = false;
-};
-
-// Reads a tokenizer.json (or its folder) or a llama2.c tokenizer .bin and pads it with unused
-// "[PAD{i}]" tokens to `n_vocab` (the model's embedding rows); lt::Error naming the file when it
-// has more tokens than that or is not a supported BPE tokenizer.
+// Reads a tokenizer.json (or its folder), a llama2.c tokenizer .bin or a GGUF model's tokenizer
+// and pads it with unused "[PAD{i}]" tokens to `n_vocab` (the model's embedding rows); lt::Error
+// naming the file when it has more tokens than that or is not a supported BPE tokenizer.
 Vocab read_vocab(const std::string& tokenizer_path, int n_vocab);
 
 // q/k rows (a weight (n_head*HS, C) or a bias (n_head*HS)) from HF's rotate-halves order to the

@@ -16,7 +16,6 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/linear.h"
 #include "core/rope_freqs.h"
 
@@ -24,11 +23,6 @@ namespace lt {
 
 static std::string layer_name(int l, const char* rest) { return fmt::format("model.layers.{}.{}", l, rest); }
 
-// "model.layers.{l}.{self_attn|mlp}.{module}.{what}" for projection m
-static std::string linear_name(int l, int m, const char* what) {
-  const std::string& mod = llama_linear_modules()[size_t(m)];
-  return fmt::format("model.layers.{}.{}.{}.{}", l, llama_module_parent(mod), mod, what);
-}
 
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   if (o.context <= 0) o.context = std::min(c.max_seq_len, 4096);
@@ -63,28 +57,24 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   QuantSpec qs;
   const bool quant = inference_quant_spec(c, o, &qs);
   // a linear weight: f32, or its quantized storage (the HF name either way)
-  auto lin = [&](int l, int m, const char* rest) {
-    auto [in, out] = c.linear_shape(m);
-    p.add(layer_name(l, rest), W, quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * f);
+  auto lin = [&](int l, Proj pj) {
+    auto [in, out] = c.linear_shape(pj);
+    p.add(proj_hf_name(l, pj, "weight"), W, quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * f);
   };
   // a linear's bias (f32 whatever the weight), when the model has one
-  auto bias = [&](int l, int m) {
-    if (c.has_bias(m)) p.add(linear_name(l, m, "bias"), W, size_t(c.linear_shape(m).second) * f);
+  auto bias = [&](int l, Proj pj) {
+    if (c.has_bias(pj)) p.add(proj_hf_name(l, pj, "bias"), W, size_t(c.linear_shape(pj).second) * f);
   };
   p.add("model.embed_tokens.weight", W, V * C * f);
   for (int l = 0; l < c.n_layers; ++l) {
     p.add(layer_name(l, "input_layernorm.weight"), W, C * f);
-    lin(l, 0, "self_attn.q_proj.weight");
-    lin(l, 1, "self_attn.k_proj.weight");
-    lin(l, 2, "self_attn.v_proj.weight");
-    for (int m = 0; m < 3; ++m) bias(l, m);
-    lin(l, 3, "self_attn.o_proj.weight");
-    bias(l, 3);
+    for (Proj pj : {Proj::Q, Proj::K, Proj::V}) lin(l, pj);
+    for (Proj pj : {Proj::Q, Proj::K, Proj::V}) bias(l, pj);
+    lin(l, Proj::O);
+    bias(l, Proj::O);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
-    lin(l, 4, "mlp.gate_proj.weight");
-    lin(l, 5, "mlp.up_proj.weight");
-    lin(l, 6, "mlp.down_proj.weight");
-    for (int m = 4; m < 7; ++m) bias(l, m);
+    for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) lin(l, pj);
+    for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) bias(l, pj);
   }
   p.add("model.norm.weight", W, C * f);
   if (!c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
@@ -104,8 +94,8 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   p.add("positions", Category::Data, TB * sizeof(int), Lifetime::Step);
   if (quant) {
     size_t ws = 0, load = 0;
-    for (int m = 0; m < 7; ++m) {
-      auto [in, out] = c.linear_shape(m);
+    for (Proj pj : kProjs) {
+      auto [in, out] = c.linear_shape(pj);
       ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, int(TB), int(in),
                                           int(out)));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
@@ -173,7 +163,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceO
 }
 
 void LlamaModel::load_weights(const TensorSet& ts) {
-  const int64_t C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim, V = cfg_.vocab_size;
+  const int64_t C = cfg_.dim, V = cfg_.vocab_size;
   QuantSpec qs;
   quant_ = inference_quant_spec(cfg_, opts_, &qs);
   const bool stored = cfg_.quantization.has_value();
@@ -193,13 +183,15 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     return dst;
   };
   // a linear weight: f32, the stored quantized parts copied, or quantized on load chunk by chunk
-  auto take_linear = [&](LayerWeights& L, int l, int m, const char* rest, std::vector<int64_t> shape) -> float* {
-    const std::string name = layer_name(l, rest);
+  auto take_linear = [&](LayerWeights& L, int l, Proj m) -> float* {
+    const std::string name = proj_hf_name(l, m, "weight");
+    const auto [in, out] = cfg_.linear_shape(m);
+    const std::vector<int64_t> shape = {out, in};
     if (!quant_) return take(name, shape);
     void* dst = arenas_.get(name);
     const size_t bytes = quant_storage_bytes(qs, shape[0], shape[1]);
     if (stored) {
-      L.q[m] = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, shape[0], shape[1]));
+      L.q[size_t(m)] = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, shape[0], shape[1]));
       for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
         if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
     } else {
@@ -209,7 +201,7 @@ void LlamaModel::load_weights(const TensorSet& ts) {
                dtype_name(t.dtype));
       const auto* src = static_cast<const uint8_t*>(t.data);
       const size_t es = dtype_size(t.dtype);
-      L.q[m] = quantize_weight_chunked(dst, bytes, shape[0], shape[1], qs, scratch, scratch_floats,
+      L.q[size_t(m)] = quantize_weight_chunked(dst, bytes, shape[0], shape[1], qs, scratch, scratch_floats,
                                        [&](float* out, int64_t first, int64_t count) {
                                          convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
                                        });
@@ -222,16 +214,12 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
     L.attn_norm = take(layer_name(l, "input_layernorm.weight"), {C});
-    L.wq = take_linear(L, l, 0, "self_attn.q_proj.weight", {QD, C});
-    L.wk = take_linear(L, l, 1, "self_attn.k_proj.weight", {KVD, C});
-    L.wv = take_linear(L, l, 2, "self_attn.v_proj.weight", {KVD, C});
-    for (int m = 0; m < 7; ++m)
-      L.bias[m] = cfg_.has_bias(m) ? take(linear_name(l, m, "bias"), {cfg_.linear_shape(m).second}) : nullptr;
-    L.wo = take_linear(L, l, 3, "self_attn.o_proj.weight", {C, QD});
+    for (Proj p : {Proj::Q, Proj::K, Proj::V}) L.w[size_t(p)] = take_linear(L, l, p);
+    for (Proj p : kProjs)
+      L.bias[size_t(p)] = cfg_.has_bias(p) ? take(proj_hf_name(l, p, "bias"), {cfg_.linear_shape(p).second}) : nullptr;
+    L.w[size_t(Proj::O)] = take_linear(L, l, Proj::O);
     L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
-    L.w_gate = take_linear(L, l, 4, "mlp.gate_proj.weight", {F, C});
-    L.w_up = take_linear(L, l, 5, "mlp.up_proj.weight", {F, C});
-    L.w_down = take_linear(L, l, 6, "mlp.down_proj.weight", {C, F});
+    for (Proj p : {Proj::Gate, Proj::Up, Proj::Down}) L.w[size_t(p)] = take_linear(L, l, p);
     L.k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
     L.v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
   }
@@ -268,28 +256,32 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   check_adapter_matches_model(ad, cfg_, dir);  // every tensor used, every shape this model's (io/peft_adapter.h)
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;
-  const auto& mods = llama_linear_modules();
   int merged = 0;
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
-    float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
-    for (int m = 0; m < 7; ++m) {
-      const auto [in, out] = cfg_.linear_shape(m);
-      if (ad.tensors.find(peft_lora_key(l, mods[m], true))) {
-        const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mods[m], true), {R, in});
-        const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mods[m], false), {out, R});
+    for (Proj p : kProjs) {
+      const size_t m = size_t(p);
+      const std::string mod = proj_module(p);
+      const auto [in, out] = cfg_.linear_shape(p);
+      if (ad.tensors.find(peft_lora_key(l, mod, true))) {
+        const TensorInfo& A = ad.tensors.get(peft_lora_key(l, mod, true), {R, in});
+        const TensorInfo& B = ad.tensors.get(peft_lora_key(l, mod, false), {out, R});
         std::vector<float> fa(size_t(A.numel())), fb(size_t(B.numel()));
         convert_to_f32(fa.data(), A.data, A.dtype, fa.size());
         convert_to_f32(fb.data(), B.data, B.dtype, fb.size());
-        cpu::gemm_f32(false, false, int(out), int(in), int(R), s, fb.data(), int(R), fa.data(), int(in), 1.0f,
-                      W[m], int(in));
-        if (ad.config.use_dora) apply_dora_magnitude(ad, dir, l, mods[m], W[m], out, in, sign);
+        // W += s·B·A through the op table's product: delta (out, in) = B (out, R) · (Aᵀ (in, R))ᵀ
+        std::vector<float> at(fa.size()), delta(size_t(out) * size_t(in));
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t i = 0; i < in; ++i) at[size_t(i * R + r)] = fa[size_t(r * in + i)];
+        ops_.matmul_forward(delta.data(), fb.data(), at.data(), nullptr, int(out), int(R), int(in));
+        for (size_t i = 0; i < delta.size(); ++i) L.w[m][i] += s * delta[i];
+        if (ad.config.use_dora) apply_dora_magnitude(ad, dir, l, mod, L.w[m], out, in, sign);
         ++merged;
       }
-      if (ad.tensors.find(peft_bias_key(l, mods[m]))) {
-        LT_CHECK(L.bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mods[m], l);
+      if (ad.tensors.find(peft_bias_key(l, mod))) {
+        LT_CHECK(L.bias[m], "{}: adapter has a bias for {} of layer {}, which this model does not have", dir, mod, l);
         LT_CHECK(sign > 0, "{}: cannot unmerge an adapter that carries trained biases", dir);
-        const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mods[m]), {out});
+        const TensorInfo& bt = ad.tensors.get(peft_bias_key(l, mod), {out});
         convert_to_f32(L.bias[m], bt.data, bt.dtype, size_t(bt.numel()));
       }
     }
@@ -317,12 +309,12 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   ops_.linear_forward(logits_, nullptr, {xn_, nullptr, 1}, head, LinearScratch{});
 }
 
-void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC,
-                        int OC) {
-  const float* W[7] = {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
+void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj p, int T) {
+  const size_t m = size_t(p);
+  const auto [in, out_features] = cfg_.linear_shape(p);
   LinearWeights w;
-  w.w = quant_ ? weight_view(L.q[m], opts_.int8_threshold) : f32_weight(W[m], OC, IC);
-  w.bias = bias;
+  w.w = quant_ ? weight_view(L.q[m], opts_.int8_threshold) : f32_weight(L.w[m], int(out_features), int(in));
+  w.bias = L.bias[m];
   LinearScratch s;
   s.tile = quant_ws_;
   s.tile_bytes = quant_ws_bytes_;
@@ -330,7 +322,7 @@ void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, int m
 }
 
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
-  const int C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
+  const int C = cfg_.dim, KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
   const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_dim;
   const bool interleaved = cfg_.rope_layout == RopeLayout::Interleaved;
   for (int t = 0; t < T; ++t) pos_[t] = pos0 + t;
@@ -339,19 +331,19 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     float* k = L.k_cache + size_t(pos0) * KVD;  // (T, KVD) rows of the cache
     float* v = L.v_cache + size_t(pos0) * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
-    linear(q_, xn_, L, 0, L.bias[0], T, C, QD);
-    linear(k, xn_, L, 1, L.bias[1], T, C, KVD);
-    linear(v, xn_, L, 2, L.bias[2], T, C, KVD);
+    linear(q_, xn_, L, Proj::Q, T);
+    linear(k, xn_, L, Proj::K, T);
+    linear(v, xn_, L, Proj::V, T);
     ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
     ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
     ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS);
-    linear(xn_, att_, L, 3, L.bias[3], T, QD, C);
+    linear(xn_, att_, L, Proj::O, T);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
-    linear(gate_, xn_, L, 4, L.bias[4], T, C, F);
-    linear(up_, xn_, L, 5, L.bias[5], T, C, F);
+    linear(gate_, xn_, L, Proj::Gate, T);
+    linear(up_, xn_, L, Proj::Up, T);
     ops_.swiglu_forward(gate_, gate_, up_, T, F);
-    linear(xn_, gate_, L, 6, L.bias[6], T, F, C);
+    linear(xn_, gate_, L, Proj::Down, T);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
   }
 }

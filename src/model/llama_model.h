@@ -40,11 +40,11 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 
 struct LayerWeights {
   float* attn_norm;                 // (C)
-  float *wq, *wk, *wv, *wo;         // (QD, C) (KVD, C) (KVD, C) (C, QD)
-  float* bias[7];                   // per projection (its out size), null where the model has none
   float* ffn_norm;                  // (C)
-  float *w_gate, *w_up, *w_down;    // (F, C) (F, C) (C, F)
-  QuantTensor q[7];                 // quantized q, k, v, o, gate, up, down (when the model is quantized)
+  // Per projection (index: Proj), shapes from ModelConfig::linear_shape:
+  float* w[kNumProj];               // the f32 weight (out, in); null when the model is quantized
+  QuantTensor q[kNumProj];          // the quantized weight (when the model is quantized)
+  float* bias[kNumProj];            // (out), null where the model has none
   float *k_cache, *v_cache;         // (P, KVD) each
 };
 
@@ -80,13 +80,23 @@ class LlamaModel {
   const Arenas& arenas() const { return arenas_; }
   int context() const { return opts_.context; }
 
+  // The weights, for forward passes over other state layouts (infer/batch_forward.h: a batch of
+  // sequences over a paged KV cache). Read-only; the k_cache / v_cache of each layer are this
+  // model's own cache, which such passes do not use.
+  const std::vector<LayerWeights>& layer_weights() const { return layers_; }
+  const float* embed_weights() const { return embed_; }
+  const float* final_norm_weights() const { return final_norm_; }
+  const float* lm_head_weights() const { return lm_head_; }
+  const Ops& ops() const { return ops_; }
+  bool quantized() const { return quant_; }
+
  private:
   void bind_state();  // points the activations, logits and KV cache at this model's arenas
   void load_weights(const TensorSet& tensors);
   void forward_block(const int* tokens, int T, int pos0);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
   // the op table's linear_forward
-  void linear(float* out, const float* x, const LayerWeights& L, int m, const float* bias, int T, int IC, int OC);
+  void linear(float* out, const float* x, const LayerWeights& L, Proj p, int T);
 
   ModelConfig cfg_;
   InferenceOptions opts_;

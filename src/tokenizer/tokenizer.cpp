@@ -9,7 +9,9 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/hf_cache.h"
 #include "core/mapped_file.h"
+#include "tokenizer/hf_chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -18,7 +20,8 @@ namespace lt {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path_or_repo) {
+  const std::string path = resolve_model_path(path_or_repo);
   std::error_code ec;
   LT_CHECK(fs::exists(path, ec), "{}: tokenizer path does not exist", path);
   if (fs::is_directory(path, ec)) {
@@ -27,7 +30,14 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
              "{}: folder has no tokenizer.json (SentencePiece tokenizer.model files are not supported)", path);
     std::string cfg_path = (fs::path(path) / "tokenizer_config.json").string();
     std::string cfg = fs::is_regular_file(cfg_path, ec) ? read_text_file(cfg_path) : std::string();
-    return load_hf_tokenizer(json_path, read_text_file(json_path), cfg_path, cfg);
+    std::unique_ptr<Tokenizer> t = load_hf_tokenizer(json_path, read_text_file(json_path), cfg_path, cfg);
+    t->special_tokens_ = read_special_tokens(path);
+    try {
+      t->chat_template_ = HfChatTemplate::from_folder(path);
+    } catch (const Error& e) {
+      t->chat_template_error_ = e.what();
+    }
+    return t;
   }
   std::string bytes = read_text_file(path);
   const std::string ext = fs::path(path).extension().string();
@@ -44,6 +54,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
   const bool json = i != std::string::npos && (bytes[i] == '{' || bytes[i] == '[');
   if (ext != ".bin" && json) return load_hf_tokenizer(path, bytes, "", "");
   return load_llama2c_tokenizer(path, bytes);
+}
+
+std::shared_ptr<const HfChatTemplate> Tokenizer::chat_template() const {
+  if (!chat_template_error_.empty()) throw Error(chat_template_error_);
+  return chat_template_;
+}
+
+nlohmann::ordered_json Tokenizer::template_special_tokens() const {
+  nlohmann::ordered_json s = special_tokens_.is_object() ? special_tokens_ : nlohmann::ordered_json::object();
+  if (!s.contains("bos_token") && bos_id() >= 0) s["bos_token"] = token_text(bos_id());
+  if (!s.contains("eos_token") && eos_id() >= 0) s["eos_token"] = token_text(eos_id());
+  return s;
 }
 
 void check_tokenizer_fits_model(const Tokenizer& tok, int model_vocab, const std::string& model_path) {

@@ -7,7 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace lt {
+
+class HfChatTemplate;
 
 class Tokenizer {
  public:
@@ -36,6 +40,15 @@ class Tokenizer {
   // The file it was read from (for messages).
   const std::string& source() const { return source_; }
 
+  // The chat template of the folder it was loaded from (tokenizer_config.json / chat_template.jinja),
+  // nullptr when there is none. A template that does not parse (an unsupported construct) is an
+  // lt::Error raised here, on use, so that plain encoding still works.
+  std::shared_ptr<const HfChatTemplate> chat_template() const;
+  bool has_chat_template() const { return chat_template_ || !chat_template_error_.empty(); }
+  // The special tokens a chat template sees ({"bos_token": ..., "eos_token": ...}): the folder's
+  // tokenizer_config.json, else the text of the BOS / EOS tokens.
+  nlohmann::ordered_json template_special_tokens() const;
+
   // Streaming decode: push ids one at a time; each call returns the text that is now complete
   // (valid UTF-8 only; bytes of a multi-byte character split across byte-fallback tokens are held
   // back until the character is complete). Equal, concatenated, to decode() of all ids.
@@ -57,6 +70,9 @@ class Tokenizer {
 
  protected:
   std::string source_;
+  std::shared_ptr<const HfChatTemplate> chat_template_;
+  std::string chat_template_error_;
+  nlohmann::ordered_json special_tokens_;  // from the folder's config files; empty when not a folder
 };
 
 // Where a model and its tokenizer meet (generate, train): lt::Error naming both when the

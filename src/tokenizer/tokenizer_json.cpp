@@ -26,7 +26,10 @@ namespace {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  HfTokenizer(const std::string& path, const json& j, const std::string& cfg_path, const json& cfg);
+  // id_bound > 0: ids are checked against it rather than the number of entries (a vocabulary
+  // built with holes).
+  HfTokenizer(const std::string& path, const json& j, const std::string& cfg_path, const json& cfg,
+              size_t id_bound = 0);
 
   std::vector<int> encode(std::string_view text, bool add_special) const override;
   std::string decode(std::span<const int> ids, bool skip_special) const override;
@@ -69,7 +72,8 @@ std::string config_token(const json& cfg, const char* key) {
   return {};
 }
 
-HfTokenizer::HfTokenizer(const std::string& path, const json& j, const std::string& cfg_path, const json& cfg) {
+HfTokenizer::HfTokenizer(const std::string& path, const json& j, const std::string& cfg_path, const json& cfg,
+                         size_t id_bound) {
   source_ = path;
   LT_CHECK(j.is_object(), "{}: tokenizer.json is not a JSON object", path);
   LT_CHECK(j.contains("model") && j["model"].is_object(), "{}: no \"model\" object", path);
@@ -84,7 +88,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const json& j, const std::stri
   // larger one is damage, and would size the id tables (a 16,777,215 id: a 537 MB table).
   const size_t n_added = has_added ? j["added_tokens"].size() : 0;
   const size_t n_vocab = m.contains("vocab") && m["vocab"].is_object() ? m["vocab"].size() : 0;
-  const TokenIdLimit limit{path, n_vocab, n_added};
+  const TokenIdLimit limit = id_bound > 0 ? TokenIdLimit{path, id_bound, 0} : TokenIdLimit{path, n_vocab, n_added};
   model_ = std::make_unique<BpeModel>(m, limit);
   vocab_size_ = model_->max_id() + 1;
 
@@ -261,6 +265,15 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& json_path, const
     return std::make_unique<HfTokenizer>(json_path, j, config_path, cfg);
   } catch (const json::exception& e) {
     fail("{}: unexpected JSON structure: {}", json_path, e.what());
+  }
+}
+
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& source, const json& j, const json& config,
+                                             size_t id_bound) {
+  try {
+    return std::make_unique<HfTokenizer>(source, j, source, config, id_bound);
+  } catch (const json::exception& e) {
+    fail("{}: unexpected tokenizer structure: {}", source, e.what());
   }
 }
 

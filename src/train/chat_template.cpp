@@ -6,7 +6,11 @@
 
 #include <cctype>
 
+#include <filesystem>
+
 #include "core/error.h"
+#include "tokenizer/hf_chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lt {
 
@@ -167,6 +171,55 @@ RenderedPrompt render_alpaca(std::string_view instruction, std::string_view inpu
   r.append_eos = true;
   r.eos_train = true;
   return r;
+}
+
+namespace {
+bool is_jinja_path(std::string_view name) {
+  return name.size() > 6 && name.substr(name.size() - 6) == ".jinja";
+}
+bool is_builtin(std::string_view name) {
+  try {
+    parse_chat_template(name);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
+
+void check_chat_template_name(std::string_view name) {
+  if (name.empty() || name == "auto" || is_jinja_path(name) || is_builtin(name)) return;
+  for (char c : name)
+    LT_CHECK(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-',
+             "chat_template '{}' is not known; expected chatml, llama3, llama2, alpaca, auto (the model's own), a "
+             ".jinja file, or the name of one of the model's templates", name);
+}
+
+ChatFormat resolve_chat_format(std::string_view name, const Tokenizer& tok) {
+  ChatFormat f;
+  if (name.empty() || name == "auto") {
+    if (tok.has_chat_template()) f.jinja = tok.chat_template();  // else the chatml default
+    return f;
+  }
+  if (is_builtin(name)) {
+    f.builtin = parse_chat_template(name);
+    return f;
+  }
+  if (is_jinja_path(name)) {
+    std::error_code ec;
+    LT_CHECK(std::filesystem::is_regular_file(std::string(name), ec), "chat_template: {}: no such file", name);
+    f.jinja = HfChatTemplate::from_file(std::string(name), tok.template_special_tokens());
+    return f;
+  }
+  check_chat_template_name(name);
+  LT_CHECK(tok.has_chat_template(), "chat_template '{}' is not known: it is not chatml, llama3, llama2, alpaca or a "
+           ".jinja file, and the tokenizer {} has no chat template of its own", name, tok.source());
+  f.jinja = tok.chat_template();
+  f.jinja_name = std::string(name);
+  ChatRenderOptions probe;
+  probe.name = f.jinja_name;
+  f.jinja->select(probe);  // lt::Error listing the names it has
+  return f;
 }
 
 }  // namespace lt

@@ -7,8 +7,11 @@
 // What is trained: an assistant message's content and its end-of-turn marker (ChatML <|im_end|>,
 // Llama 3 <|eot_id|>, Llama 2 </s>, Alpaca EOS), so the model learns to stop; role headers,
 // system and user turns are never trained.
+// A model's own Jinja template (tokenizer/hf_chat_template.h) is used instead when the config names
+// none: resolve_chat_format() says which applies.
 // Usage: RenderedPrompt r = render_chat(ChatTemplate::ChatML, msgs, tok.bos_id(), tok.eos_id());
 #pragma once
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,11 +19,30 @@
 
 namespace lt {
 
+class HfChatTemplate;
+class Tokenizer;
+
 enum class ChatTemplate { ChatML, Llama3, Llama2, Alpaca };
 
 // "chatml" | "llama3" | "llama2" | "alpaca" (case-insensitive, '-'/'_' ignored); lt::Error otherwise.
 ChatTemplate parse_chat_template(std::string_view name);
 const char* chat_template_name(ChatTemplate t);
+
+// What `chat_template:` in a training config names for {"messages"} records:
+//   "" or "auto"                       the model's own template (tokenizer_config.json /
+//                                      chat_template.jinja) when it has one, else chatml;
+//   chatml | llama3 | llama2 | alpaca  a built-in template (below);
+//   a path ending in .jinja            that Jinja template;
+//   another name                       one of the model's named templates (e.g. tool_use).
+struct ChatFormat {
+  ChatTemplate builtin = ChatTemplate::ChatML;
+  std::shared_ptr<const HfChatTemplate> jinja;  // when set, it is used and `builtin` is not
+  std::string jinja_name;                       // which of the model's named templates ("": its default)
+};
+// lt::Error when the name is none of the above or the model has no such template.
+ChatFormat resolve_chat_format(std::string_view name, const Tokenizer& tok);
+// Config validation without the tokenizer: the value is one of the forms above.
+void check_chat_template_name(std::string_view name);
 
 struct ChatMessage {
   std::string role;  // "system" | "user" | "assistant"

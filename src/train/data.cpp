@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/json_parse.h"
+#include "tokenizer/hf_chat_template.h"
 
 namespace lt {
 
@@ -96,10 +97,32 @@ std::string keys_of(const nlohmann::json& j) {
   return "[" + s + "]";
 }
 
+// A {"messages"} record through a Jinja template: its segments, assistant ones trained, no BOS prefix.
+Example jinja_chat_example(std::string_view line, const Tokenizer& tok, const DataOptions& opt) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);  // key order kept (tojson shows it)
+  const auto& m = j["messages"];
+  LT_CHECK(m.is_array() && !m.empty(), "\"messages\" must be a non-empty array, got {}", m.type_name());
+  bool any_assistant = false;
+  for (size_t i = 0; i < m.size(); ++i) {
+    LT_CHECK(m[i].is_object() && m[i].contains("role") && m[i]["role"].is_string(),
+             "messages[{}] must be an object with a string \"role\"", i);
+    any_assistant = any_assistant || m[i]["role"] == "assistant";
+  }
+  LT_CHECK(any_assistant, "chat: no assistant message, so nothing to train on");
+  ChatRenderOptions ro;
+  ro.name = opt.jinja_name;
+  if (j.contains("tools") && !j["tools"].is_null()) ro.tools = j["tools"];
+  RenderedPrompt r;
+  r.append_eos = false;  // the template writes each turn's end marker
+  for (ChatSegment& s : opt.jinja->segments(m, ro)) r.pieces.push_back(PromptPiece{std::move(s.text), -1, s.assistant});
+  return encode_rendered_with(tok, {}, r, opt.add_eos);
+}
+
 Example example_from_json_with(std::string_view line, const Tokenizer& tok, const std::vector<int>& prefix,
                                const DataOptions& opt) {
   nlohmann::json j = parse_json(line, "");
   LT_CHECK(j.is_object(), "expected a JSON object, got {}", j.type_name());
+  if (j.contains("messages") && opt.jinja) return jinja_chat_example(line, tok, opt);
   if (j.contains("messages")) {
     const auto& m = j["messages"];
     LT_CHECK(m.is_array(), "\"messages\" must be an array, got {}", m.type_name());

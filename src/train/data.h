@@ -11,7 +11,11 @@
 //                   {"prompt": p, "completion": c}               loss on completion + EOS
 //                   {"instruction": i, "input": x?, "output": o} Alpaca template, loss on output + EOS
 //                   {"messages": [{"role", "content"}, ...]}     chat template (chat_template.h),
-//                                                                loss on assistant turns only
+//                   (+ "tools": [...] for a Jinja template)      loss on assistant turns only
+//                 With a Jinja template (the model's own), the whole conversation is its rendering:
+//                 no BOS prefix is added (the template writes the BOS it wants, as transformers
+//                 encodes apply_chat_template's text without special tokens) and messages may carry
+//                 any keys the template reads (tool_calls, reasoning_content, ...).
 //   a directory   every *.txt / *.md file in it (sorted by name) is one document, every *.jsonl
 //                 file is read as above.
 // Rendered pieces are tokenized separately (add_special=false) and concatenated after the BOS
@@ -40,7 +44,9 @@ DocSeparator parse_doc_separator(std::string_view name);  // "blank_line" | "fil
 struct DataOptions {
   DocSeparator doc_separator = DocSeparator::BlankLine;  // plain text: how documents are separated
   int min_blank_lines = 1;           // blank-line runs shorter than this stay inside a document (>= 1)
-  ChatTemplate chat_template = ChatTemplate::ChatML;  // for {"messages"} records
+  ChatTemplate chat_template = ChatTemplate::ChatML;  // for {"messages"} records, unless `jinja`
+  std::shared_ptr<const HfChatTemplate> jinja;        // a Jinja chat template (the model's): wins when set
+  std::string jinja_name;                             // which of its named templates ("": the default)
   bool skip_bad_lines = false;       // JSONL: warn and skip a malformed line instead of throwing
   bool add_eos = true;               // append the tokenizer's EOS to text / completion / alpaca examples
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "core/hf_cache.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
@@ -79,7 +80,7 @@ void convert_mutated_lora(LoraConfig& lc, std::vector<AdapterTensor>& ts, std::v
   lc.init = "default";
 }
 
-void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained) {
+void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained, bool print) {
   std::vector<AdapterTensor> ts;
   const auto& params = model.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -92,8 +93,9 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
   const std::string adir = (fs::path(c.output_dir) / "adapter").string();
   fs::create_directories(adir);
   save_peft_adapter(adir, lc, c.base_model, ts);
-  fmt::print("saved the PEFT adapter to {}{}\n", adir, c.lora.mutates_base() ? fmt::format(" (converted from {} to "
-             "plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string());
+  if (print)
+    fmt::print("saved the PEFT adapter to {}{}\n", adir, c.lora.mutates_base() ? fmt::format(" (converted from {} "
+               "to plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string());
 }
 
 // QAT: OUTPUT_DIR/model_int4, the trained weights as a 4-bit model folder (io/quant_model.h; int4 or
@@ -105,12 +107,12 @@ void write_int4_model(const TrainConfig& c, const TrainModel& model, const std::
   for (const TensorInfo& t : ts) set.add(t);
   const QuantSpec spec{c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym, c.qat_group_size, false};
   const std::string dir = (fs::path(c.output_dir) / "model_int4").string();
-  quantize_model_tensors(model.config(), set, c.base_model, spec, dir);
+  quantize_model_tensors(model.config(), set, resolve_model_path(c.base_model), spec, dir);
 }
 
 // Every weight of the plan, trained or frozen: a Hugging Face folder when the base is one.
 void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                      const TrainedTensorFn& trained) {
+                      const TrainedTensorFn& trained, bool print) {
   std::unordered_map<std::string, size_t> trainable;
   for (size_t i = 0; i < model.params().size(); ++i) trainable[model.params()[i].name] = i;
   const fs::path mdir = fs::path(c.output_dir) / "model";
@@ -129,21 +131,23 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
   }
   save_safetensors((mdir / "model.safetensors").string(), ts);
   if (c.qat != "none") write_int4_model(c, model, ts);
-  const fs::path base_dir = fs::is_directory(c.base_model) ? fs::path(c.base_model) : fs::path(c.base_model).parent_path();
+  const std::string base_path = resolve_model_path(c.base_model);
+  const fs::path base_dir = fs::is_directory(base_path) ? fs::path(base_path) : fs::path(base_path).parent_path();
   const bool hf = fs::exists(base_dir / "config.json");
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                        "generation_config.json"})
+                        "chat_template.jinja", "generation_config.json"})
     if (fs::exists(base_dir / f)) write_text_file_atomic((mdir / f).string(), read_text_file((base_dir / f).string()));
-  fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
-             hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
+  if (print)
+    fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
+               hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
 }
 
 }  // namespace
 
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                         const TrainedTensorFn& trained) {
-  if (c.method == Method::Lora) write_adapter(c, model, trained);
-  else write_full_model(c, plan, model, base, trained);
+                         const TrainedTensorFn& trained, bool print) {
+  if (c.method == Method::Lora) write_adapter(c, model, trained, print);
+  else write_full_model(c, plan, model, base, trained, print);
 }
 
 void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,

@@ -578,7 +578,7 @@ void check_train_config_ranges(const TrainConfig& c) {
     }
   };
   named("lr_scheduler", [&] { parse_schedule_kind(c.lr_scheduler); });
-  named("chat_template", [&] { parse_chat_template(c.chat_template); });
+  named("chat_template", [&] { check_chat_template_name(c.chat_template); });
   named("doc_separator", [&] { for (const auto& d : c.datasets) parse_doc_separator(d.doc_separator); });
   named("gradient_checkpointing", [&] { TrainModelOptions o; parse_checkpointing(c.gradient_checkpointing, o); });
 }

@@ -25,7 +25,7 @@ struct TrainConfig {
   int min_blank_lines = 1;                // top-level min_blank_lines: every dataset without its own
   std::string eval_dataset;               // separate eval set (else val_set_size of datasets)
   double val_set_size = 0.1;              // fraction held out for evaluation
-  std::string chat_template = "chatml";   // chatml | llama3 | llama2 | alpaca
+  std::string chat_template;  // "" / auto (the model's, else chatml) | chatml | llama3 | llama2 | alpaca | x.jinja | a model template name
   bool skip_bad_lines = false;
   Method method = Method::Lora;           // lora | full (qlora: lora)
   LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, use_dora,

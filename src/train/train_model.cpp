@@ -30,7 +30,6 @@
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
-#include "kernels/cpu/convert.h"
 #include "core/lora_init.h"
 #include "quant/int4.h"
 #include "core/rope_freqs.h"
@@ -86,50 +85,25 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   return d;
 }
 
-// (in, out) of module m in llama_linear_modules() order
-std::pair<int, int> module_shape(const Dims& d, int m) {
-  switch (m) {
-    case 0: return {d.C, d.QD};
-    case 1: case 2: return {d.C, d.KVD};
-    case 3: return {d.QD, d.C};
-    case 4: case 5: return {d.C, d.F};
-    default: return {d.F, d.C};
-  }
+// (in, out) of projection p (ModelConfig's one shape table)
+std::pair<int, int> proj_shape(const ModelConfig& c, Proj p) {
+  const auto [in, out] = c.linear_shape(p);
+  return {int(in), int(out)};
 }
 
-bool targets_module(const LoraConfig& lc, const std::string& m) {
-  for (const auto& t : lc.target_modules)
-    if (t == m || t == "all-linear") return true;
-  return false;
-}
-
-bool targets_layer(const LoraConfig& lc, int l) {
-  return lc.layers_to_transform.empty() ||
-         std::find(lc.layers_to_transform.begin(), lc.layers_to_transform.end(), l) != lc.layers_to_transform.end();
-}
-
-std::string hf_linear_name(int l, int m, const char* what) {
-  const auto& mod = llama_linear_modules()[m];
-  return fmt::format("model.layers.{}.{}.{}.{}", l, llama_module_parent(mod), mod, what);
-}
-
-std::string peft_name(int l, int m, bool A) {
-  const auto& mod = llama_linear_modules()[m];
-  return fmt::format("base_model.model.model.layers.{}.{}.{}.lora_{}.weight", l, llama_module_parent(mod), mod,
-                     A ? "A" : "B");
+// PEFT's name of projection p's LoRA A or B in layer l.
+std::string peft_name(int l, Proj p, bool A) {
+  return "base_model.model." + proj_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
 }
 
 // DoRA's magnitude: "base_model.model.model.layers.{l}.{parent}.{module}.lora_magnitude_vector"
-std::string peft_mag_name(int l, int m) {
-  const auto& mod = llama_linear_modules()[m];
-  return fmt::format("base_model.model.model.layers.{}.{}.{}.lora_magnitude_vector", l, llama_module_parent(mod), mod);
-}
+std::string peft_mag_name(int l, Proj p) { return "base_model.model." + proj_hf_name(l, p, "lora_magnitude_vector"); }
 
 // PiSSA / OLoRA: the copy of a LoRA tensor's initial value (A₀, B₀), kept for the conversion on save
 std::string lora_init_name(const std::string& tensor) { return tensor + ".init"; }
 
 // DoRA: the per-step weight norm of a linear
-std::string dora_norm_name(int l, int m) { return fmt::format("dora_norm.layers.{}.{}", l, llama_linear_modules()[m]); }
+std::string dora_norm_name(int l, Proj p) { return "dora_norm." + proj_hf_name(l, p, "weight"); }
 
 // DoRA, PiSSA and OLoRA: the combinations implemented.
 void validate_lora_variants(const ModelConfig& c, const TrainModelOptions& o) {
@@ -170,8 +144,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
     LT_CHECK(lc.dropout >= 0 && lc.dropout < 1, "lora_dropout must be in [0, 1) (got {})", lc.dropout);
     LT_CHECK(!lc.target_modules.empty(), "lora_target_modules is empty");
     for (const auto& t : lc.target_modules) {
-      const auto& all = llama_linear_modules();
-      LT_CHECK(t == "all-linear" || std::find(all.begin(), all.end(), t) != all.end(),
+      LT_CHECK(t == "all-linear" || parse_proj(t),
                "unknown LoRA target module '{}'; expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
                "down_proj or all-linear",
                t);
@@ -233,7 +206,9 @@ WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : Wei
 // The float pointers are registered with the TrainableStore (rebound unit by unit under ZeRO), so
 // the op's view is built from them at each call.
 struct Linear {
-  int layer, m, in, out;
+  int layer;
+  Proj p;
+  int in, out;
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
   QuantTensor qt;
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
@@ -254,7 +229,7 @@ struct Linear {
 
 struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
-  float* xa[7];  // (N, R) per adapted module, else null
+  float* xa[kNumProj];  // (N, R) per adapted projection (index: Proj), else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
 };
@@ -412,8 +387,8 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
     // one tile workspace shared by every quantized linear; converting checkpoint tensors chunk by
     // chunk on load (not needed when the file holds them quantized)
     size_t ws = 0, load = 0;
-    for (int m = 0; m < 7; ++m) {
-      auto [in, out] = module_shape(d, m);
+    for (Proj p : kProjs) {
+      auto [in, out] = proj_shape(c, p);
       ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, d.N, in, out));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
@@ -427,8 +402,8 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer, to_dy});
   if (ht != DType::F16) return;
   size_t tile = 0;
-  for (int m = 0; m < 7; ++m) {
-    auto [in, out] = module_shape(d, m);
+  for (Proj p : kProjs) {
+    auto [in, out] = proj_shape(c, p);
     tile = std::max(tile, linear_tile_bytes(WeightKind::F16, 0, false, d.N, in, out));
   }
   r.push_back({"half.w_tile", W, tile, Lifetime::Layer, to_tile});
@@ -449,8 +424,9 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"gate", N * d.F, 2, &Acts::gate},
                         {"up", N * d.F, 2, &Acts::up},
                         {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
-  for (int m = 0; m < 7; ++m)
-    if (adapted[m]) v.push_back({"xa." + llama_linear_modules()[m], N * d.R, m < 4 ? 1 : 2, nullptr, nullptr, m});
+  for (Proj p : kProjs)
+    if (adapted[size_t(p)])
+      v.push_back({fmt::format("xa.{}", proj_module(p)), N * d.R, proj_in_attention(p) ? 1 : 2, nullptr, nullptr, int(p)});
   return v;
 }
 
@@ -466,10 +442,9 @@ static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelO
 }
 
 static std::vector<bool> adapted_modules(const ModelConfig& c, const TrainModelOptions& o, int l) {
-  std::vector<bool> a(7);
-  for (int m = 0; m < 7; ++m)
-    a[m] = o.method == Method::Lora && targets_module(o.lora, llama_linear_modules()[m]) &&
-           (l < 0 || targets_layer(o.lora, l));
+  std::vector<bool> a(kNumProj);
+  for (Proj p : kProjs)
+    a[size_t(p)] = o.method == Method::Lora && lora_targets(o.lora, p) && (l < 0 || lora_targets_layer(o.lora, l));
   return a;
 }
 
@@ -505,12 +480,12 @@ static void plan_weight(MemoryPlan& p, const TrainModelOptions& o, const std::st
 // Projection m of layer l: its weight (f32, 16-bit or quantized storage; a 16-bit working copy
 // when trained in 16 bits), its bias, its LoRA A and B.
 static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOptions& o, const Dims& d, int l,
-                        int m) {
+                        Proj pj) {
   QuantSpec qs;
   const bool quant = quantized_base(c, o, &qs), full = o.method == Method::Full;
   const bool half = o.precision != Precision::FP32;
-  auto [in, out] = module_shape(d, m);
-  const std::string wn = hf_linear_name(l, m, "weight");
+  auto [in, out] = proj_shape(c, pj);
+  const std::string wn = proj_hf_name(l, pj, "weight");
   if (quant) p.add(quant_buffer_name(wn, qs), Category::FrozenWeights, quant_storage_bytes(qs, out, in));
   else if (half && !full) p.add(half_buffer_name(wn, o.precision), Category::FrozenWeights, size_t(in) * out * 2);
   else plan_weight(p, o, wn, size_t(in) * out, full);
@@ -518,21 +493,21 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   if (half && full) p.add(half_buffer_name(wn, o.precision), Category::Workspace, size_t(in) * out * 2);
   // QAT: the fake-quantized working copy, refreshed after each step
   if (o.qat && full) p.add(qat_buffer_name(wn), Category::Workspace, size_t(in) * out * sizeof(float));
-  const bool adapted = !full && targets_module(o.lora, llama_linear_modules()[m]) && targets_layer(o.lora, l);
-  if (c.has_bias(m)) {
+  const bool adapted = !full && lora_targets(o.lora, pj) && lora_targets_layer(o.lora, l);
+  if (c.has_bias(pj)) {
     const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
-    plan_weight(p, o, hf_linear_name(l, m, "bias"), out, train_bias);
+    plan_weight(p, o, proj_hf_name(l, pj, "bias"), out, train_bias);
   }
   if (adapted) {
-    plan_weight(p, o, peft_name(l, m, true), size_t(d.R) * in, true);
-    plan_weight(p, o, peft_name(l, m, false), size_t(out) * d.R, true);
+    plan_weight(p, o, peft_name(l, pj, true), size_t(d.R) * in, true);
+    plan_weight(p, o, peft_name(l, pj, false), size_t(out) * d.R, true);
     if (o.lora.use_dora) {
-      plan_weight(p, o, peft_mag_name(l, m), size_t(out), true);
-      p.add(dora_norm_name(l, m), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
+      plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
+      p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
     }
     if (o.lora.mutates_base()) {
-      plan_weight(p, o, lora_init_name(peft_name(l, m, true)), size_t(d.R) * in, false);
-      plan_weight(p, o, lora_init_name(peft_name(l, m, false)), size_t(out) * d.R, false);
+      plan_weight(p, o, lora_init_name(peft_name(l, pj, true)), size_t(d.R) * in, false);
+      plan_weight(p, o, lora_init_name(peft_name(l, pj, false)), size_t(out) * d.R, false);
     }
   }
 }
@@ -544,7 +519,7 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
-    for (int m = 0; m < 7; ++m) plan_linear(p, c, o, d, l, m);
+    for (Proj pj : kProjs) plan_linear(p, c, o, d, l, pj);
   }
   plan_weight(p, o, "model.norm.weight", d.C, full);
   if (!c.tie_embeddings) plan_weight(p, o, "lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
@@ -698,7 +673,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       for (size_t i = 0; i < n; i += 4096) {
         const size_t k = std::min<size_t>(4096, n - i);
         convert_to_f32(chunk, static_cast<const uint8_t*>(t.data) + i * es, t.dtype, k);
-        cpu::f32_to_half(half_, dst + i, nullptr, chunk, k);
+        ops_.round_half(half_, dst + i, nullptr, chunk, k);
       }
     }
     release_mapped_pages(t.data, t.nbytes);
@@ -716,11 +691,11 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
     load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
     load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
-    for (int m = 0; m < 7; ++m) {
-      auto [in, out] = module_shape(d, m);
+    for (Proj p : kProjs) {
+      auto [in, out] = proj_shape(cfg_, p);
       auto lin = std::make_unique<Linear>();
-      lin->layer = l; lin->m = m; lin->in = in; lin->out = out;
-      auto wn = hf_linear_name(l, m, "weight");
+      lin->layer = l; lin->p = p; lin->in = in; lin->out = out;
+      auto wn = proj_hf_name(l, p, "weight");
       if (quant) {
         load_quant(*lin, wn);
       } else if (half_ != DType::F32 && !full) {
@@ -731,10 +706,10 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
           lin->w16 = arenas_.get_as<uint16_t>(half_buffer_name(wn, opts_.precision));
         if (opts_.qat && full) lin->wq = arenas_.get_as<float>(qat_buffer_name(wn));  // filled by zero_grads()
       }
-      if (cfg_.has_bias(m)) load(hf_linear_name(l, m, "bias"), {out}, l, false, &lin->b, &lin->db);
-      auto an = peft_name(l, m, true), bn = peft_name(l, m, false);
+      if (cfg_.has_bias(p)) load(proj_hf_name(l, p, "bias"), {out}, l, false, &lin->b, &lin->db);
+      auto an = peft_name(l, p, true), bn = peft_name(l, p, false);
       if (!full && is_trainable(an) && opts_.lora.use_dora) {  // DoRA's m starts at ||W|| (= ||W_res + s·B₀·A₀||)
-        lin->norm = arenas_.get_as<float>(dora_norm_name(l, m));
+        lin->norm = arenas_.get_as<float>(dora_norm_name(l, p));
         dora_weight_norm(lin->norm, lin->view(half_, opts_.int8_threshold), LoraView{});
       }
       if (!full && is_trainable(an) && opts_.lora.mutates_base()) {
@@ -756,7 +731,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         finish_trainable();
       }
       if (!full && is_trainable(an) && opts_.lora.use_dora) {
-        float* M = begin_trainable(peft_mag_name(l, m), {out}, l, true, &lin->mag, &lin->dmag);
+        float* M = begin_trainable(peft_mag_name(l, p), {out}, l, true, &lin->mag, &lin->dmag);
         std::memcpy(M, lin->norm, size_t(out) * sizeof(float));
         finish_trainable();
       }
@@ -800,10 +775,9 @@ size_t TrainModel::trainable_count() const {
 }
 
 void TrainModel::lora_tensors(int layer, const std::string& module, float** A, float** B) const {
-  const auto& mods = llama_linear_modules();
-  int m = int(std::find(mods.begin(), mods.end(), module) - mods.begin());
-  LT_CHECK(m < 7 && layer >= 0 && layer < cfg_.n_layers, "no linear module {} in layer {}", module, layer);
-  const auto& lin = *linears_[size_t(layer) * 7 + m];
+  const std::optional<Proj> p = parse_proj(module);
+  LT_CHECK(p && layer >= 0 && layer < cfg_.n_layers, "no linear module {} in layer {}", module, layer);
+  const Linear& lin = linear(layer, *p);
   *A = lin.A;
   *B = lin.B;
 }
@@ -820,7 +794,7 @@ void TrainModel::init_mutating_lora(Linear& lin, const std::string& an, const st
   float* B0 = arenas_.get_as<float>(lora_init_name(bn));
   if (lc.init == "olora") olora_init(lin.w, lin.out, lin.in, R, lc.scaling(), A0, B0);
   else pissa_init(lin.w, lin.out, lin.in, R, lc.scaling(), lc.pissa_niter(),
-                  lora_mix64(opts_.seed ^ uint64_t(lin.layer * 7 + lin.m + 1)), A0, B0);
+                  lora_mix64(opts_.seed ^ uint64_t(lin.layer * 7 + int(lin.p) + 1)), A0, B0);
   float* A = begin(an, std::vector<int64_t>{R, lin.in}, lin.layer, true, &lin.A, &lin.dA);
   std::memcpy(A, A0, size_t(R) * lin.in * sizeof(float));
   finish();
@@ -840,13 +814,13 @@ void TrainModel::load_lora(const TensorSet& adapter) {
     if (!lin->A) continue;
     const int64_t R = opts_.lora.r;
     for (bool isA : {true, false}) {
-      auto name = peft_name(lin->layer, lin->m, isA);
+      auto name = peft_name(lin->layer, lin->p, isA);
       std::vector<int64_t> shape = isA ? std::vector<int64_t>{R, lin->in} : std::vector<int64_t>{lin->out, R};
       const TensorInfo& t = adapter.get(name, shape);
       convert_to_f32(isA ? lin->A : lin->B, t.data, t.dtype, size_t(t.numel()));
     }
     if (lin->mag) {
-      const TensorInfo& t = adapter.get(peft_mag_name(lin->layer, lin->m), {int64_t(lin->out)});
+      const TensorInfo& t = adapter.get(peft_mag_name(lin->layer, lin->p), {int64_t(lin->out)});
       convert_to_f32(lin->mag, t.data, t.dtype, size_t(t.numel()));
     }
   }
@@ -882,7 +856,7 @@ void TrainModel::zero_grads() {
 void TrainModel::refresh_working_copies() {
   for (auto& lin : linears_) {
     const size_t n = size_t(lin->out) * lin->in;
-    if (lin->w && lin->w16) cpu::f32_to_half(half_, lin->w16, nullptr, lin->w, n);
+    if (lin->w && lin->w16) ops_.round_half(half_, lin->w16, nullptr, lin->w, n);
     if (lin->w && lin->wq) fake_quantize_int4(lin->wq, lin->w, int64_t(n), opts_.qat_group_size, *opts_.qat);
   }
 }
@@ -901,7 +875,7 @@ struct LinearRunner {
   const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
-    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.m)));
+    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.p)));
   }
   LinearWeights weights(const Linear& L, uint64_t step) const {
     LinearWeights w;
@@ -910,19 +884,20 @@ struct LinearRunner {
     if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step), L.mag, L.mag ? L.norm : nullptr};
     return w;
   }
-  // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa (N, R) saved. With a 16-bit weight x16 holds
-  // x in 16 bits and x the same values in f32.
-  void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* xa, uint64_t step) const {
+  // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa[L.p] (N, R) saved. With a 16-bit weight x16
+  // holds x in 16 bits and x the same values in f32.
+  void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
+               uint64_t step) const {
     const LinearWeights w = weights(L, step);
     if (L.mag) dora_weight_norm(L.norm, w.w, w.lora);  // DoRA: this step's norm, a constant for the backward
-    ops.linear_forward(out, xa, {x, x16, N}, w, scratch);
+    ops.linear_forward(out, xa[size_t(L.p)], {x, x16, N}, w, scratch);
   }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
-  void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, const float* xa,
+  void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
                 uint64_t step) const {
     const LinearWeights w = weights(L, step);
     if (dx) tops.linear_backward_input(dx, dout, N, w, scratch);
-    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB, L.dmag}, dout, {x, x16, N}, xa, w, scratch);
+    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB, L.dmag}, dout, {x, x16, N}, xa[size_t(L.p)], w, scratch);
   }
 };
 }  // namespace
@@ -934,34 +909,34 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
                         opts_.int8_threshold, half_, lin_scratch_};
-  auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
+  auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
   auto store = [&](uint16_t* x16, float* x32, int cols) {
-    if (x16) cpu::f32_to_half(half_, x16, x32, x32, size_t(N) * cols);
+    if (x16) ops_.round_half(half_, x16, x32, x32, size_t(N) * cols);
   };
   const float* x = res_[l];
   if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
-  lr.forward(a.q, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
-  lr.forward(a.k, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
-  lr.forward(a.v, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
+  lr.forward(a.q, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
+  lr.forward(a.k, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  lr.forward(a.v, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
   ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
   ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, b.doc_start, N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
-  lr.forward(a.x_mid, a.att, a.att_h, lin(3), a.xa[3], step);
+  lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
   }
   if (!(parts & 2)) return;
   ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
   store(a.xn2_h, a.xn2, d.C);
-  lr.forward(a.gate, a.xn2, a.xn2_h, lin(4), a.xa[4], step);
-  lr.forward(a.up, a.xn2, a.xn2_h, lin(5), a.xa[5], step);
+  lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
+  lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
   store(a.h_h, a.h, d.F);
   float* y = res_[l + 1];
-  lr.forward(y, a.h, a.h_h, lin(6), a.xa[6], step);
+  lr.forward(y, a.h, a.h_h, lin(Proj::Down), a.xa, step);
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
 }
 
@@ -972,26 +947,26 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
                         opts_.int8_threshold, half_, lin_scratch_};
-  auto lin = [&](int m) -> const Linear& { return *linears_[size_t(l) * 7 + m]; };
+  auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   const size_t NC = size_t(N) * d.C;
   // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer
   auto load = [&](const uint16_t* x16, float* x32, int cols) {
-    if (x16) cpu::half_to_f32(half_, x32, x16, size_t(N) * cols);
+    if (x16) ops_.widen_half(half_, x32, x16, size_t(N) * cols);
   };
   // MLP: d_res is the gradient of res[l+1]
   std::memset(d_h_, 0, size_t(N) * d.F * sizeof(float));
   load(a.h_h, a.h, d.F);
-  lr.backward(d_h_, d_res_, a.h, a.h_h, lin(6), a.xa[6], step);
+  lr.backward(d_h_, d_res_, a.h, a.h_h, lin(Proj::Down), a.xa, step);
   t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
-  lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(4), a.xa[4], step);
-  lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(5), a.xa[5], step);
+  lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
+  lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, ffn_norm_[l], a.rstd2, N, d.C);  // now d x_mid
   // attention
   std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
   load(a.att_h, a.att, d.QD);
-  lr.backward(d_att_, d_res_, a.att, a.att_h, lin(3), a.xa[3], step);
+  lr.backward(d_att_, d_res_, a.att, a.att_h, lin(Proj::O), a.xa, step);
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
@@ -1000,9 +975,9 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
-  lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(0), a.xa[0], step);
-  lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(1), a.xa[1], step);
-  lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(2), a.xa[2], step);
+  lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
+  lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
+  lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
   t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
 }
 

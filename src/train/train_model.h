@@ -174,7 +174,8 @@ class TrainModel {
   std::vector<TrainParam> params_;
   std::unique_ptr<UnitStore> own_store_;  // without a store given: one of its own, holding nothing
   UnitStore* store_ = nullptr;
-  std::vector<std::unique_ptr<Linear>> linears_;  // 7 per layer, in llama_linear_modules() order
+  std::vector<std::unique_ptr<Linear>> linears_;  // kNumProj per layer, in kProjs order
+  const Linear& linear(int layer, Proj p) const { return *linears_[size_t(layer) * kNumProj + size_t(p)]; }
   std::vector<std::unique_ptr<LayerActs>> acts_;  // L sets; recomputed buffers point into one shared set
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)
   // weights and their grads (grads null when frozen)

@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "core/hf_cache.h"
 #include "core/mapped_file.h"
 #include "core/memory_plan.h"
+#include "io/model_files.h"
+#include "model/model_tokenizer.h"
 #include "train/chat_template.h"
 #include "train/data_loader.h"
 
@@ -16,8 +19,9 @@ namespace lt {
 
 namespace {
 
-std::string default_tokenizer_path(const std::string& model) {
-  if (fs::is_directory(model)) return model;
+std::string default_tokenizer_path(const std::string& model_or_repo) {
+  const std::string model = resolve_model_path(model_or_repo);
+  if (fs::is_directory(model) || is_gguf_model_path(model)) return model;  // a GGUF carries its tokenizer
   return fs::path(model).parent_path().string();
 }
 
@@ -27,7 +31,10 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
     DataOptions o;
     o.doc_separator = parse_doc_separator(ds.doc_separator);
     o.min_blank_lines = ds.min_blank_lines;
-    o.chat_template = parse_chat_template(c.chat_template);
+    const ChatFormat f = resolve_chat_format(c.chat_template, tok);
+    o.chat_template = f.builtin;
+    o.jinja = f.jinja;
+    o.jinja_name = f.jinja_name;
     o.skip_bad_lines = c.skip_bad_lines;
     DataStats st;
     auto ex = load_examples(ds.path, tok, o, &st);
@@ -43,7 +50,8 @@ std::vector<Example> load_all(const TrainConfig& c, const Tokenizer& tok) {
 TrainingData load_training_data(const TrainConfig& c) {
   TrainingData d;
   const size_t rss0 = process_rss_bytes();
-  d.tokenizer = Tokenizer::load(c.tokenizer.empty() ? default_tokenizer_path(c.base_model) : c.tokenizer);
+  d.tokenizer = load_tokenizer_for_model(c.base_model, c.tokenizer.empty() ? default_tokenizer_path(c.base_model)
+                                                                          : c.tokenizer);
   const size_t rss1 = process_rss_bytes();
   d.tokenizer_bytes = rss1 > rss0 ? rss1 - rss0 : 0;
   if (!c.eval_dataset.empty()) {

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "fuzz_common.h"
 #include "io/peft_adapter.h"
+#include "model/gguf_export.h"
 #include "io/safetensors.h"
 #include "tokenizer/hf_components.h"
 
@@ -29,7 +30,7 @@ const std::map<std::string, lt::fuzz::Harness>& harnesses() {
       {"fuzz_tokenizer_json", lt::fuzz::tokenizer_json},   {"fuzz_llama2c_model", lt::fuzz::llama2c_model},
       {"fuzz_llama2c_tokenizer", lt::fuzz::llama2c_tokenizer}, {"fuzz_adapter_config", lt::fuzz::adapter_config},
       {"fuzz_train_yaml", lt::fuzz::train_yaml},           {"fuzz_jsonl_data", lt::fuzz::jsonl_data},
-      {"fuzz_trainer_state", lt::fuzz::trainer_state}};
+      {"fuzz_trainer_state", lt::fuzz::trainer_state},     {"fuzz_gguf", lt::fuzz::gguf}};
   return m;
 }
 
@@ -73,6 +74,24 @@ std::string tiny_safetensors() {
   t.nbytes = sizeof w;
   fs::path p = fs::temp_directory_path() / ("lt_fuzz_tiny_" + std::to_string(::getpid()) + ".safetensors");
   lt::save_safetensors(p.string(), {t}, {{"format", "pt"}});
+  std::string bytes = read_bytes(p);
+  fs::remove(p);
+  return bytes;
+}
+
+// A llama GGUF (dim 32, 1 layer, 2 heads, vocab 16, q8_0 linears) with a gpt2 tokenizer.
+std::string tiny_gguf() {
+  lt::ModelConfig c;
+  c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 16, c.hidden_dim = 32;
+  c.vocab_size = 16, c.max_seq_len = 16;
+  lt::gguf::Vocab v;
+  v.model = "gpt2";
+  for (int i = 0; i < 16; ++i) v.tokens.push_back(std::string(1, char('a' + i)));
+  std::vector<float> w(size_t(32 * 32));  // the largest tensor; every tensor takes its first values
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7919 % 97) - 48) / 200.0f;
+  fs::path p = fs::temp_directory_path() / ("lt_fuzz_tiny_" + std::to_string(::getpid()) + ".gguf");
+  lt::gguf::write_model_gguf(p.string(), c, [&](const std::string&) { return w.data(); }, v,
+                             lt::gguf::TensorType::Q8_0, "tiny");
   std::string bytes = read_bytes(p);
   fs::remove(p);
   return bytes;
@@ -124,7 +143,8 @@ TEST(FuzzRegressions, HarnessesAcceptValidInputs) {
       {safetensors, tiny_safetensors()},
       {jsonl_data, "{\"text\": \"the cat\"}\n\n{\"prompt\": \"a\", \"completion\": \"b\"}\n"},
       {train_yaml, "base_model: m.bin\ndatasets:\n  - path: d.jsonl\nlora_r: 4\n"},
-      {trainer_state, R"({"step": 2, "epoch": 0, "position": 4, "losses": [3.5, 3.25], "metrics_records": 3})"}};
+      {trainer_state, R"({"step": 2, "epoch": 0, "position": 4, "losses": [3.5, 3.25], "metrics_records": 3})"},
+      {gguf, tiny_gguf()}};
   for (const auto& [h, bytes] : valid) {
     try {
       h(bytes);
@@ -144,6 +164,7 @@ TEST(FuzzRegressions, HarnessesRejectTruncatedInputsCleanly) {
   EXPECT_THROW(lt::fuzz::llama2c_model(bad_heads), lt::Error);
   EXPECT_THROW(lt::fuzz::safetensors(tiny_safetensors().substr(0, 20)), lt::Error);
   EXPECT_THROW(lt::fuzz::hf_config("{\"model_type\": \"llama\""), lt::Error);
+  EXPECT_THROW(lt::fuzz::gguf(tiny_gguf().substr(0, 100)), lt::Error);
 }
 
 // Nesting 100,000 deep overflows the stack when an error message prints the value back

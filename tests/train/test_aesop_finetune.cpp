@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "io/model_files.h"
 #include "train/data_loader.h"
@@ -20,6 +21,11 @@
 using namespace lt;
 
 namespace {
+
+// A fresh output folder per process: several suites (worktrees, ctest -j) may run this test at once.
+std::string out_dir(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))).string();
+}
 
 TrainConfig aesop_config() {
   const std::string shared = LT_SHARED_DIR;
@@ -46,7 +52,7 @@ TrainConfig aesop_config() {
 
 TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWithin2) {
   TrainConfig c = aesop_config();
-  c.output_dir = (std::filesystem::temp_directory_path() / "lt_aesop_test").string();
+  c.output_dir = out_dir("lt_aesop_test");
   std::filesystem::remove_all(c.output_dir);
   TrainResult r = run_training(c);
   ASSERT_GE(r.eval_losses.size(), 2u);
@@ -60,7 +66,7 @@ TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWith
   TrainConfig q = c;
   q.quantization = QuantType::NF4;
   q.double_quant = true;
-  q.output_dir = (std::filesystem::temp_directory_path() / "lt_aesop_qlora_test").string();
+  q.output_dir = out_dir("lt_aesop_qlora_test");
   std::filesystem::remove_all(q.output_dir);
   TrainResult rq = run_training(q);
   std::printf("Aesop held-out loss after %d steps: fp32 LoRA %.4f -> %.4f, QLoRA nf4+dq %.4f -> %.4f (%+.2f%%)\n",
@@ -76,7 +82,7 @@ TEST(TrainAesop, HeldOutLossFallsByAQuarterQloraWithin3PercentMixedPrecisionWith
   for (const char* precision : {"bf16", "fp16"}) {
     TrainConfig m = c;
     m.precision = parse_precision(precision);
-    m.output_dir = (std::filesystem::temp_directory_path() / (std::string("lt_aesop_test_") + precision)).string();
+    m.output_dir = out_dir(std::string("lt_aesop_test_") + precision);
     std::filesystem::remove_all(m.output_dir);
     TrainResult rm = run_training(m);
     std::printf("Aesop held-out loss after %d steps: %s %.4f -> %.4f (%+.2f%% against fp32)\n", rm.steps, precision,
@@ -96,7 +102,7 @@ TEST(TrainAesop, Fp16OverflowSkipsTheStepHalvesTheScaleAndTrainingContinues) {
   c.warmup_steps = 1;
   c.max_steps = 8;
   c.eval_batches = 4;
-  c.output_dir = (std::filesystem::temp_directory_path() / "lt_aesop_fp16_overflow_test").string();
+  c.output_dir = out_dir("lt_aesop_fp16_overflow_test");
   std::filesystem::remove_all(c.output_dir);
   TrainResult r = run_training(c);
   ASSERT_EQ(r.steps, 8);

@@ -26,6 +26,8 @@
 #include <string>
 
 #include "core/profiler.h"
+#include "core/quant_spec.h"
+#include "core/train_types.h"
 #include "io/model_files.h"
 #include "kernels/backward.h"
 #include "train/train_model.h"
@@ -137,9 +139,7 @@ TEST(TrainModelRefCpu, ReferenceStepCallsNoGemm) {
     size_t ref_events = 1, cpu_events = 0;
     run(ops_ref(), o, &ref_events);
     run(ops_cpu(), o, &cpu_events);
-    EXPECT_EQ(ref_events, 0u) << method_name(o.method) << " " << precision_name(o.precision) << " "
-                               << quantization_name(o.quantization);
-    EXPECT_GT(cpu_events, 100u) << method_name(o.method) << " " << precision_name(o.precision) << " "
-                               << quantization_name(o.quantization);
+    EXPECT_EQ(ref_events, 0u) << method_name(o.method) << " " << precision_name(o.precision) << " " << quantization_name(o.quantization);
+    EXPECT_GT(cpu_events, 100u) << method_name(o.method) << " " << precision_name(o.precision) << " " << quantization_name(o.quantization);
   }
 }

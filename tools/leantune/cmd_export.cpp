@@ -37,11 +37,11 @@ void add_export_command(CLI::App& app) {
   auto* c = app.add_subcommand("export", "Write a model (and a merged LoRA adapter) as a llama.cpp GGUF file");
   c->add_option("--gguf", a->gguf, "output .gguf file")->required();
   c->add_option("--type", a->type, "tensor type of the linear weights: f32, f16, bf16, q8_0, q4_0 (default f16)");
-  c->add_option("--model,-m", a->o.model, "model: HF folder, .safetensors in one, or llama2.c .bin "
+  c->add_option("--model,-m", a->o.model, "model: HF folder, .safetensors in one, a llama GGUF, or llama2.c .bin "
                 "(omitted with --adapter: write a LoRA adapter GGUF)");
   c->add_option("--adapter", a->o.adapter, "PEFT LoRA adapter folder: merged into --model first, or alone written as a LoRA adapter GGUF");
-  c->add_option("--tokenizer", a->o.tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin "
-                "(default: the model's folder)");
+  c->add_option("--tokenizer", a->o.tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a GGUF "
+                "(default: the model's folder; a GGUF model's own)");
   c->add_option("--base", a->o.base, "with --adapter alone: the base model whose config the adapter fits "
                 "(default: adapter_config.json's base_model_name_or_path)");
   c->add_option("--name", a->o.name, "general.name (default: the model's file or folder name)");

@@ -1,5 +1,6 @@
 // `leantune generate`: load a model and tokenizer, stream a completion of the prompt to stdout,
-// then print prefill and decode speed to stderr.
+// then print prefill and decode speed to stderr. With --chat the prompt is a user message,
+// formatted by the model's chat template (or --chat-template), and only the reply is printed.
 #include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
@@ -15,7 +16,8 @@ namespace lt::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string model, tokenizer, prompt, adapter;
+  std::string model, tokenizer, prompt, adapter, system, chat_template;
+  bool chat = false;
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
@@ -25,7 +27,8 @@ struct GenerateArgs {
 };
 
 std::string default_tokenizer(const std::string& model) {
-  // HF folder: the folder itself; llama2.c: no default (must be given)
+  // HF folder: the folder itself; a GGUF: the file (its metadata holds the tokenizer); llama2.c: no
+  // default (must be given)
   auto slash = model.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : model.substr(0, slash);
   if (model.size() >= 4 && model.compare(model.size() - 4, 4, ".bin") == 0) return "";
@@ -72,14 +75,25 @@ void run_generate(const GenerateArgs& a) {
   g.stop_at_eos = !a.ignore_eos;
   g.add_bos = !a.no_bos;
   g.sampling = a.s;
-  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
-  auto r = gen.generate(tok, a.prompt, g, [](int, std::string_view piece) {
+  auto print = [](int, std::string_view piece) {
     if (!piece.empty()) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
     return true;
-  });
+  };
+  leantune::GenerateResult r;
+  if (a.chat) {  // the reply to one user message, formatted as the model's template says
+    std::vector<leantune::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
+    leantune::ChatOptions co;
+    co.chat_template = a.chat_template;
+    r = gen.generate(tok, tok.encode_chat(msgs, co), g, print);
+  } else {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // the prompt, then the continuation
+    r = gen.generate(tok, a.prompt, g, print);
+  }
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!a.quiet) {
@@ -98,10 +112,16 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* c = app.add_subcommand("generate", "Generate text from a prompt");
-  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, or llama2.c .bin")->required();
+  c->add_option("--model,-m", a->model, "HF model folder, model.safetensors, a llama GGUF, llama2.c .bin, or an HF "
+                "repo id in the local cache (org/name[@revision])")->required();
   c->add_option("--adapter", a->adapter, "PEFT LoRA adapter folder, merged into the weights");
-  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, or llama2.c tokenizer .bin");
-  c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only)");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json, its folder, llama2.c tokenizer .bin, or a GGUF "
+                "(default: the model's folder; a GGUF model's own)");
+  c->add_option("--prompt,-p", a->prompt, "prompt text (default: empty, BOS only); with --chat, the user message");
+  c->add_flag("--chat", a->chat, "format the prompt as a user message with the model's chat template; print the reply");
+  c->add_option("--system", a->system, "with --chat: a system message first");
+  c->add_option("--chat-template", a->chat_template,
+                "with --chat: chatml | llama3 | llama2 | alpaca | FILE.jinja | one of the model's named templates");
   c->add_option("--max-new-tokens,-n", a->max_new_tokens, "tokens to generate at most");
   c->add_option("--temperature", a->s.temperature, "0 = greedy");
   c->add_option("--top-k", a->s.top_k, "keep the k most likely tokens (0 = off)");
@@ -119,7 +139,11 @@ void add_generate_command(CLI::App& app) {
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
   c->add_flag("--quiet,-q", a->quiet, "do not print speed");
-  c->callback([a] { run_generate(*a); });
+  c->callback([a] {
+    if (!a->chat && (!a->system.empty() || !a->chat_template.empty()))
+      fail("generate: --system and --chat-template apply to --chat; add --chat");
+    run_generate(*a);
+  });
 }
 
 }  // namespace lt::cli

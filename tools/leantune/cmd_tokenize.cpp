@@ -1,5 +1,5 @@
-// `leantune tokenize`: encode text with a tokenizer (tokenizer.json, a folder holding one, or a
-// llama2.c tokenizer .bin) and print the ids.
+// `leantune tokenize`: encode text with a tokenizer (tokenizer.json, a folder holding one, a
+// llama2.c tokenizer .bin, or a GGUF's metadata) and print the ids.
 //   --text STR          prints the ids on one line, separated by spaces
 //   --input FILE.json   a JSON array of strings; prints a JSON array of {"ids": [...], "decoded": "..."}
 //   --no-special        do not add BOS/EOS (special tokens written in the text are still recognized)
@@ -46,7 +46,8 @@ void run_tokenize(const TokenizeArgs& a) {
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text with a tokenizer and print the token ids");
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, a folder holding it, or a llama2.c tokenizer .bin")
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json, a folder holding it, a llama2.c tokenizer .bin, or a GGUF (its metadata's)")
       ->required();
   auto* text = cmd->add_option("--text", args->text, "text to encode; prints the ids on one line");
   auto* input = cmd->add_option("--input", args->input, "JSON array of strings; prints [{\"ids\", \"decoded\"}, ...]");

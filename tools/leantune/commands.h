@@ -7,6 +7,7 @@ namespace lt::cli {
 void add_generate_command(CLI::App& app);  // cmd_generate.cpp
 void add_info_command(CLI::App& app);      // cmd_info.cpp
 void add_tokenize_command(CLI::App& app);  // cmd_tokenize.cpp
+void add_chat_template_command(CLI::App& app);  // cmd_chat_template.cpp
 void add_logits_command(CLI::App& app);    // cmd_logits.cpp
 void add_bench_command(CLI::App& app);     // cmd_bench.cpp
 void add_grad_command(CLI::App& app);      // cmd_grad.cpp
@@ -18,5 +19,6 @@ void add_quant_command(CLI::App& app);     // cmd_quant.cpp
 void add_quantize_command(CLI::App& app);  // cmd_quantize.cpp
 void add_consolidate_command(CLI::App& app);  // cmd_consolidate.cpp
 void add_export_command(CLI::App& app);    // cmd_export.cpp
+void add_serve_command(CLI::App& app);     // cmd_serve.cpp
 
 }  // namespace lt::cli

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   lt::cli::add_generate_command(app);
   lt::cli::add_info_command(app);
   lt::cli::add_tokenize_command(app);
+  lt::cli::add_chat_template_command(app);
   lt::cli::add_logits_command(app);
   lt::cli::add_bench_command(app);
   lt::cli::add_grad_command(app);
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   lt::cli::add_quantize_command(app);
   lt::cli::add_consolidate_command(app);
   lt::cli::add_export_command(app);
+  lt::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -15,6 +15,8 @@ const Ops& ops_ref() {
       ref::matmul_forward,
       ref::linear_forward,
       ref::add_inplace,
+      ref::round_half,
+      ref::widen_half,
   };
   return ops;
 }

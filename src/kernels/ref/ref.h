@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 
+#include "core/dtype.h"
 #include "kernels/linear.h"
 
 namespace lt::ref {
@@ -16,6 +17,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 void swiglu_forward(float* out, const float* gate, const float* up, int T, int F);
 void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 void add_inplace(float* x, const float* y, size_t n);
+void round_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
+void widen_half(DType t, float* dst, const uint16_t* src, size_t n);
 void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s);
 // Element (r, c) of w decoded to f32 (kernels/linear.h's table): the reference decoding.
 float weight_at(const WeightView& w, int64_t r, int64_t c);

@@ -1,0 +1,323 @@
+// Continuous batching (scheduler.h): admission with prefix-cache lookup, batch building with block
+// allocation and preemption by recompute, one batched forward per step, then sampling, streaming
+// and stop checks per sequence (the same rules as infer/generate.cpp's loop).
+#include "infer/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lt {
+
+constexpr size_t kDefaultPoolBytes = size_t(1) << 30;  // 1 GiB
+
+struct Scheduler::Seq {
+  uint64_t id = 0;
+  SchedRequest req;
+  std::vector<int> tokens;    // prompt + generated
+  int computed = 0;           // tokens whose keys and values are in the blocks
+  std::vector<int> blocks;    // block table
+  int hashed = 0;             // leading blocks published (or taken from the cache)
+  uint64_t last_hash = 0;     // hash of block hashed - 1 (0: none)
+  int generated = 0, cached_tokens = 0;
+  int take = 0;               // rows in this step's batch
+  bool done = false;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<Tokenizer::StreamDecoder> stream;
+  std::string text;
+};
+
+Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer& tok, SchedulerOptions o)
+    : w_(std::move(weights)), tok_(tok), o_(o) {
+  const ModelConfig& c = w_->config();
+  check_tokenizer_fits_model(tok_, c.vocab_size, "");
+  if (o_.max_context <= 0) o_.max_context = std::min(c.max_seq_len, 4096);
+  LT_CHECK(o_.max_context <= c.max_seq_len, "context {} is more than the model's {} positions", o_.max_context,
+           c.max_seq_len);
+  LT_CHECK(c.sliding_window <= 0 || o_.max_context <= c.sliding_window,
+           "context {} is longer than the model's sliding attention window ({}); use {} or less", o_.max_context,
+           c.sliding_window, c.sliding_window);
+  LT_CHECK(o_.block_size >= 1 && o_.max_seqs >= 1 && o_.max_batch_tokens >= 1,
+           "scheduler: block_size {}, max_seqs {}, max_batch_tokens {}: each must be at least 1", o_.block_size,
+           o_.max_seqs, o_.max_batch_tokens);
+  const int per_seq = (o_.max_context + o_.block_size - 1) / o_.block_size;
+  if (o_.num_blocks <= 0) {  // max_seqs full contexts, at most kDefaultPoolBytes (but one context at least)
+    const size_t fit = kDefaultPoolBytes / kv_block_bytes(c, o_.block_size);
+    o_.num_blocks = int(std::max<size_t>(size_t(per_seq), std::min(size_t(per_seq) * size_t(o_.max_seqs), fit)));
+  }
+  LT_CHECK(o_.num_blocks >= per_seq, "scheduler: {} KV blocks of {} positions do not hold one full context of {}; give "
+           "at least {} blocks (or a shorter context)", o_.num_blocks, o_.block_size, o_.max_context, per_seq);
+  pool_ = std::make_unique<KvPool>(c, o_.block_size, o_.num_blocks);
+  BatchForwardOptions bo;
+  bo.max_rows = o_.max_batch_tokens;
+  bo.max_seqs = o_.max_seqs;
+  bo.max_context = per_seq * o_.block_size;
+  bo.max_lora_rank = o_.max_lora_rank;
+  fwd_ = std::make_unique<BatchForward>(w_, *pool_, bo);
+  eos_ = tok_.eos_id() >= 0 ? tok_.eos_id() : c.eos_token_id;
+  raw_.resize(size_t(c.vocab_size));
+  st_.blocks_total = o_.num_blocks;
+}
+
+Scheduler::~Scheduler() = default;
+
+uint64_t Scheduler::add(SchedRequest r) {
+  LT_CHECK(!r.prompt.empty(), "the prompt encodes to no tokens; give a prompt or keep BOS");
+  LT_CHECK(int(r.prompt.size()) < o_.max_context, "the prompt has {} tokens; the context holds {}", r.prompt.size(),
+           o_.max_context);
+  LT_CHECK(r.max_new_tokens >= 0, "max_new_tokens is {}; it must be 0 or more", r.max_new_tokens);
+  const int V = w_->config().vocab_size;
+  for (int t : r.prompt) LT_CHECK(t >= 0 && t < V, "prompt token id {} outside the vocabulary (size {})", t, V);
+  LT_CHECK(!r.adapter || r.adapter->rank() <= o_.max_lora_rank, "{}: adapter rank {} is above the server's {}",
+           r.adapter ? r.adapter->dir() : "", r.adapter ? r.adapter->rank() : 0, o_.max_lora_rank);
+  const int need = (int(r.prompt.size()) + o_.block_size) / o_.block_size;
+  LT_CHECK(need <= o_.num_blocks, "the prompt of {} tokens needs {} KV blocks; the pool holds {}", r.prompt.size(),
+           need, o_.num_blocks);
+  auto s = std::make_unique<Seq>();
+  s->id = next_id_++;
+  s->sampler = std::make_unique<Sampler>(r.sampler, V);  // checks the options
+  s->stream = std::make_unique<Tokenizer::StreamDecoder>(tok_);
+  s->stream->prime(r.prompt);
+  s->tokens = r.prompt;
+  s->req = std::move(r);
+  ++st_.requests;
+  st_.prompt_tokens += s->tokens.size();
+  const uint64_t id = s->id;
+  waiting_.push_back(std::move(s));
+  return id;
+}
+
+void Scheduler::cancel(uint64_t id) { cancels_.push_back(id); }
+
+void Scheduler::drop_blocks(Seq& s) {
+  for (int b : s.blocks) pool_->release(b);
+  s.blocks.clear();
+  s.computed = 0;
+  s.hashed = 0;
+  s.last_hash = 0;
+}
+
+// Prefix lookup, then whether the blocks for the rest of the prompt (and one more token) are free.
+bool Scheduler::admit(Seq& s) {
+  const int BS = o_.block_size, n = int(s.tokens.size());
+  if (o_.prefix_caching && s.blocks.empty()) {
+    // full blocks only, and always leave at least one token to compute (its logits are needed)
+    const int full = (n - 1) / BS;
+    for (int b = 0; b < full; ++b) {
+      std::span<const int> blk(s.tokens.data() + size_t(b) * BS, size_t(BS));
+      const uint64_t h = kv_block_hash(s.last_hash, blk, s.req.adapter_salt);
+      ++st_.prefix_lookup_blocks;
+      const int got = pool_->lookup(h, blk);
+      if (got < 0) break;
+      ++st_.prefix_hit_blocks;
+      s.blocks.push_back(got);
+      s.last_hash = h;
+      s.hashed = b + 1;
+    }
+    s.computed = int(s.blocks.size()) * BS;
+    s.cached_tokens = std::max(s.cached_tokens, s.computed);
+  }
+  const int need = (n + BS) / BS - int(s.blocks.size());
+  if (need > pool_->available()) {
+    drop_blocks(s);
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::preempt(size_t index) {
+  std::unique_ptr<Seq> s = std::move(running_[index]);
+  running_.erase(running_.begin() + long(index));
+  drop_blocks(*s);
+  s->take = 0;
+  ++st_.preemptions;
+  waiting_.push_front(std::move(s));
+}
+
+// Blocks for positions < upto; preempts the newest other running sequence while none is free.
+// false when `self` (running_[self]) had to be preempted itself.
+bool Scheduler::ensure_blocks(Seq& s, int upto, size_t self) {
+  while (int(s.blocks.size()) * o_.block_size < upto) {
+    const int b = pool_->allocate();
+    if (b >= 0) {
+      s.blocks.push_back(b);
+      continue;
+    }
+    const size_t victim = running_.size() - 1;
+    preempt(victim);
+    if (victim == self) return false;
+  }
+  return true;
+}
+
+void Scheduler::publish_blocks(Seq& s) {
+  if (!o_.prefix_caching) return;
+  const int BS = o_.block_size;
+  for (; s.hashed < s.computed / BS; ++s.hashed) {
+    std::span<const int> blk(s.tokens.data() + size_t(s.hashed) * BS, size_t(BS));
+    s.last_hash = kv_block_hash(s.last_hash, blk, s.req.adapter_salt);
+    pool_->publish(s.blocks[size_t(s.hashed)], s.last_hash, blk);
+  }
+}
+
+void Scheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  SchedEvent e;
+  e.finished = true;
+  e.reason = reason;
+  e.error = error;
+  if (reason != "stop_string" && reason != "error") {
+    e.text = s.stream->flush();
+    s.text += e.text;
+  }
+  e.prompt_tokens = int(s.req.prompt.size());
+  e.completion_tokens = s.generated;
+  e.cached_tokens = s.cached_tokens;
+  ++st_.finished;
+  if (reason == "cancelled") ++st_.cancelled;
+  if (s.req.on_event) s.req.on_event(e);
+}
+
+// Where the first of the stop strings occurs in `text`; npos when none does.
+static size_t find_stop(const std::vector<std::string>& stop, const std::string& text) {
+  for (const auto& st : stop) {
+    const size_t at = st.empty() ? std::string::npos : text.find(st);
+    if (at != std::string::npos) return at;
+  }
+  return std::string::npos;
+}
+
+void Scheduler::emit_token(Seq& s, float* logits) {
+  const int V = w_->config().vocab_size;
+  float lse = 0;
+  if (s.req.logprobs) {
+    std::copy(logits, logits + V, raw_.begin());
+    float mx = *std::max_element(raw_.begin(), raw_.end());
+    double sum = 0;
+    for (float x : raw_) sum += std::exp(double(x - mx));
+    lse = mx + float(std::log(sum));
+  }
+  const int next = s.sampler->sample(logits, s.tokens);
+  if ((s.req.stop_at_eos && next == eos_) ||
+      std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), next) != s.req.stop_ids.end())
+    return finish(s, "eos");
+  s.tokens.push_back(next);
+  ++s.generated;
+  ++st_.generated_tokens;
+  SchedEvent e;
+  e.token = next;
+  e.logprob = s.req.logprobs ? raw_[size_t(next)] - lse : 0.0f;
+  e.text = s.stream->push(next);
+  const size_t before = s.text.size();
+  s.text += e.text;
+  if (const size_t at = find_stop(s.req.stop, s.text); at != std::string::npos) {
+    e.text = at > before ? s.text.substr(before, at - before) : std::string();
+    s.text.resize(at);
+    if (s.req.on_event) s.req.on_event(e);
+    return finish(s, "stop_string");
+  }
+  if (s.req.on_event) s.req.on_event(e);
+  if (s.generated >= s.req.max_new_tokens) return finish(s, "max_new_tokens");
+  if (int(s.tokens.size()) - 1 >= o_.max_context) return finish(s, "context");
+}
+
+void Scheduler::reap_cancelled() {
+  if (cancels_.empty()) return;
+  auto cancelled = [&](const Seq& s) { return std::find(cancels_.begin(), cancels_.end(), s.id) != cancels_.end(); };
+  for (auto& s : running_)
+    if (cancelled(*s)) finish(*s, "cancelled");
+  for (auto& s : waiting_)
+    if (cancelled(*s)) finish(*s, "cancelled");
+  cancels_.clear();
+}
+
+void Scheduler::fail_running(const std::string& message) {
+  for (auto& s : running_) finish(*s, "error", message);
+}
+
+void Scheduler::retire() {
+  for (size_t i = 0; i < running_.size();)
+    if (running_[i]->done) {
+      drop_blocks(*running_[i]);
+      running_.erase(running_.begin() + long(i));
+    } else {
+      ++i;
+    }
+  std::erase_if(waiting_, [](const auto& s) { return s->done; });
+}
+
+bool Scheduler::step() {
+  reap_cancelled();
+  retire();
+  // admit in FIFO order (max_new_tokens 0 finishes without running)
+  while (!waiting_.empty() && int(running_.size()) < o_.max_seqs) {
+    Seq& s = *waiting_.front();
+    if (s.req.max_new_tokens == 0) {
+      finish(s, "max_new_tokens");
+      waiting_.pop_front();
+      continue;
+    }
+    if (!admit(s)) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  if (running_.empty()) return !waiting_.empty();
+  ++st_.steps;
+  // decode rows first, then prefill chunks, within the token budget
+  int budget = o_.max_batch_tokens;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Seq& s = *running_[i];
+      const int pending = int(s.tokens.size()) - s.computed;
+      if ((pass == 0) != (pending == 1) || s.take > 0 || pending == 0) continue;
+      const int take = std::min(pending, budget);
+      if (!ensure_blocks(s, s.computed + take, i)) break;  // it preempted itself: the rest wait too
+      s.take = take;
+      budget -= take;
+    }
+  // the batch: sequences grouped by adapter (stable), each with its rows
+  std::vector<Seq*> batch;
+  for (auto& s : running_)
+    if (s->take > 0) batch.push_back(s.get());
+  std::stable_sort(batch.begin(), batch.end(), [](const Seq* a, const Seq* b) {
+    return std::less<const void*>()(a->req.adapter.get(), b->req.adapter.get());
+  });
+  std::vector<int> tokens;
+  std::vector<BatchSeq> seqs;
+  for (Seq* s : batch) {
+    tokens.insert(tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + s->take);
+    const bool last = s->computed + s->take == int(s->tokens.size());
+    seqs.push_back({s->blocks.data(), s->computed, s->take, s->req.adapter.get(), last});
+  }
+  if (batch.empty()) return true;
+  try {
+    fwd_->forward(tokens, seqs);
+    st_.prefill_tokens += tokens.size();
+    int li = 0;
+    for (Seq* s : batch) {
+      const bool last = s->computed + s->take == int(s->tokens.size());
+      s->computed += s->take;
+      s->take = 0;
+      publish_blocks(*s);
+      if (last) emit_token(*s, fwd_->logits(li++));
+    }
+  } catch (const std::exception& e) {
+    for (Seq* s : batch) s->take = 0;
+    fail_running(e.what());
+  }
+  retire();
+  return !idle();
+}
+
+SchedStats Scheduler::stats() const {
+  SchedStats s = st_;
+  s.waiting = int(waiting_.size());
+  s.running = int(running_.size());
+  s.blocks_in_use = pool_->in_use();
+  s.blocks_cached = pool_->cached();
+  return s;
+}
+
+}  // namespace lt

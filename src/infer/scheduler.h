@@ -1,0 +1,121 @@
+// Scheduler: continuous batching over the paged KV cache. Requests wait in a FIFO queue; at every
+// step() the scheduler admits what fits (sequences at most, KV blocks for the prompt), builds one
+// batch from every running sequence (decode tokens first, then prefill chunks, up to a token
+// budget), runs one BatchForward, samples each sequence that reached its end with its own Sampler,
+// streams the text, and retires finished sequences, freeing their blocks at once. Requests join and
+// leave the batch at every step.
+//
+// When blocks run out, the newest running sequence is preempted by recompute: its blocks are
+// released and it goes back to the head of the queue with everything it generated; on readmission
+// its prompt and output are prefilled again (batch invariance makes that bit-identical) and
+// generation continues with the same sampler state.
+//
+// With prefix caching, every full block is published under the hash of its token prefix (salted by
+// the adapter), and admission takes the longest run of published blocks matching the prompt
+// instead of computing it.
+//
+// Not thread-safe: one thread calls add / cancel / step (api/engine.cpp adds the locking).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/batch_forward.h"
+#include "infer/kv_pool.h"
+#include "infer/lora_weights.h"
+#include "infer/sampler.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lt {
+
+struct SchedEvent {
+  int token = -1;             // the generated token (-1: the final event)
+  std::string text;           // text this token completed (final event: text held back until the end)
+  float logprob = 0;          // log-probability of the token under the model (when asked)
+  bool finished = false;
+  std::string reason;         // finished: eos | stop_string | max_new_tokens | context | cancelled | error
+  std::string error;          // reason "error": the message
+  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // on the final event
+};
+using SchedCallback = std::function<void(const SchedEvent&)>;
+
+struct SchedRequest {
+  std::vector<int> prompt;                     // ids, BOS included as wanted; at least one
+  std::shared_ptr<const LoraWeights> adapter;  // null: the base model
+  uint64_t adapter_salt = 0;                   // separates prefix-cache entries of different adapters
+  int max_new_tokens = 256;
+  std::vector<std::string> stop;               // stop strings
+  bool stop_at_eos = true;
+  std::vector<int> stop_ids;                   // tokens that end the output like EOS (not emitted)
+  bool logprobs = false;
+  SamplerOptions sampler;
+  SchedCallback on_event;                      // called on the stepping thread
+};
+
+struct SchedulerOptions {
+  int block_size = 16;         // positions per KV block
+  int num_blocks = 0;          // KV blocks in the pool; 0: max_seqs full contexts, within 1 GiB (one at least)
+  int max_seqs = 64;           // running sequences at most
+  int max_batch_tokens = 256;  // rows per forward at most
+  int max_context = 0;         // positions per sequence; 0: the model's, at most 4096
+  int max_lora_rank = 64;
+  bool prefix_caching = true;
+};
+
+struct SchedStats {
+  uint64_t requests = 0, finished = 0, cancelled = 0, preemptions = 0, steps = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0, prefill_tokens = 0;  // prefill: rows computed
+  uint64_t prefix_lookup_blocks = 0, prefix_hit_blocks = 0;
+  int waiting = 0, running = 0, blocks_total = 0, blocks_in_use = 0, blocks_cached = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer& tok, SchedulerOptions o);
+  ~Scheduler();
+
+  // Queues a request; returns its id. lt::Error when the prompt is empty or does not fit the
+  // context, or the sampler options are out of range (nothing is queued then).
+  uint64_t add(SchedRequest r);
+  // Ends a waiting or running request with reason "cancelled" at the next step (no-op when unknown).
+  void cancel(uint64_t id);
+  // One scheduling step; returns whether work remains (waiting or running requests).
+  bool step();
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+
+  SchedStats stats() const;
+  const SchedulerOptions& options() const { return o_; }
+  const KvPool& pool() const { return *pool_; }
+
+ private:
+  struct Seq;
+  bool admit(Seq& s);
+  void drop_blocks(Seq& s);
+  void preempt(size_t index);
+  bool ensure_blocks(Seq& s, int upto, size_t self);
+  void publish_blocks(Seq& s);
+  void emit_token(Seq& s, float* logits);
+  void retire();  // drops finished sequences and their blocks
+  void finish(Seq& s, const std::string& reason, const std::string& error = {});
+  void reap_cancelled();
+  void fail_running(const std::string& message);
+
+  std::shared_ptr<const LlamaModel> w_;
+  const Tokenizer& tok_;
+  SchedulerOptions o_;
+  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<BatchForward> fwd_;
+  int eos_ = -1;
+  uint64_t next_id_ = 1;
+  std::deque<std::unique_ptr<Seq>> waiting_;
+  std::vector<std::unique_ptr<Seq>> running_;  // oldest admitted first
+  std::vector<uint64_t> cancels_;
+  std::vector<float> raw_;                     // (V) logits before sampling, for logprobs
+  SchedStats st_;
+};
+
+}  // namespace lt
