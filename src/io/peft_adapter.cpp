@@ -255,20 +255,19 @@ void read_lora_scalars(LoraConfig& c, const AdapterJson& a) {
              "{}: bias '{}' is not one of none, all, lora_only", path, excerpt(c.bias));
   }
   if (a.has("init_lora_weights")) {
+    // A loaded adapter's A and B are what they are, whatever started them (true, false, gaussian,
+    // eva, ...), except after an initialisation that also changed the base weight: PiSSA / OLoRA /
+    // CorDA adapters hold A and B for the residual W − s·B₀·A₀ (LoftQ's for its quantized W), which
+    // PEFT rebuilds on load and which would be silently wrong here.
     const auto& v = j["init_lora_weights"];
-    if (v.is_boolean()) {
-      LT_CHECK(v.get<bool>(), "{}: init_lora_weights false (A and B both random) is not supported", path);
-    } else if (v.is_string()) {
-      c.init = parse_lora_init(v.get<std::string>(), path);
-    } else {
-      a.type_error("init_lora_weights", "true or the name of an initialisation");
-    }
-    // An adapter saved in PiSSA / OLoRA form holds A and B for the residual W − s·B₀·A₀, not for
-    // the base model: PEFT rebuilds that residual on load; here it would be silently wrong.
-    LT_CHECK(!c.mutates_base(), "{}: init_lora_weights '{}': this adapter was saved in {} form, for the residual base "
-             "weight W − s·B₀·A₀, not for the original model. Save it with PEFT's "
-             "path_initial_model_for_weight_conversion (or train it here: leantune saves PiSSA / OLoRA adapters "
-             "converted to plain LoRA)", path, c.init, c.init == "olora" ? "OLoRA" : "PiSSA");
+    if (!v.is_boolean() && !v.is_string()) a.type_error("init_lora_weights", "true, false or the name of an initialisation");
+    const std::string init = v.is_string() ? v.get<std::string>() : "";
+    const bool mutated = init.rfind("pissa", 0) == 0 || init == "olora" || init == "corda" || init == "loftq";
+    LT_CHECK(!mutated, "{}: init_lora_weights '{}': this adapter was saved in {} form, for the residual base weight "
+             "W − s·B₀·A₀, not for the original model. Save it with PEFT's path_initial_model_for_weight_conversion "
+             "(or train it here: leantune saves PiSSA / OLoRA adapters converted to plain LoRA)", path, excerpt(init),
+             init == "olora" ? "OLoRA" : init == "corda" ? "CorDA" : init == "loftq" ? "LoftQ" : "PiSSA");
+    c.init = init == "gaussian" ? "gaussian" : "default";
   }
   if (a.has("use_dora")) {
     if (!j["use_dora"].is_boolean()) a.type_error("use_dora", "true or false");

@@ -126,6 +126,21 @@ TEST(PeftAdapterRoundTrip, DoraMagnitudesAndInitNames) {
                         {"adapter_model.safetensors", "DoRA magnitude", "use_dora false"});
 }
 
+// A loaded adapter's A and B are what they are, however they were started (PEFT's tests and users
+// save init_lora_weights false or eva): only a base-changing initialisation is refused (above).
+TEST(PeftAdapterRoundTrip, InitOfALoadedAdapterMattersOnlyIfItChangedTheBase) {
+  for (const char* init : {"false", "true", "\"eva\"", "\"gaussian\""}) {
+    TempDir dir;
+    Fixture fx;
+    save_peft_adapter(dir.path, sample_config(), "", fx.tensors);
+    auto j = nlohmann::json::parse(read_text_file(dir / "adapter_config.json"));
+    j["init_lora_weights"] = nlohmann::json::parse(init);
+    test::write_bytes(dir / "adapter_config.json", j.dump());
+    EXPECT_EQ(load_peft_adapter(dir.path).config.init, std::string(init) == "\"gaussian\"" ? "gaussian" : "default")
+        << init;
+  }
+}
+
 TEST(PeftAdapterRoundTrip, TensorsOutliveTheLoaderLocals) {
   TempDir dir;
   Fixture fx;
@@ -297,7 +312,7 @@ TEST(PeftAdapterLoad, BadConfigsNameFileAndKey) {
                         {"OLoRA form"});
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "init_lora_weights": "loftq", )" +
                                                ok_targets + "}"),
-                        {"init_lora_weights 'loftq'", "pissa_niter_K"});
+                        {"init_lora_weights 'loftq'", "LoftQ form"});
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "modules_to_save": ["lm_head"], )" +
                                                ok_targets + "}"),
                         {"'modules_to_save'"});
