@@ -1,7 +1,7 @@
 // A testing aid for training parity with PyTorch / PEFT: one forward + backward of a model (LoRA
 // or full fine-tuning) over B rows of T token ids, each row its own document, writing the loss
 // and the gradient of every trainable tensor under its PEFT / Hugging Face name, and optionally
-// the parameters after one AdamW step.
+// the parameters after AdamW steps (LoRA+ groups as the training run's).
 //
 // Usage:
 //   leantune::GradCheckOptions o;
@@ -31,8 +31,13 @@ struct GradCheckOptions {
   int batch = 1, seq = 0;            // B rows of T tokens
   std::vector<int> tokens;           // B*T ids
   std::vector<int> labels;           // B*T labels (-100: ignored); empty: the next token, the last of a row ignored
-  float adamw_lr = 0;                // > 0: then one AdamW step; out_dir/params.safetensors holds the result
-  float weight_decay = 0.01f;        // AdamW's (torch's default), applied to every tensor
+  bool use_dora = false;             // DoRA (PEFT's use_dora)
+  std::string init_lora_weights = "true";  // true | gaussian | pissa | pissa_niter_K | olora (a fresh LoRA)
+  float loraplus_lr_ratio = 0;       // LoRA+: lora_B and 1-D tensors at lr · ratio; 0: off
+  uint64_t seed = 0;                 // LoRA initialisation
+  float adamw_lr = 0;                // > 0: then AdamW steps; out_dir/params.safetensors holds the result
+  int adamw_steps = 1;               // forward + backward + AdamW on the same batch, this many times
+  float weight_decay = 0.01f;        // AdamW's (torch's default), on every tensor but biases
   int threads = 0;
 };
 
@@ -42,8 +47,11 @@ struct GradCheckResult {
   uint64_t trainable_params = 0;
 };
 
-// Writes out_dir/grads.safetensors, out_dir/loss.txt ("%.9g") and with adamw_lr
-// out_dir/params.safetensors. leantune::Error naming the option, file or tensor that is wrong.
+// Writes out_dir/grads.safetensors (the first pass's gradients), out_dir/loss.txt ("%.9g", the first
+// pass's loss), out_dir/init.safetensors (the trainable tensors before any step and, after a PiSSA /
+// OLoRA initialisation, the residual base weights under their HF names) and with adamw_lr
+// out_dir/params.safetensors (after adamw_steps steps) and out_dir/losses.txt (each pass's loss).
+// leantune::Error naming the option, file or tensor that is wrong.
 GradCheckResult run_grad_check(const GradCheckOptions& options, const std::string& out_dir);
 
 }  // namespace leantune

@@ -37,12 +37,14 @@ enum class Quantization {
   NF4,   // 4-bit NormalFloat, bitsandbytes layout (QLoRA)
   FP4,   // 4-bit float, bitsandbytes layout
   Int8,  // LLM.int8: int8 weights with one scale per row, outlier activation columns in f32
+  Int4,      // integer 4-bit, symmetric, one scale per block of 32..4096 (llama.cpp's q4_0 grid)
+  Int4Asym,  // integer 4-bit with a scale and a minimum per block (q4_1's grid)
 };
 
-// "nf4", "fp4", "int8"; "none" and "" are Quantization::None. leantune::Error naming the
-// accepted values otherwise.
+// "nf4", "fp4", "int8", "int4", "int4_asym"; "none" and "" are Quantization::None.
+// leantune::Error naming the accepted values otherwise.
 Quantization parse_quantization(std::string_view name);
-// "none", "nf4", "fp4", "int8".
+// "none", "nf4", "fp4", "int8", "int4", "int4_asym".
 const char* quantization_name(Quantization q);
 
 // Which kernel table runs the model.

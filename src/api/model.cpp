@@ -22,6 +22,8 @@ Quantization parse_quantization(std::string_view name) {
       case lt::QuantType::NF4: return Quantization::NF4;
       case lt::QuantType::FP4: return Quantization::FP4;
       case lt::QuantType::Int8: return Quantization::Int8;
+      case lt::QuantType::Int4: return Quantization::Int4;
+      case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
     }
     return Quantization::None;
   });
@@ -32,6 +34,8 @@ const char* quantization_name(Quantization q) {
     case Quantization::NF4: return "nf4";
     case Quantization::FP4: return "fp4";
     case Quantization::Int8: return "int8";
+    case Quantization::Int4: return "int4";
+    case Quantization::Int4Asym: return "int4_asym";
     case Quantization::None: break;
   }
   return "none";
@@ -44,6 +48,8 @@ lt::Quantization engine_quantization(Quantization q) {
     case Quantization::NF4: return lt::QuantType::NF4;
     case Quantization::FP4: return lt::QuantType::FP4;
     case Quantization::Int8: return lt::QuantType::Int8;
+    case Quantization::Int4: return lt::QuantType::Int4;
+    case Quantization::Int4Asym: return lt::QuantType::Int4Asym;
     case Quantization::None: break;
   }
   return std::nullopt;
@@ -55,6 +61,8 @@ Quantization public_quantization(lt::Quantization q) {
     case lt::QuantType::NF4: return Quantization::NF4;
     case lt::QuantType::FP4: return Quantization::FP4;
     case lt::QuantType::Int8: return Quantization::Int8;
+    case lt::QuantType::Int4: return Quantization::Int4;
+    case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
   }
   return Quantization::None;
 }

@@ -1,6 +1,7 @@
 // quantize.h over io/quant_model.h.
 #include "leantune/quantize.h"
 
+#include "api/access.h"
 #include "api/guard.h"
 #include "io/quant_model.h"
 #include "quant/quant_tensor.h"
@@ -11,11 +12,8 @@ namespace {
 
 lt::QuantSpec engine_spec(const QuantizeOptions& o) {
   // None is not a type to quantize to: the engine's parser words it
-  const lt::QuantType t = o.type == Quantization::NF4    ? lt::QuantType::NF4
-                          : o.type == Quantization::FP4  ? lt::QuantType::FP4
-                          : o.type == Quantization::Int8 ? lt::QuantType::Int8
-                                                         : lt::parse_quant_type(quantization_name(o.type));
-  return {t, o.blocksize, o.double_quant};
+  const lt::Quantization t = detail::engine_quantization(o.type);
+  return {t ? *t : lt::parse_quant_type(quantization_name(o.type)), o.blocksize, o.double_quant};
 }
 
 }  // namespace

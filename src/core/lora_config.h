@@ -1,9 +1,15 @@
 // LoRA configuration with PEFT's meaning and defaults, and the names PEFT gives adapted modules.
 // Every adapted projection computes y = x·Wᵀ (+ b) + s·(dropout(x)·Aᵀ)·Bᵀ with A (r, in),
-// B (out, r) and s = alpha / r (alpha / sqrt(r) with rsLoRA), as DESIGN.md §3.
+// B (out, r) and s = alpha / r (alpha / sqrt(r) with rsLoRA), as DESIGN.md §3. PEFT's variants:
+//   use_dora           DoRA: y = (m / ||W + s·B·A||_row) ∘ (x·(W + s·B·A)ᵀ) + b, m (out) trained, the
+//                      norm a constant in the backward (kernels/linear.h).
+//   init pissa[_niter_K] | olora   A and B from the top-r singular triplets (PiSSA) or the QR
+//                      factors (OLoRA) of W, and W replaced by W − s·B·A (core/lora_init.h); saved
+//                      adapters are converted to plain LoRA on the original W (rank 2r).
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,9 +35,23 @@ struct LoraConfig {
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // or {"all-linear"}
   std::string bias = "none";                      // none | lora_only | all
   std::vector<int> layers_to_transform;           // empty = every layer
-  std::string init = "default";                   // default: A kaiming-uniform(a=sqrt 5), B = 0 | gaussian
+  // default: A kaiming-uniform(a=sqrt 5), B = 0 | gaussian | pissa | pissa_niter_K | olora (parse_lora_init)
+  std::string init = "default";
+  bool use_dora = false;                          // DoRA: a trained magnitude per output row
   float scaling() const { return use_rslora ? alpha / std::sqrt(float(r)) : alpha / float(r); }
+  // PiSSA / OLoRA: the initialisation replaces W by W − s·B·A
+  bool mutates_base() const { return init == "olora" || init.rfind("pissa", 0) == 0; }
+  // K of "pissa_niter_K" (randomized SVD with K subspace iterations); -1 otherwise
+  int pissa_niter() const {
+    const std::string p = "pissa_niter_";
+    return init.rfind(p, 0) == 0 ? std::atoi(init.c_str() + p.size()) : -1;
+  }
 };
+
+// PEFT's init_lora_weights as text: "true" / "default", "gaussian", "pissa", "pissa_niter_K"
+// (K >= 0 whole), "olora". lt::Error naming `where` and the choices otherwise ("false", PEFT's A
+// and B both random, included: the adapter would not start at the base model).
+std::string parse_lora_init(const std::string& value, const std::string& where);
 
 // "q_proj" -> "self_attn", "gate_proj" -> "mlp".
 inline const char* llama_module_parent(const std::string& module) {

@@ -12,6 +12,8 @@ const char* quant_type_name(QuantType t) {
     case QuantType::NF4: return "nf4";
     case QuantType::FP4: return "fp4";
     case QuantType::Int8: return "int8";
+    case QuantType::Int4: return "int4";
+    case QuantType::Int4Asym: return "int4_asym";
   }
   return "?";
 }
@@ -20,12 +22,14 @@ std::optional<QuantType> find_quant_type(std::string_view name) {
   if (name == "nf4") return QuantType::NF4;
   if (name == "fp4") return QuantType::FP4;
   if (name == "int8") return QuantType::Int8;
+  if (name == "int4") return QuantType::Int4;
+  if (name == "int4_asym") return QuantType::Int4Asym;
   return std::nullopt;
 }
 
 QuantType parse_quant_type(std::string_view name) {
   if (auto t = find_quant_type(name)) return *t;
-  fail("unknown quantization '{}': expected nf4, fp4 or int8", name);
+  fail("unknown quantization '{}': expected nf4, fp4, int8, int4 or int4_asym", name);
 }
 
 const char* quantization_name(Quantization q) { return q ? quant_type_name(*q) : "none"; }
@@ -45,6 +49,14 @@ void check_quant_spec(const QuantSpec& spec) {
   if (spec.type == QuantType::Int8) {
     LT_CHECK(!spec.double_quant, "int8 quantization has one scale per row; double quantization applies to nf4 "
              "and fp4 only");
+    return;
+  }
+  if (is_int4(spec.type)) {
+    LT_CHECK(!spec.double_quant, "{} keeps one f32 scale per block; double quantization applies to nf4 and fp4 only",
+             quant_type_name(spec.type));
+    const int bs = spec.blocksize;
+    LT_CHECK(bs >= 32 && bs <= 4096 && (bs & (bs - 1)) == 0, "{} quantization: block size {} is not supported; use a "
+             "power of two from 32 to 4096 (32 is llama.cpp's q4_0 / q4_1 group)", quant_type_name(spec.type), bs);
     return;
   }
   check_blocksize4(spec.blocksize);

@@ -308,6 +308,12 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
   fs::create_directories(out_dir);
   if (kind == Method::Lora) {
     std::string base_name;
+    const auto init = nlohmann::json::parse(adapter_config, nullptr, false).value("init_lora_weights", nlohmann::json());
+    LT_CHECK(!init.is_string() || (init.get<std::string>().rfind("pissa", 0) != 0 && init != "olora"),
+             "{}: the run initialised its LoRA with {}, so its checkpoints hold A and B for the residual base "
+             "W − s·B₀·A₀; consolidate cannot convert them to an adapter for the original model (it does not "
+             "rebuild A₀, B₀). Resume the run to its end (`--resume auto`): the final output_dir/adapter is "
+             "converted", mp, init.get<std::string>());
     const LoraConfig lc = parse_peft_adapter_config(adapter_config, mp, &base_name);
     std::vector<AdapterTensor> ts;
     for (const auto& [name, shape, off] : tensors)

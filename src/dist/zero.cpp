@@ -208,6 +208,7 @@ void ZeroOptimizer::attach(std::vector<TrainParam>& params) {
              "ZeRO: trainable tensor {} ('{}') has {} floats in unit {}; the plan has {} in unit {}", i, params[i].name,
              params[i].n, params[i].unit, tensors_.counts[i], tensors_.units[i]);
     decay_[i] = params[i].decay;
+    lr_factor_[i] = params[i].lr_factor;
   }
   params_ = &params;
 }

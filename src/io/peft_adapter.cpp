@@ -2,6 +2,7 @@
 // sort_keys=True, indent=2)) and adapter_model.safetensors (io/safetensors.h).
 // The config written holds the fields every PEFT version since 0.9 (use_dora) accepts, so older
 // PEFT releases, which reject unknown keys, load it too; newer ones fill their own defaults.
+// DoRA's magnitudes are saved as PEFT saves them: "...{module}.lora_magnitude_vector" (out).
 #include "io/peft_adapter.h"
 
 #include <fmt/format.h>
@@ -53,11 +54,12 @@ std::string join_path(const std::string& dir, const char* name) {
 struct ParsedKey {
   int layer = -1;
   std::string module;
-  enum Kind { LoraA, LoraB, Bias } kind = LoraA;
+  enum Kind { LoraA, LoraB, Bias, Magnitude } kind = LoraA;
 };
 
-// Parses "base_model.model.model.layers.{i}.{parent}.{module}.{lora_A|lora_B}[.{adapter}].weight"
-// and "...{module}[.base_layer].bias". False when the key has any other form.
+// Parses "base_model.model.model.layers.{i}.{parent}.{module}.{lora_A|lora_B}[.{adapter}].weight",
+// "...{module}[.base_layer].bias" and DoRA's "...{module}.lora_magnitude_vector[[.{adapter}].weight]".
+// False when the key has any other form.
 bool parse_key(std::string_view key, ParsedKey* out) {
   if (key.substr(0, kKeyPrefix.size()) != kKeyPrefix) return false;
   key.remove_prefix(kKeyPrefix.size());
@@ -78,6 +80,10 @@ bool parse_key(std::string_view key, ParsedKey* out) {
   std::vector<std::string_view> rest(parts.begin() + 3, parts.end());
   out->layer = layer;
   out->module = module;
+  if (rest[0] == "lora_magnitude_vector" && (rest.size() == 1 || (rest.back() == "weight" && rest.size() <= 3))) {
+    out->kind = ParsedKey::Magnitude;
+    return true;
+  }
   if (rest.back() == "bias") {
     if (rest.size() == 1 || (rest.size() == 2 && rest[0] == "base_layer")) {
       out->kind = ParsedKey::Bias;
@@ -112,6 +118,7 @@ int64_t first_non_finite(const TensorInfo& t) {
 }
 
 std::string normalized_key(const ParsedKey& k) {
+  if (k.kind == ParsedKey::Magnitude) return peft_magnitude_key(k.layer, k.module);
   return k.kind == ParsedKey::Bias ? peft_bias_key(k.layer, k.module)
                                    : peft_lora_key(k.layer, k.module, k.kind == ParsedKey::LoraA);
 }
@@ -132,6 +139,10 @@ std::string peft_lora_key(int layer, const std::string& module, bool is_A) {
                      is_A ? "lora_A" : "lora_B");
 }
 
+std::string peft_magnitude_key(int layer, const std::string& module) {
+  return fmt::format("{}{}.{}.{}.lora_magnitude_vector", kKeyPrefix, layer, llama_module_parent(module), module);
+}
+
 std::string peft_bias_key(int layer, const std::string& module) {
   return fmt::format("{}{}.{}.{}.bias", kKeyPrefix, layer, llama_module_parent(module), module);
 }
@@ -147,7 +158,7 @@ std::string peft_adapter_config_json(const LoraConfig& c, const std::string& bas
   j["bias"] = c.bias;
   j["fan_in_fan_out"] = false;
   j["inference_mode"] = true;
-  j["init_lora_weights"] = c.init == "gaussian" ? nlohmann::json("gaussian") : nlohmann::json(true);
+  j["init_lora_weights"] = c.init == "default" ? nlohmann::json(true) : nlohmann::json(c.init);
   j["layers_pattern"] = nullptr;
   j["layers_to_transform"] =
       c.layers_to_transform.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.layers_to_transform);
@@ -160,7 +171,7 @@ std::string peft_adapter_config_json(const LoraConfig& c, const std::string& bas
   j["revision"] = nullptr;
   j["target_modules"] = targets;
   j["task_type"] = "CAUSAL_LM";
-  j["use_dora"] = false;
+  j["use_dora"] = c.use_dora;
   j["use_rslora"] = c.use_rslora;
   return j.dump(2);  // nlohmann objects keep keys sorted, as PEFT's sort_keys=True
 }
@@ -177,6 +188,8 @@ void save_peft_adapter(const std::string& dir, const LoraConfig& config, const s
              "save_peft_adapter: '{}' is not a PEFT LoRA key (use peft_lora_key / peft_bias_key)", t.key);
     LT_CHECK(pk.kind != ParsedKey::Bias || config.bias != "none",
              "save_peft_adapter: tensor '{}' is a bias but the config says bias \"none\"", t.key);
+    LT_CHECK(pk.kind != ParsedKey::Magnitude || config.use_dora,
+             "save_peft_adapter: tensor '{}' is a DoRA magnitude but the config says use_dora false", t.key);
     TensorInfo ti;
     ti.name = t.key;
     // PEFT stores the bias of a module it wraps under the wrapper's base_layer (and loads it only
@@ -242,8 +255,23 @@ void read_lora_scalars(LoraConfig& c, const AdapterJson& a) {
              "{}: bias '{}' is not one of none, all, lora_only", path, excerpt(c.bias));
   }
   if (a.has("init_lora_weights")) {
+    // A loaded adapter's A and B are what they are, whatever started them (true, false, gaussian,
+    // eva, ...), except after an initialisation that also changed the base weight: PiSSA / OLoRA /
+    // CorDA adapters hold A and B for the residual W − s·B₀·A₀ (LoftQ's for its quantized W), which
+    // PEFT rebuilds on load and which would be silently wrong here.
     const auto& v = j["init_lora_weights"];
-    c.init = v.is_string() && v.get<std::string>() == "gaussian" ? "gaussian" : "default";
+    if (!v.is_boolean() && !v.is_string()) a.type_error("init_lora_weights", "true, false or the name of an initialisation");
+    const std::string init = v.is_string() ? v.get<std::string>() : "";
+    const bool mutated = init.rfind("pissa", 0) == 0 || init == "olora" || init == "corda" || init == "loftq";
+    LT_CHECK(!mutated, "{}: init_lora_weights '{}': this adapter was saved in {} form, for the residual base weight "
+             "W − s·B₀·A₀, not for the original model. Save it with PEFT's path_initial_model_for_weight_conversion "
+             "(or train it here: leantune saves PiSSA / OLoRA adapters converted to plain LoRA)", path, excerpt(init),
+             init == "olora" ? "OLoRA" : init == "corda" ? "CorDA" : init == "loftq" ? "LoftQ" : "PiSSA");
+    c.init = init == "gaussian" ? "gaussian" : "default";
+  }
+  if (a.has("use_dora")) {
+    if (!j["use_dora"].is_boolean()) a.type_error("use_dora", "true or false");
+    c.use_dora = j["use_dora"].get<bool>();
   }
 }
 
@@ -311,7 +339,6 @@ void refuse_unsupported(const AdapterJson& a) {
   unsupported_if(non_empty("rank_pattern"), "rank_pattern", "per-module ranks");
   unsupported_if(non_empty("alpha_pattern"), "alpha_pattern", "per-module alphas");
   unsupported_if(non_empty("modules_to_save"), "modules_to_save", "fully trained extra modules");
-  unsupported_if(a.has("use_dora") && j["use_dora"] != false, "use_dora", "DoRA");
   unsupported_if(a.has("lora_bias") && j["lora_bias"] != false, "lora_bias", "a bias on lora_B");
   unsupported_if(a.has("fan_in_fan_out") && j["fan_in_fan_out"] != false, "fan_in_fan_out",
                  "Llama linears are (out, in)");
@@ -371,6 +398,7 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
   const std::set<int> layers(c.layers_to_transform.begin(), c.layers_to_transform.end());
   // (layer, module) -> shapes of A and B seen
   std::map<std::pair<int, std::string>, std::pair<const TensorInfo*, const TensorInfo*>> pairs;
+  std::set<std::pair<int, std::string>> magnitudes;  // DoRA: (layer, module) with a magnitude
   for (const auto& [name, t] : raw->all()) {
     ParsedKey pk;
     LT_CHECK(parse_key(name, &pk),
@@ -381,6 +409,12 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
     if (pk.kind == ParsedKey::Bias) {
       LT_CHECK(c.bias != "none", "{}: tensor '{}' is a bias but the config says bias \"none\"", st_path, name);
       LT_CHECK(t.shape.size() == 1, "{}: bias '{}' has {} dimensions, expected 1", st_path, name, t.shape.size());
+    } else if (pk.kind == ParsedKey::Magnitude) {
+      LT_CHECK(c.use_dora, "{}: tensor '{}' is a DoRA magnitude but {} says use_dora false", st_path, name,
+               kConfigFile);
+      LT_CHECK(t.shape.size() == 1, "{}: DoRA magnitude '{}' has {} dimensions, expected 1 (out)", st_path, name,
+               t.shape.size());
+      magnitudes.insert({pk.layer, pk.module});
     } else {
       LT_CHECK(all_linear || targets.count(pk.module), "{}: tensor '{}' adapts '{}', which is not in target_modules",
                st_path, name, pk.module);
@@ -411,7 +445,12 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
              peft_lora_key(layer, module, true));
     LT_CHECK(ab.second, "{}: '{}' has no matching '{}'", st_path, peft_lora_key(layer, module, true),
              peft_lora_key(layer, module, false));
+    LT_CHECK(!c.use_dora || magnitudes.count(where), "{}: use_dora is true but '{}' has no DoRA magnitude '{}'",
+             st_path, peft_lora_key(layer, module, true), peft_magnitude_key(layer, module));
   }
+  for (const auto& where : magnitudes)
+    LT_CHECK(pairs.count(where), "{}: DoRA magnitude '{}' has no lora_A / lora_B", st_path,
+             peft_magnitude_key(where.first, where.second));
   LT_CHECK(!pairs.empty(), "{}: no lora_A / lora_B tensors", st_path);
   return out;
 }
@@ -429,7 +468,7 @@ void check_adapter_matches_model(const LoadedAdapter& ad, const ModelConfig& m, 
     const auto [in, out] = m.linear_shape(*parse_proj(pk.module));  // parse_key accepted only the seven
     std::vector<int64_t> want = pk.kind == ParsedKey::LoraA   ? std::vector<int64_t>{R, in}
                                 : pk.kind == ParsedKey::LoraB ? std::vector<int64_t>{out, R}
-                                                              : std::vector<int64_t>{out};
+                                                              : std::vector<int64_t>{out};  // bias, magnitude
     LT_CHECK(t.shape == want, "{}: tensor '{}' has shape [{}], but the base model's {} weight is (out {}, in {}), so "
              "[{}] was expected; the adapter was trained for another model (hidden size {}, MLP width {} here)",
              where, name, fmt::join(t.shape, ", "), pk.module, out, in, fmt::join(want, ", "), C, F);

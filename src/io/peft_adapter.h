@@ -1,7 +1,8 @@
 // PEFT LoRA adapter folders, as Hugging Face PEFT saves and loads them:
 //   adapter_config.json        LoraConfig.to_dict(), sorted keys, indent 2
 //   adapter_model.safetensors  base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_A.weight (r, in)
-//                              ... .lora_B.weight (out, r), and biases with bias="all"/"lora_only":
+//                              ... .lora_B.weight (out, r), ... .lora_magnitude_vector (out) with DoRA,
+//                              and biases with bias="all"/"lora_only":
 //                              ... .{module}.bias, or ... .{module}.base_layer.bias for an adapted module
 // so an adapter trained here loads with PeftModel.from_pretrained and one trained with PEFT loads
 // here. Both files are written atomically. Loading validates the config (only plain LoRA on the
@@ -28,6 +29,8 @@ struct AdapterTensor {
 std::string peft_lora_key(int layer, const std::string& module, bool is_A);
 // "base_model.model.model.layers.{layer}.{self_attn|mlp}.{module}.bias".
 std::string peft_bias_key(int layer, const std::string& module);
+// "base_model.model.model.layers.{layer}.{self_attn|mlp}.{module}.lora_magnitude_vector" (DoRA, (out)).
+std::string peft_magnitude_key(int layer, const std::string& module);
 
 // Writes dir/adapter_config.json and dir/adapter_model.safetensors (F32, metadata format=pt).
 // `dir` must exist. Bias keys (bias "all" / "lora_only") are given as peft_bias_key; the bias of a
@@ -46,9 +49,11 @@ struct LoadedAdapter {
 
 // Reads a PEFT LoRA adapter folder. Accepts target_modules as a list or the string "all-linear",
 // and keys carrying an adapter name (".lora_A.default.weight"), which are normalized.
-// lt::Error (naming the file and the key) for: a peft_type other than LORA, r <= 0, DoRA,
-// rank_pattern / alpha_pattern, modules_to_save, other target_modules strings, unknown modules or
-// keys, a lora_A without its lora_B (or the reverse), or shapes inconsistent with r.
+// lt::Error (naming the file and the key) for: a peft_type other than LORA, r <= 0, an adapter in
+// PiSSA / OLoRA form (init_lora_weights pissa / olora: for a residual base), a DoRA adapter
+// without a magnitude for each adapted module (or a magnitude without use_dora), rank_pattern /
+// alpha_pattern, modules_to_save, other target_modules strings, unknown modules or keys, a lora_A
+// without its lora_B (or the reverse), or shapes inconsistent with r.
 // Also refuses a tensor holding NaN or infinity (naming it and the element).
 LoadedAdapter load_peft_adapter(const std::string& dir);
 

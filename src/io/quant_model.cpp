@@ -11,6 +11,9 @@
 //       double_quant:  W.qabsmax  U8  [nblocks]            dynamic-map 8-bit codes of absmax - offset
 //                      W.absmax2  F32 [ceil(nblocks/256)]  one scale per 256 absmax values
 //                      W.offset   F32 [1]                  the mean of the absmax values
+//     int4, int4_asym  W.codes    U8  [ceil(rows*cols/2)]  as nf4 (quant/int4.h: llama.cpp's q4_0 / q4_1 grids)
+//                      W.scales   F32 [nblocks]            d per `blocksize` elements
+//       int4_asym:     W.mins     F32 [nblocks]            the block minima
 //     int8             W.qweight  I8  [rows, cols]         round(W * 127 / row_absmax)
 //                      W.row_absmax F32 [rows]             max |W| of each row
 //                      every other tensor (embeddings, norms, lm_head, biases) as in the source, same dtype
@@ -97,6 +100,11 @@ static void add_quant_parts(std::vector<TensorInfo>& out, const std::string& nam
     return;
   }
   out.push_back(part(name + ".codes", DType::U8, {(q.numel() + 1) / 2}, q.codes));
+  if (is_int4(spec.type)) {
+    out.push_back(part(name + ".scales", DType::F32, {q.nblocks()}, q.absmax));
+    if (spec.type == QuantType::Int4Asym) out.push_back(part(name + ".mins", DType::F32, {q.nblocks()}, q.mins));
+    return;
+  }
   if (!spec.double_quant) {
     out.push_back(part(name + ".absmax", DType::F32, {q.nblocks()}, q.absmax));
   } else {
@@ -121,9 +129,15 @@ QuantSpec model_quant_spec(const ModelConfig& c) {
 
 void quantize_model(const std::string& model, const QuantSpec& spec, const std::string& out_dir) {
   check_quant_spec(spec);
-  ModelFiles files = load_model_files(model);
-  const ModelConfig& mc = files.config;
-  check_checkpoint_tensors(mc, files.tensors);  // before quantizing: a stray tensor is named now, not on load
+  const ModelFiles files = load_model_files(model);
+  quantize_model_tensors(files.config, files.tensors, model, spec, out_dir);
+}
+
+// About 70 lines: the config, then each tensor copied or quantized in one pass.
+void quantize_model_tensors(const ModelConfig& mc, const TensorSet& tensors, const std::string& model,
+                            const QuantSpec& spec, const std::string& out_dir) {
+  check_quant_spec(spec);
+  check_checkpoint_tensors(mc, tensors);  // before quantizing: a stray tensor is named now, not on load
   if (mc.quantization) {
     const QuantSpec s = model_quant_spec(mc);
     fail("{}: the model is already quantized ({}, block size {}, double quant {}); quantizing it again to {} would "
@@ -151,7 +165,7 @@ void quantize_model(const std::string& model, const QuantSpec& spec, const std::
   std::deque<float> offsets;
   std::vector<float> w, tmp;
   size_t n_quantized = 0, bytes_in = 0, bytes_out = 0;
-  for (const auto& [name, t] : files.tensors.all()) {
+  for (const auto& [name, t] : tensors.all()) {
     if (!is_linear_weight(name)) {
       out.push_back(t);
       continue;
@@ -203,7 +217,8 @@ QuantTensor load_quant_tensor(const TensorSet& ts, const std::string& name, cons
     }
   };
   take(".codes", DType::U8, p.codes, p.codes_count);
-  take(".absmax", DType::F32, p.absmax, p.absmax_count);
+  take(is_int4(spec.type) ? ".scales" : ".absmax", DType::F32, p.absmax, p.absmax_count);
+  take(".mins", DType::F32, p.mins, p.mins_count);
   take(".qabsmax", DType::U8, p.qabsmax, p.qabsmax_count);
   take(".absmax2", DType::F32, p.absmax2, p.absmax2_count);
   take(".qweight", DType::I8, p.qweight, p.qweight_count);

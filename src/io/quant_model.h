@@ -17,6 +17,11 @@ QuantSpec model_quant_spec(const ModelConfig& c);
 // .safetensors + config.json, or llama2.c .bin; f32/f16/bf16) into the folder `out_dir`, written
 // atomically file by file. lt::Error when the model is already quantized or the spec is invalid.
 void quantize_model(const std::string& model, const QuantSpec& spec, const std::string& out_dir);
+// The same from a config and tensors already at hand (a fine-tune's weights in memory): `source`
+// (the base model's path) supplies config.json and the tokenizer files when it is a Hugging Face
+// folder, and names the model in messages.
+void quantize_model_tensors(const ModelConfig& config, const TensorSet& tensors, const std::string& source,
+                            const QuantSpec& spec, const std::string& out_dir);
 
 // The quantized weight `name` (rows, cols) of a quantized folder's tensors, read in place.
 // lt::Error naming the tensor when a part is missing, of the wrong dtype or of the wrong size.

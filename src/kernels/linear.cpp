@@ -3,7 +3,11 @@
 // (kernels/cpu/quant_linear.cpp), which every other backend's needs fit within.
 #include "kernels/linear.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
+#include "kernels/ref/ref.h"
 
 namespace lt {
 
@@ -15,6 +19,7 @@ const char* weight_kind_name(WeightKind k) {
     case WeightKind::Int8: return "int8";
     case WeightKind::NF4: return "nf4";
     case WeightKind::FP4: return "fp4";
+    case WeightKind::Int4: return "int4";
   }
   return "?";
 }
@@ -59,6 +64,39 @@ void check_linear(const LinearWeights& lw, int T) {
   if (l.rank > 0)
     LT_CHECK(l.A && l.B && l.dropout >= 0 && l.dropout < 1, "linear: a rank-{} LoRA needs A and B and a dropout in "
              "[0, 1) (got {})", l.rank, l.dropout);
+  if (l.magnitude) {
+    LT_CHECK(l.rank > 0 && l.weight_norm, "linear: DoRA needs a LoRA (rank {}) and the weight norm", l.rank);
+    LT_CHECK(l.dropout == 0 || !w.half(), "linear: DoRA with dropout on a {} weight is not supported (the base product "
+             "of the dropped input would need it in 16 bits); use lora_dropout 0 or precision fp32", k);
+  }
+}
+
+void dora_weight_norm(float* norm, const WeightView& w, const LoraView& l) {
+  LT_CHECK(w.data && (l.rank == 0 || (l.A && l.B)), "dora_weight_norm: needs the weight (and A, B for rank {})",
+           l.rank);
+  const int OC = w.rows, IC = w.cols, R = l.rank;
+  constexpr int kChunk = 256;
+#pragma omp parallel for schedule(static)
+  for (int o = 0; o < OC; ++o) {
+    float v[kChunk];
+    double ss = 0;
+    for (int c0 = 0; c0 < IC; c0 += kChunk) {
+      const int n = std::min(kChunk, IC - c0);
+      for (int j = 0; j < n; ++j) v[j] = 0.0f;
+      for (int r = 0; r < R; ++r) {
+        const float b = l.B[size_t(o) * R + r];
+        const float* a = l.A + size_t(r) * IC + c0;
+        for (int j = 0; j < n; ++j) v[j] += b * a[j];
+      }
+      for (int j = 0; j < n; ++j) {
+        const float e = w.kind == WeightKind::F32 ? static_cast<const float*>(w.data)[size_t(o) * IC + c0 + j]
+                                                  : ref::weight_at(w, o, c0 + j);
+        const float x = e + l.scale * v[j];
+        ss += double(x) * x;
+      }
+    }
+    norm[o] = float(std::sqrt(ss));
+  }
 }
 
 }  // namespace lt

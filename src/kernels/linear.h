@@ -11,11 +11,12 @@
 //   F32        data[f]
 //   BF16, F16  the 16-bit value widened to f32 (exact)
 //   Int8       (float(q[f]) · row_absmax[r]) · kInt8Inv127           (LLM.int8 weights)
-//   NF4, FP4   code_values[code(f)] · scale(f / blocksize): codes two per byte, even f in the high
-//              nibble; scale(b) = absmax[b], or with double quantization (qabsmax set)
-//              absmax_code_values[qabsmax[b]] · absmax2[b / 256] (rounded) + offset
+//   NF4, FP4,  code_values[code(f)] · scale(f / blocksize): codes two per byte, even f in the high
+//   Int4       nibble; scale(b) = absmax[b], or with double quantization (qabsmax set)
+//              absmax_code_values[qabsmax[b]] · absmax2[b / 256] (rounded) + offset; with
+//              block_offset set (asymmetric Int4) that product rounded, then + block_offset[b]
 // What each kind's products are:
-//   F32, NF4, FP4  f32 products of x with the decoded W.
+//   F32, NF4, FP4, Int4  f32 products of x with the decoded W.
 //   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
 //                  which the fast bf16 GEMM reads); the backward rounds dout to the type once, as
 //                  a 16-bit GEMM's operand; accumulation in f32. dW is an f32 gradient (of the
@@ -27,14 +28,23 @@
 //                  row_absmax[o]) · kInt8Inv127Sq). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
 // The LoRA part is f32 throughout (dout is not rounded for it).
+//
+// DoRA (LoraView::magnitude set; PEFT's use_dora, peft/tuners/lora/dora.py and variants.py): with
+// k = m / n per output row, n = weight_norm = ||W + s·B·A||_row (dora_weight_norm) held constant,
+// as PEFT detaches it, and the base products without the bias (y0 = x·Wᵀ, yd = xd·Wᵀ):
+//   y = y0 + (k − 1)∘yd + k∘(s·(xd·Aᵀ)·Bᵀ) + bias          (no dropout: k∘(y0 + s·(x·Aᵀ)·Bᵀ) + bias)
+// so  dx = dout·W + (((k − 1)∘dout)·W)∘mask + s·(((k∘dout)·B)·A)∘mask,
+//     dB = s·(k∘dout)ᵀ·xa,  dA = s·((k∘dout)·B)ᵀ·xd,  dm = Σ_t dout∘(yd + s·xa·Bᵀ) / n,  db = Σ_t dout.
+// The weight is frozen (no dW). The backward recomputes yd (one more base product). DoRA with
+// dropout needs an f32 or quantized weight (a 16-bit kind's product needs x in 16 bits, xd is not).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace lt {
 
-enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4 };
-const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4"
+enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4, Int4 };
+const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4", "int4"
 
 inline constexpr float kInt8Inv127 = 7.874015718698502e-3f;  // bitsandbytes' 1/127
 inline constexpr float kInt8Inv127Sq = 6.2000124e-05f;       // bitsandbytes' 1/127²
@@ -52,10 +62,11 @@ struct WeightView {
   const float* absmax2 = nullptr;                // double quantization: (ceil(nblocks / 256))
   const float* absmax_code_values = nullptr;     // double quantization: (256)
   float offset = 0.0f;                           // double quantization
+  const float* block_offset = nullptr;           // 4-bit: (nblocks) added after the scale (asymmetric Int4)
 
-  bool quantized() const { return kind == WeightKind::Int8 || kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+  bool quantized() const { return kind == WeightKind::Int8 || four_bit(); }
   bool half() const { return kind == WeightKind::BF16 || kind == WeightKind::F16; }
-  bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4; }
+  bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4 || kind == WeightKind::Int4; }
 };
 
 // Views of plain f32 and 16-bit (BF16 / F16) weights (rows, cols).
@@ -69,6 +80,9 @@ struct LoraView {
   float scale = 1.0f;        // s = alpha / r
   float dropout = 0.0f;      // p in [0, 1): mask element i is lora_dropout_scale(dropout_key, i, p)
   uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
+  const float* magnitude = nullptr;    // DoRA (OC): m; null: plain LoRA
+  const float* weight_norm = nullptr;  // DoRA (OC): ||W + s·B·A|| per row (dora_weight_norm), a constant
+  bool dora() const { return magnitude != nullptr; }
 };
 
 struct LinearWeights {
@@ -83,6 +97,7 @@ struct LinearGrads {
   float* db = nullptr;  // (OC)
   float* dA = nullptr;  // (R, IC)
   float* dB = nullptr;  // (OC, R)
+  float* dmag = nullptr;  // (OC) DoRA magnitude
 };
 
 struct LinearInput {
@@ -99,6 +114,7 @@ struct LinearScratch {
   float* lora_g = nullptr;       // (T, R) LoRA backward
   float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
   float* lora_tmp = nullptr;     // (T, IC) LoRA with dropout, backward_input
+  float* dora = nullptr;         // (T, OC) DoRA: a base product or dout scaled by k
 };
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)
@@ -124,6 +140,12 @@ inline float lora_dropout_scale(uint64_t key, size_t i, float p) {
   const float u = float(h >> 40) * (1.0f / 16777216.0f);
   return u < p ? 0.0f : 1.0f / (1.0f - p);
 }
+
+// DoRA's norm (OC) = ||W + s·(B·A)|| per row, W decoded as the reference does (kernels/ref), B·A
+// summed over r in f32 before the scale (as PEFT's lora_B(lora_A(I))ᵀ), squares summed in double.
+// O(OC·IC·R); nothing allocates. Rows in parallel (OpenMP); each row's result is independent of
+// the thread count. Rank 0: ||W|| per row.
+void dora_weight_norm(float* norm, const WeightView& w, const LoraView& l);
 
 // lt::Error naming the problem when the operands are incomplete (shapes, a kind's missing parts,
 // a LoRA without A or B, a dropout outside [0, 1)). Every implementation calls it first.

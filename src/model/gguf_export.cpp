@@ -330,6 +330,9 @@ size_t write_lora_gguf(const std::string& path, const ModelConfig& c, const Load
                        const std::string& adapter_dir, TensorType type, const std::string& name) {
   check_adapter_matches_model(ad, c, adapter_dir);
   check_llama_architecture(c);
+  LT_CHECK(!ad.config.use_dora, "{}: a DoRA adapter (use_dora) rescales each row by its magnitude, which a llama.cpp "
+           "LoRA GGUF cannot carry; export the merged model instead (--model BASE --adapter {})", adapter_dir,
+           adapter_dir);
   for (const auto& [key, t] : ad.tensors.all())
     LT_CHECK(key.size() < 5 || key.compare(key.size() - 5, 5, ".bias") != 0,
              "{}: tensor {}: the adapter trains a bias, which a llama.cpp LoRA GGUF cannot carry; export the "

@@ -17,6 +17,7 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
+#include "kernels/linear.h"
 #include "core/rope_freqs.h"
 
 namespace lt {
@@ -249,6 +250,21 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   }
 }
 
+// DoRA, after W += s·B·A: each row scaled by m / ||row|| (PEFT's merge: the magnitude over the norm
+// of the adapted weight). Not invertible from the merged weight alone, so no unmerge.
+static void apply_dora_magnitude(const LoadedAdapter& ad, const std::string& dir, int l, const std::string& module,
+                                 float* W, int64_t out, int64_t in, float sign) {
+  LT_CHECK(sign > 0, "{}: cannot unmerge a DoRA adapter (its magnitudes rescale the merged rows)", dir);
+  const TensorInfo& t = ad.tensors.get(peft_magnitude_key(l, module), {out});
+  std::vector<float> mag(static_cast<size_t>(out)), norm(static_cast<size_t>(out));
+  convert_to_f32(mag.data(), t.data, t.dtype, mag.size());
+  dora_weight_norm(norm.data(), f32_weight(W, int(out), int(in)), LoraView{});
+  for (int64_t o = 0; o < out; ++o) {
+    const float k = mag[size_t(o)] / norm[size_t(o)];
+    for (int64_t i = 0; i < in; ++i) W[o * in + i] *= k;
+  }
+}
+
 void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   LT_CHECK(!weights_, "{}: cannot merge a LoRA adapter into a sequence that reads another model's weights; merge "
            "it into the model that holds them", dir);
@@ -277,6 +293,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
           for (int64_t i = 0; i < in; ++i) at[size_t(i * R + r)] = fa[size_t(r * in + i)];
         ops_.matmul_forward(delta.data(), fb.data(), at.data(), nullptr, int(out), int(R), int(in));
         for (size_t i = 0; i < delta.size(); ++i) L.w[m][i] += s * delta[i];
+        if (ad.config.use_dora) apply_dora_magnitude(ad, dir, l, mod, L.w[m], out, in, sign);
         ++merged;
       }
       if (ad.tensors.find(peft_bias_key(l, mod))) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "quant/int4.h"
 #include "quant/int8.h"
 #include "quant/quant4.h"
 #include "quant/quant_layout.h"
@@ -21,6 +22,7 @@ size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
   const size_t n = size_t(rows * cols);
   if (spec.type == QuantType::Int8) return align64(n) + align64(size_t(rows) * 4);
   const size_t nblocks = (n + spec.blocksize - 1) / spec.blocksize;
+  if (spec.type == QuantType::Int4Asym) return align64((n + 1) / 2) + 2 * align64(nblocks * 4);
   if (!spec.double_quant) return align64((n + 1) / 2) + align64(nblocks * 4);
   return align64((n + 1) / 2) + align64(nblocks) + align64((nblocks + 255) / 256 * 4);
 }
@@ -47,6 +49,14 @@ QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w,
   }
   uint8_t* codes = quant::carve<uint8_t>(p, size_t(q.numel() + 1) / 2);
   q.codes = codes;
+  if (is_int4(spec.type)) {
+    float* d = quant::carve<float>(p, size_t(q.nblocks()));
+    float* lo = spec.type == QuantType::Int4Asym ? quant::carve<float>(p, size_t(q.nblocks())) : nullptr;
+    quantize_int4(codes, d, lo, w, q.numel(), spec.blocksize, spec.type);
+    q.absmax = d;
+    q.mins = lo;
+    return q;
+  }
   if (!spec.double_quant) {
     float* am = quant::carve<float>(p, size_t(q.nblocks()));
     quantize_4bit(codes, am, w, q.numel(), spec.blocksize, spec.type);
@@ -112,12 +122,15 @@ QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t
   uint8_t* codes = quant::carve<uint8_t>(p, size_t(n + 1) / 2);
   // the f32 absmax values: in the storage, or in the scratch until they are double-quantized
   float* am = spec.double_quant ? scratch + chunk : quant::carve<float>(p, size_t(q.nblocks()));
+  float* lo = spec.type == QuantType::Int4Asym ? quant::carve<float>(p, size_t(q.nblocks())) : nullptr;
   for (int64_t f = 0; f < n; f += chunk) {  // chunk is a multiple of the block size (or all of n)
-    const int64_t cnt = std::min(chunk, n - f);
+    const int64_t cnt = std::min(chunk, n - f), b = f / spec.blocksize;
     read(buf, f, cnt);
-    quantize_4bit(codes + f / 2, am + f / spec.blocksize, buf, cnt, spec.blocksize, spec.type);
+    if (is_int4(spec.type)) quantize_int4(codes + f / 2, am + b, lo ? lo + b : nullptr, buf, cnt, spec.blocksize, spec.type);
+    else quantize_4bit(codes + f / 2, am + b, buf, cnt, spec.blocksize, spec.type);
   }
   q.codes = codes;
+  q.mins = lo;
   if (!spec.double_quant) {
     q.absmax = am;
     return q;
@@ -149,6 +162,7 @@ QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTe
   q.codes = copy(src.codes, size_t(src.numel() + 1) / 2);
   if (!src.double_quant) {
     q.absmax = copy(src.absmax, size_t(src.nblocks()));
+    if (src.type == QuantType::Int4Asym) q.mins = copy(src.mins, size_t(src.nblocks()));
     return q;
   }
   q.qabsmax = copy(src.qabsmax, size_t(src.nblocks()));
@@ -160,6 +174,8 @@ WeightKind weight_kind(QuantType t) {
   switch (t) {
     case QuantType::NF4: return WeightKind::NF4;
     case QuantType::FP4: return WeightKind::FP4;
+    case QuantType::Int4:
+    case QuantType::Int4Asym: return WeightKind::Int4;
     case QuantType::Int8: break;
   }
   return WeightKind::Int8;
@@ -181,9 +197,10 @@ WeightView weight_view(const QuantTensor& q, float int8_threshold) {
   v.kind = weight_kind(q.type);
   v.data = q.codes;
   v.blocksize = q.blocksize;
-  v.code_values = code4_table(q.type);
+  v.code_values = is_int4(q.type) ? int4_code_table(q.type) : code4_table(q.type);
   if (!q.double_quant) {
     v.absmax = q.absmax;
+    v.block_offset = q.type == QuantType::Int4Asym ? q.mins : nullptr;
     return v;
   }
   v.qabsmax = q.qabsmax;
@@ -196,6 +213,10 @@ WeightView weight_view(const QuantTensor& q, float int8_threshold) {
 void dequantize_weight(float* out, const QuantTensor& q) {
   if (q.type == QuantType::Int8) {
     dequantize_int8_rows(out, q.qweight, q.row_absmax, q.rows, q.cols);
+    return;
+  }
+  if (is_int4(q.type)) {
+    dequantize_int4(out, q.codes, q.absmax, q.mins, q.numel(), q.blocksize, q.type);
     return;
   }
   if (!q.double_quant) {
@@ -241,8 +262,13 @@ QuantTensor quant_tensor_view(const QuantSpec& spec, int64_t rows, int64_t cols,
              "two per byte for a " + shape + " matrix");
   q.codes = parts.codes;
   if (!spec.double_quant) {
-    check_part(parts.absmax, parts.absmax_count, q.nblocks(), name, "absmax scales", per_block);
+    check_part(parts.absmax, parts.absmax_count, q.nblocks(), name, is_int4(spec.type) ? "scales" : "absmax scales",
+               per_block);
     q.absmax = parts.absmax;
+    if (spec.type == QuantType::Int4Asym) {
+      check_part(parts.mins, parts.mins_count, q.nblocks(), name, "block minima", per_block);
+      q.mins = parts.mins;
+    }
     return q;
   }
   check_part(parts.qabsmax, parts.qabsmax_count, q.nblocks(), name, "8-bit absmax codes", per_block);

@@ -8,6 +8,8 @@
 //              nibble. With double quantization the absmax values are stored as 8-bit dynamic-map
 //              codes of (absmax - offset) in blocks of 256, plus one f32 scale per 256-block.
 //   Int8:      one int8 per element, one f32 absmax per row (LLM.int8 weights).
+//   Int4, Int4Asym: codes as NF4, one f32 scale d per block (in `absmax`), and for Int4Asym one f32
+//              minimum per block (quant/int4.h).
 // Storage bytes per parameter (large matrices): NF4/FP4 0.5625; with double quant
 // 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits); Int8 1 + 4/cols.
 #pragma once
@@ -28,7 +30,8 @@ struct QuantTensor {
   int blocksize = 64;                  // NF4/FP4
   bool double_quant = false;           // NF4/FP4
   const uint8_t* codes = nullptr;      // NF4/FP4: (ceil(rows*cols/2)) packed codes
-  const float* absmax = nullptr;       // NF4/FP4 without double quant: (nblocks)
+  const float* absmax = nullptr;       // NF4/FP4 without double quant: (nblocks); Int4*: the scales d
+  const float* mins = nullptr;         // Int4Asym: (nblocks) block minima
   const uint8_t* qabsmax = nullptr;    // double quant: (nblocks) dynamic-map codes of absmax - offset
   const float* absmax2 = nullptr;      // double quant: (nblocks2) second-level scales
   float offset = 0.0f;                 // double quant: mean of the absmax values
@@ -68,7 +71,7 @@ QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t
 // aligned) in quantize_weight's layout and returns the view of the copy.
 QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTensor& src);
 
-// The linear op's weight kind of a format (Int8, NF4, FP4).
+// The linear op's weight kind of a format (Int8, NF4, FP4, Int4 for both integer 4-bit formats).
 WeightKind weight_kind(QuantType t);
 
 // The linear op's view of q (kernels/linear.h): its parts and the code tables they index (4-bit
@@ -82,7 +85,8 @@ void dequantize_weight(float* out, const QuantTensor& q);
 // Parts of a quantized matrix read from a file, each with its element count.
 struct QuantParts {
   const uint8_t* codes = nullptr;       int64_t codes_count = 0;
-  const float* absmax = nullptr;        int64_t absmax_count = 0;
+  const float* absmax = nullptr;        int64_t absmax_count = 0;   // Int4*: the scales
+  const float* mins = nullptr;          int64_t mins_count = 0;     // Int4Asym
   const uint8_t* qabsmax = nullptr;     int64_t qabsmax_count = 0;
   const float* absmax2 = nullptr;       int64_t absmax2_count = 0;
   float offset = 0.0f;

@@ -24,6 +24,7 @@ void LocalStrategy::attach(std::vector<TrainParam>& params) {
     ParamGroup g;
     g.param = p.p; g.grad = p.g; g.m = p.m; g.v = p.v; g.n = p.n;
     g.weight_decay = p.decay;
+    g.lr_factor = p.lr_factor;
     groups_.push_back(g);
   }
 }

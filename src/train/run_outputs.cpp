@@ -1,6 +1,7 @@
 // The progress line and the end-of-run outputs of every training loop (train/run_outputs.h).
 #include "train/run_outputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
 #include "io/peft_adapter.h"
+#include "io/quant_model.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -42,6 +44,42 @@ void print_step_progress(const StepProgress& p, bool tty, int logging_steps) {
 
 namespace {
 
+// PiSSA / OLoRA trained A, B (for the residual W − s·B₀·A₀) as a plain LoRA of rank 2r on the
+// original W, as PEFT's save_pretrained(path_initial_model_for_weight_conversion=...) and
+// LoraModel.subtract_mutated_init: A' = [A; A₀], B' = [B | −B₀], so that s·B'·A' = s·(B·A − B₀·A₀)
+// and W + s·B'·A' = W − s·B₀·A₀ + s·B·A; r and lora_alpha doubled (lora_alpha · √2 with rsLoRA),
+// which keeps the scale; init_lora_weights true. DoRA's magnitudes and biases are kept as they are
+// (the adapted weight is the same, so is its norm).
+void convert_mutated_lora(LoraConfig& lc, std::vector<AdapterTensor>& ts, std::vector<std::vector<float>>& store,
+                          const TrainModel& model) {
+  const int64_t R = lc.r;
+  store.reserve(ts.size());
+  for (AdapterTensor& t : ts) {
+    const bool is_A = t.key.find(".lora_A.") != std::string::npos, is_B = t.key.find(".lora_B.") != std::string::npos;
+    if (!is_A && !is_B) continue;
+    const float* init = model.initial_lora(t.key);
+    LT_ASSERT(init);
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    auto& v = store.emplace_back(size_t(rows * cols * 2));
+    if (is_A) {  // (2R, in): A's rows, then A₀'s
+      std::copy(t.data, t.data + rows * cols, v.begin());
+      std::copy(init, init + rows * cols, v.begin() + rows * cols);
+      t.shape = {2 * R, cols};
+    } else {  // (out, 2R): per row B's, then −B₀'s
+      for (int64_t o = 0; o < rows; ++o)
+        for (int64_t k = 0; k < R; ++k) {
+          v[size_t(o * 2 * R + k)] = t.data[o * R + k];
+          v[size_t(o * 2 * R + R + k)] = -init[o * R + k];
+        }
+      t.shape = {rows, 2 * R};
+    }
+    t.data = v.data();
+  }
+  lc.r *= 2;
+  lc.alpha *= lc.use_rslora ? std::sqrt(2.0f) : 2.0f;
+  lc.init = "default";
+}
+
 void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained, bool print) {
   std::vector<AdapterTensor> ts;
   const auto& params = model.params();
@@ -49,10 +87,27 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
     const auto& p = params[i];
     ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape, trained(i)});
   }
+  LoraConfig lc = c.lora;
+  std::vector<std::vector<float>> converted;
+  if (lc.mutates_base()) convert_mutated_lora(lc, ts, converted, model);
   const std::string adir = (fs::path(c.output_dir) / "adapter").string();
   fs::create_directories(adir);
-  save_peft_adapter(adir, c.lora, c.base_model, ts);
-  if (print) fmt::print("saved the PEFT adapter to {}\n", adir);
+  save_peft_adapter(adir, lc, c.base_model, ts);
+  if (print)
+    fmt::print("saved the PEFT adapter to {}{}\n", adir, c.lora.mutates_base() ? fmt::format(" (converted from {} "
+               "to plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string());
+}
+
+// QAT: OUTPUT_DIR/model_int4, the trained weights as a 4-bit model folder (io/quant_model.h; int4 or
+// int4_asym in blocks of qat_group_size): its linears decode to exactly the fake-quantized weights
+// the last step's forward used (quant/int4.h).
+void write_int4_model(const TrainConfig& c, const TrainModel& model, const std::vector<TensorInfo>& ts) {
+  TensorSet set;
+  set.source = c.base_model;
+  for (const TensorInfo& t : ts) set.add(t);
+  const QuantSpec spec{c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym, c.qat_group_size, false};
+  const std::string dir = (fs::path(c.output_dir) / "model_int4").string();
+  quantize_model_tensors(model.config(), set, resolve_model_path(c.base_model), spec, dir);
 }
 
 // Every weight of the plan, trained or frozen: a Hugging Face folder when the base is one.
@@ -75,6 +130,7 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
     ts.push_back(t);
   }
   save_safetensors((mdir / "model.safetensors").string(), ts);
+  if (c.qat != "none") write_int4_model(c, model, ts);
   const std::string base_path = resolve_model_path(c.base_model);
   const fs::path base_dir = fs::is_directory(base_path) ? fs::path(base_path) : fs::path(base_path).parent_path();
   const bool hf = fs::exists(base_dir / "config.json");

@@ -99,6 +99,8 @@ const KeyRange kRanges[] = {
      [](const TrainConfig& c) { return double(c.lora.alpha); }},
     {"lora_dropout", 0, 1, false, true, "the probability of dropping an input of lora_A",
      [](const TrainConfig& c) { return double(c.lora.dropout); }},
+    {"loraplus_lr_ratio", 0, 1e6, false, false, "LoRA+: the lr of lora_B (and of biases, DoRA magnitudes) is "
+     "learning_rate times this; 0 turns LoRA+ off", [](const TrainConfig& c) { return c.loraplus_lr_ratio; }},
     {"micro_batch_size", 1, 1 << 20, false, false, "sequences per forward/backward pass",
      [](const TrainConfig& c) { return double(c.micro_batch_size); }},
     {"gradient_accumulation_steps", 1, 1 << 20, false, false, "micro-batches per optimizer step",
@@ -184,6 +186,7 @@ const char* const kKnownKeys[] = {
     "base_model", "tokenizer", "datasets", "dataset", "min_blank_lines", "eval_dataset", "val_set_size",
     "chat_template", "skip_bad_lines", "method", "adapter", "lora_r", "lora_alpha", "lora_dropout",
     "lora_target_modules", "lora_target_linear", "use_rslora", "lora_bias", "lora_init", "layers_to_transform",
+    "init_lora_weights", "use_dora", "loraplus_lr_ratio", "qat", "qat_group_size", "qat_symmetric",
     "freeze_embeddings", "freeze_lm_head", "micro_batch_size", "gradient_accumulation_steps", "sequence_len",
     "sample_packing", "learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "max_grad_norm", "num_epochs",
     "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
@@ -275,7 +278,7 @@ struct KeyValue {
     const std::string s = S();
     if (s == "none") return std::nullopt;
     const std::optional<QuantType> r = find_quant_type(s);
-    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8", where, s);
+    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8, int4, int4_asym", where, s);
     return r;
   }
   Precision precision() const {
@@ -342,7 +345,12 @@ bool apply_data_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "lora_target_linear") { if (kv.B()) c.lora.target_modules = {"all-linear"}; }
   else if (key == "use_rslora") c.lora.use_rslora = kv.B();
   else if (key == "lora_bias") c.lora.bias = kv.S();
-  else if (key == "lora_init") c.lora.init = kv.S();
+  else if (key == "lora_init" || key == "init_lora_weights") c.lora.init = parse_lora_init(kv.S(), kv.where);
+  else if (key == "use_dora") c.lora.use_dora = kv.B();
+  else if (key == "qat") c.qat = kv.S();
+  else if (key == "qat_group_size") c.qat_group_size = kv.I();
+  else if (key == "qat_symmetric") c.qat_symmetric = kv.B();
+  else if (key == "loraplus_lr_ratio") c.loraplus_lr_ratio = kv.D();
   else if (key == "layers_to_transform") {
     c.lora.layers_to_transform.clear();
     for (const auto& s : as_list(kv.v, key, kv.where))
@@ -541,6 +549,16 @@ void validate_train_config(const TrainConfig& c) {
            "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
   LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
            "a folder for the optimizer state file", c.source);
+  LT_CHECK(c.qat == "none" || c.qat == "int4", "{}: qat '{}' is not one of none, int4", c.source, excerpt(c.qat));
+  if (c.qat != "none") {
+    LT_CHECK(c.method == Method::Full, "{}: qat: int4 trains the base weights through their 4-bit version: it needs "
+             "method: full (for LoRA, merge the adapter and fine-tune the merged model)", c.source);
+    try {
+      check_quant_spec({QuantType::Int4, c.qat_group_size, false});
+    } catch (const Error& e) {
+      fail("{}: qat_group_size: {}", c.source, e.what());
+    }
+  }
 }
 
 void check_train_config_ranges(const TrainConfig& c) {
@@ -580,6 +598,9 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.double_quant = c.double_quant;
   o.int8_threshold = float(c.int8_threshold);
   o.precision = c.precision;
+  o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
+  if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
+  o.qat_group_size = c.qat_group_size;
   return o;
 }
 

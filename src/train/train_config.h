@@ -28,7 +28,9 @@ struct TrainConfig {
   std::string chat_template;  // "" / auto (the model's, else chatml) | chatml | llama3 | llama2 | alpaca | x.jinja | a model template name
   bool skip_bad_lines = false;
   Method method = Method::Lora;           // lora | full (qlora: lora)
-  LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, ...
+  LoraConfig lora;                        // lora_r, lora_alpha, lora_dropout, lora_target_modules, use_dora,
+                                          // init_lora_weights (lora_init), ...
+  double loraplus_lr_ratio = 0;           // LoRA+: lr of lora_B (and 1-D tensors) = learning_rate · ratio; 0: off
   bool freeze_embeddings = false, freeze_lm_head = false;
   int micro_batch_size = 4;
   int gradient_accumulation_steps = 1;
@@ -61,6 +63,10 @@ struct TrainConfig {
   int quant_blocksize = 64;               // nf4 / fp4 block size: a power of two in [64, 4096]
   double int8_threshold = 6.0;            // LLM.int8 outlier threshold (0: no outlier columns)
   Precision precision = Precision::FP32;  // fp32 | bf16 | fp16: mixed precision (TrainModelOptions::precision)
+  std::string qat = "none";               // none | int4: quantization-aware training (full fine-tuning), which
+                                          // also writes OUTPUT_DIR/model_int4, a 4-bit model folder
+  int qat_group_size = 32;                // int4 block: a power of two from 32 to 4096 (32, 64, 128 typical)
+  bool qat_symmetric = true;              // int4: llama.cpp's q4_0 grid; false: q4_1's (a minimum per block)
   double initial_loss_scale = 65536;      // fp16: the dynamic loss scale's start (2^16; train/loss_scaler.h)
   int loss_scale_window = 2000;           // fp16: clean steps before the loss scale doubles
   int zero_stage = -1;                    // ZeRO data parallelism 0-3 (dist/zero.h, --zero S); -1: one process,

@@ -183,12 +183,12 @@ void TrainLoop::start() {
   fp16_ = c.precision == Precision::FP16;
   scaler_ = LossScaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   const TrainerState rs = resume_state();
+  model_->zero_grads();  // also the working copies (16-bit, QAT) of the weights a checkpoint just loaded
   tty_ = lead_ && watchers_.print && isatty(fileno(stdout));
   if (const float ev = synthetic_ ? NAN : evaluate(); lead_ && std::isfinite(ev)) {
     result_.first_eval_loss = ev;
     log_eval(ev, /*record=*/!rs.step, /*newline=*/false);  // on resume it was logged before
   }
-  model_->zero_grads();
   t_start_ = Clock::now();
   comm_->reset_stats();
   if (ledger_) model_->set_ledger(&*ledger_);  // the first step's timeline, layer by layer
@@ -228,7 +228,7 @@ void TrainLoop::apply_unfreeze() {
   const auto& params = model_->params();
   for (size_t i = 0; i < params.size(); ++i) {
     const int l = params[i].layer < 0 ? files_.config.n_layers - 1 : params[i].layer;
-    strategy().set_frozen(i, !unfreeze_.layer_trainable(l, step_), unfreeze_.lr_factor(l, step_));
+    strategy().set_frozen(i, !unfreeze_.layer_trainable(l, step_), unfreeze_.lr_factor(l, step_) * params[i].lr_factor);
   }
 }
 

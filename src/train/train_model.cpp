@@ -31,6 +31,8 @@
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
 #include "io/quant_model.h"
+#include "core/lora_init.h"
+#include "quant/int4.h"
 #include "core/rope_freqs.h"
 #include "train/run_limits.h"
 
@@ -97,6 +99,34 @@ std::string peft_name(int l, Proj p, bool A) {
   return "base_model.model." + proj_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
 }
 
+// DoRA's magnitude: "base_model.model.model.layers.{l}.{parent}.{module}.lora_magnitude_vector"
+std::string peft_mag_name(int l, Proj p) { return "base_model.model." + proj_hf_name(l, p, "lora_magnitude_vector"); }
+
+// PiSSA / OLoRA: the copy of a LoRA tensor's initial value (A₀, B₀), kept for the conversion on save
+std::string lora_init_name(const std::string& tensor) { return tensor + ".init"; }
+
+// DoRA: the per-step weight norm of a linear
+std::string dora_norm_name(int l, Proj p) { return "dora_norm." + proj_hf_name(l, p, "weight"); }
+
+// DoRA, PiSSA and OLoRA: the combinations implemented.
+void validate_lora_variants(const ModelConfig& c, const TrainModelOptions& o) {
+  const LoraConfig& lc = o.lora;
+  QuantSpec qs;
+  const bool quant = quantized_base(c, o, &qs);
+  if (lc.use_dora && lc.dropout > 0) {
+    LT_CHECK(o.precision == Precision::FP32, "use_dora with lora_dropout {} and precision {} is not supported (DoRA's "
+             "base product of the dropped input needs f32 weights); use lora_dropout 0 or precision fp32", lc.dropout,
+             precision_name(o.precision));
+    LT_CHECK(!quant || qs.type != QuantType::Int8, "use_dora with lora_dropout {} on an int8 base "
+             "is not supported (PEFT's dropped-input product uses the dequantized weight, not LLM.int8); use "
+             "lora_dropout 0, or nf4 / fp4", lc.dropout);
+  }
+  if (!lc.mutates_base()) return;
+  LT_CHECK(!quant && o.precision == Precision::FP32, "init_lora_weights {} changes the base weights to W − s·B·A; that "
+           "is implemented for f32 weights only (not a quantized base, not precision {}). Use precision fp32 and "
+           "quantization none, or init_lora_weights true", lc.init, precision_name(o.precision));
+}
+
 void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.micro_batch >= 1, "micro_batch_size must be >= 1 (got {})", o.micro_batch);
   LT_CHECK(o.seq_len >= 2, "sequence_len must be >= 2 (got {})", o.seq_len);
@@ -104,6 +134,10 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   LT_CHECK(o.seq_len <= c.max_seq_len, "sequence_len {} is longer than the model's context ({})", o.seq_len,
            c.max_seq_len);
   LT_CHECK(o.loss_chunk >= 1, "loss chunk must be >= 1");
+  LT_CHECK(std::isfinite(o.loraplus_lr_ratio) && o.loraplus_lr_ratio >= 0, "loraplus_lr_ratio must be >= 0 (got {}; "
+           "0 turns LoRA+ off)", o.loraplus_lr_ratio);
+  LT_CHECK(o.loraplus_lr_ratio == 0 || o.method == Method::Lora, "loraplus_lr_ratio is for LoRA (it scales the lr of "
+           "lora_B); full fine-tuning has no B matrices. Use method: lora, or loraplus_lr_ratio: 0");
   if (o.method == Method::Lora) {
     const auto& lc = o.lora;
     LT_CHECK(lc.r > 0, "lora_r must be > 0 (got {})", lc.r);
@@ -120,8 +154,18 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
                c.n_layers);
     LT_CHECK(lc.bias == "none" || lc.bias == "all" || lc.bias == "lora_only",
              "lora bias: '{}' is not one of none, all, lora_only", lc.bias);
-    LT_CHECK(lc.init == "default" || lc.init == "gaussian", "lora init: '{}' is not one of default, gaussian",
-             lc.init);
+    LT_CHECK(parse_lora_init(lc.init, "init_lora_weights") == lc.init, "init_lora_weights: '{}' is not in its "
+             "normal form (parse_lora_init)", lc.init);
+    validate_lora_variants(c, o);
+  }
+  if (o.qat) {
+    LT_CHECK(o.method == Method::Full && o.precision == Precision::FP32 && !o.quantization && !c.quantization,
+             "qat: {} fake-quantizes the trained f32 weights: it needs method full, precision fp32 and an "
+             "unquantized base (got method {}, precision {}, quantization {})", quantization_name(o.qat),
+             method_name(o.method), precision_name(o.precision),
+             quantization_name(c.quantization ? c.quantization : o.quantization));
+    LT_CHECK(is_int4(*o.qat), "qat: {} is not an int4 format", quantization_name(o.qat));
+    check_quant_spec({*o.qat, o.qat_group_size, false});
   }
   const bool stored = c.quantization.has_value(), requested = o.quantization.has_value();
   if (!stored && !requested) return;
@@ -169,12 +213,16 @@ struct Linear {
   QuantTensor qt;
   float *w = nullptr, *dw = nullptr, *b = nullptr, *db = nullptr;
   uint16_t* w16 = nullptr;         // 16-bit weight (mixed precision): the frozen storage, or w's working copy
+  float* wq = nullptr;             // QAT: w fake-quantized to int4 (the forward's and input gradient's weight)
   float *A = nullptr, *B = nullptr, *dA = nullptr, *dB = nullptr;
+  float *mag = nullptr, *dmag = nullptr;  // DoRA magnitude (out) and its gradient
+  float* norm = nullptr;                  // DoRA: ||W + s·B·A|| per row, computed by each forward
 
   // The weight as the linear op reads it: quantized, else the 16-bit copy, else the f32 tensor.
   WeightView view(DType half, float int8_threshold) const {
     if (q) return weight_view(*q, int8_threshold);
     if (w16) return half_weight(half_kind(half), w16, out, in);
+    if (wq) return f32_weight(wq, out, in);
     return f32_weight(w, out, in);
   }
 };
@@ -214,6 +262,9 @@ static bool holds_trainable_buffer(const TrainModelOptions& o, size_t i) {
 static std::string half_buffer_name(const std::string& weight, Precision p) {
   return weight + "." + precision_name(p);
 }
+
+// QAT: a trainable linear weight's fake-quantized working copy.
+static std::string qat_buffer_name(const std::string& weight) { return weight + ".qat"; }
 
 static std::string quant_buffer_name(const std::string& weight, const QuantSpec& s) {
   return weight + "." + quant_type_name(s.type);
@@ -318,6 +369,8 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"bwd.d_att", W, N * d.QD * f, Lifetime::Layer, to<&M::d_att_>});
   if (d.R > 0) {
     r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to_lora<&LinearScratch::lora_g>});
+    if (o.lora.use_dora)
+      r.push_back({"lora.dora", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::dora>});
     if (o.lora.dropout > 0) {
       r.push_back({"lora.tmp", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_tmp>});
       r.push_back({"lora.xd", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_xd>});
@@ -448,6 +501,8 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   else plan_weight(p, o, wn, size_t(in) * out, full);
   // full fine-tuning in 16 bits: the working copy the GEMMs read, refreshed after each step
   if (half && full) p.add(half_buffer_name(wn, o.precision), Category::Workspace, size_t(in) * out * 2);
+  // QAT: the fake-quantized working copy, refreshed after each step
+  if (o.qat && full) p.add(qat_buffer_name(wn), Category::Workspace, size_t(in) * out * sizeof(float));
   const bool adapted = !full && lora_targets(o.lora, pj) && lora_targets_layer(o.lora, l);
   if (c.has_bias(pj)) {
     const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
@@ -456,6 +511,14 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   if (adapted) {
     plan_weight(p, o, peft_name(l, pj, true), size_t(d.R) * in, true);
     plan_weight(p, o, peft_name(l, pj, false), size_t(out) * d.R, true);
+    if (o.lora.use_dora) {
+      plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
+      p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
+    }
+    if (o.lora.mutates_base()) {
+      plan_weight(p, o, lora_init_name(peft_name(l, pj, true)), size_t(d.R) * in, false);
+      plan_weight(p, o, lora_init_name(peft_name(l, pj, false)), size_t(out) * d.R, false);
+    }
   }
 }
 
@@ -520,6 +583,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   check_checkpoint_tensors(cfg_, ts);
   LT_CHECK(store_->holds_params() == opts_.store_params && store_->holds_grads() == opts_.store_grads,
            "TrainModel: store_params / store_grads need a sharding strategy holding exactly those");
+  LT_CHECK(!(opts_.store_params && opts_.qat), "sharded parameters (ZeRO stage 3) with qat are not supported yet: the "
+           "fake-quantized working copies are refreshed from whole f32 masters; use zero_stage 2 or less");
   LT_CHECK(!(opts_.store_params && opts_.method == Method::Full && opts_.precision != Precision::FP32),
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
@@ -589,7 +654,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     const size_t bytes = quant_storage_bytes(qs, lin.out, lin.in);
     if (stored) {
       lin.qt = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, lin.out, lin.in));
-      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
+      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax", ".scales",
+                               ".mins"})
         if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
     } else {
       const TensorInfo& t = ts.get(name, {lin.out, lin.in});
@@ -661,10 +727,17 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         load(wn, {out, in}, l, true, &lin->w, &lin->dw);
         if (half_ != DType::F32)  // filled by zero_grads()
           lin->w16 = arenas_.get_as<uint16_t>(half_buffer_name(wn, opts_.precision));
+        if (opts_.qat && full) lin->wq = arenas_.get_as<float>(qat_buffer_name(wn));  // filled by zero_grads()
       }
       if (cfg_.has_bias(p)) load(proj_hf_name(l, p, "bias"), {out}, l, false, &lin->b, &lin->db);
       auto an = peft_name(l, p, true), bn = peft_name(l, p, false);
-      if (!full && is_trainable(an)) {
+      if (!full && is_trainable(an) && opts_.lora.use_dora) {  // DoRA's m starts at ||W|| (= ||W_res + s·B₀·A₀||)
+        lin->norm = arenas_.get_as<float>(dora_norm_name(l, p));
+        dora_weight_norm(lin->norm, lin->view(half_, opts_.int8_threshold), LoraView{});
+      }
+      if (!full && is_trainable(an) && opts_.lora.mutates_base()) {
+        init_mutating_lora(*lin, an, bn, begin_trainable, finish_trainable);
+      } else if (!full && is_trainable(an)) {
         // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0
         float* A = begin_trainable(an, {d.R, in}, l, true, &lin->A, &lin->dA);
         if (opts_.lora.init == "gaussian") {
@@ -680,6 +753,11 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         std::memset(B, 0, size_t(out) * d.R * sizeof(float));
         finish_trainable();
       }
+      if (!full && is_trainable(an) && opts_.lora.use_dora) {
+        float* M = begin_trainable(peft_mag_name(l, p), {out}, l, true, &lin->mag, &lin->dmag);
+        std::memcpy(M, lin->norm, size_t(out) * sizeof(float));
+        finish_trainable();
+      }
       linears_.push_back(std::move(lin));
     }
   }
@@ -692,6 +770,10 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   } else {
     load("lm_head.weight", {V, C}, -1, true, &lm_head_, &d_lm_head_);
   }
+  // LoRA+: PEFT's B groups ("lora_B" in the name, or a 1-D tensor) at lr · ratio
+  if (!full && opts_.loraplus_lr_ratio > 0)
+    for (auto& p : params_)
+      if (p.name.find("lora_B") != std::string::npos || p.shape.size() == 1) p.lr_factor = opts_.loraplus_lr_ratio;
   // units: each one's tensors are contiguous in params_ (registered in execution order)
   store_->attach(params_, d.L + 2);
   store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
@@ -706,7 +788,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
       b.bind(*a, arenas_.get(act_buffer_name(l, b, recompute_[l])), half_ != DType::F32 ? half_x_ : nullptr);
     acts_.push_back(std::move(a));
   }
-  refresh_half_weights();
+  refresh_working_copies();
 }
 
 size_t TrainModel::trainable_count() const {
@@ -723,6 +805,31 @@ void TrainModel::lora_tensors(int layer, const std::string& module, float** A, f
   *B = lin.B;
 }
 
+// PiSSA / OLoRA (core/lora_init.h): A₀, B₀ computed into their planned copies from the f32 frozen W,
+// which becomes W − s·B₀·A₀, then copied into the trainable A and B.
+template <class Begin, class Finish>
+void TrainModel::init_mutating_lora(Linear& lin, const std::string& an, const std::string& bn, Begin& begin,
+                                    Finish& finish) {
+  const LoraConfig& lc = opts_.lora;
+  const int R = lc.r;
+  LT_ASSERT(lin.w && !lin.w16 && !lin.q);  // validate_lora_variants: f32 weights only
+  float* A0 = arenas_.get_as<float>(lora_init_name(an));
+  float* B0 = arenas_.get_as<float>(lora_init_name(bn));
+  if (lc.init == "olora") olora_init(lin.w, lin.out, lin.in, R, lc.scaling(), A0, B0);
+  else pissa_init(lin.w, lin.out, lin.in, R, lc.scaling(), lc.pissa_niter(),
+                  lora_mix64(opts_.seed ^ uint64_t(lin.layer * 7 + int(lin.p) + 1)), A0, B0);
+  float* A = begin(an, std::vector<int64_t>{R, lin.in}, lin.layer, true, &lin.A, &lin.dA);
+  std::memcpy(A, A0, size_t(R) * lin.in * sizeof(float));
+  finish();
+  float* B = begin(bn, std::vector<int64_t>{lin.out, R}, lin.layer, true, &lin.B, &lin.dB);
+  std::memcpy(B, B0, size_t(lin.out) * R * sizeof(float));
+  finish();
+}
+
+const float* TrainModel::initial_lora(const std::string& name) const {
+  return opts_.lora.mutates_base() ? arenas_.get_as<float>(lora_init_name(name)) : nullptr;
+}
+
 void TrainModel::load_lora(const TensorSet& adapter) {
   LT_CHECK(!opts_.store_params, "load_lora: the parameters are sharded (ZeRO stage 3); load the adapter through the "
            "sharded checkpoint instead");
@@ -734,6 +841,10 @@ void TrainModel::load_lora(const TensorSet& adapter) {
       std::vector<int64_t> shape = isA ? std::vector<int64_t>{R, lin->in} : std::vector<int64_t>{lin->out, R};
       const TensorInfo& t = adapter.get(name, shape);
       convert_to_f32(isA ? lin->A : lin->B, t.data, t.dtype, size_t(t.numel()));
+    }
+    if (lin->mag) {
+      const TensorInfo& t = adapter.get(peft_mag_name(lin->layer, lin->p), {int64_t(lin->out)});
+      convert_to_f32(lin->mag, t.data, t.dtype, size_t(t.numel()));
     }
   }
   for (auto& p : params_) {  // trainable biases saved with the adapter
@@ -762,12 +873,15 @@ int trainable_unit(const std::string& name, int n_layers) {
 void TrainModel::zero_grads() {
   for (auto& p : params_)
     if (p.g) std::memset(p.g, 0, p.n * sizeof(float));
-  refresh_half_weights();
+  refresh_working_copies();
 }
 
-void TrainModel::refresh_half_weights() {
-  for (auto& lin : linears_)
-    if (lin->w && lin->w16) ops_.round_half(half_, lin->w16, nullptr, lin->w, size_t(lin->out) * lin->in);
+void TrainModel::refresh_working_copies() {
+  for (auto& lin : linears_) {
+    const size_t n = size_t(lin->out) * lin->in;
+    if (lin->w && lin->w16) ops_.round_half(half_, lin->w16, nullptr, lin->w, n);
+    if (lin->w && lin->wq) fake_quantize_int4(lin->wq, lin->w, int64_t(n), opts_.qat_group_size, *opts_.qat);
+  }
 }
 
 namespace {
@@ -790,21 +904,23 @@ struct LinearRunner {
     LinearWeights w;
     w.w = L.view(half, int8_threshold);
     w.bias = L.b;
-    if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step)};
+    if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step), L.mag, L.mag ? L.norm : nullptr};
     return w;
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa[L.p] (N, R) saved. With a 16-bit weight x16
   // holds x in 16 bits and x the same values in f32.
   void forward(float* out, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
                uint64_t step) const {
-    ops.linear_forward(out, xa[size_t(L.p)], {x, x16, N}, weights(L, step), scratch);
+    const LinearWeights w = weights(L, step);
+    if (L.mag) dora_weight_norm(L.norm, w.w, w.lora);  // DoRA: this step's norm, a constant for the backward
+    ops.linear_forward(out, xa[size_t(L.p)], {x, x16, N}, w, scratch);
   }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
   void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
                 uint64_t step) const {
     const LinearWeights w = weights(L, step);
     if (dx) tops.linear_backward_input(dx, dout, N, w, scratch);
-    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB}, dout, {x, x16, N}, xa[size_t(L.p)], w, scratch);
+    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB, L.dmag}, dout, {x, x16, N}, xa[size_t(L.p)], w, scratch);
   }
 };
 }  // namespace

@@ -63,6 +63,16 @@ struct TrainModelOptions {
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (kernels/linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
   Precision precision = Precision::FP32;
+  // LoRA+ (PEFT's create_loraplus_optimizer): > 0 multiplies the lr of the tensors PEFT puts in its
+  // B groups (every lora_B, and every 1-D tensor: trained biases, DoRA magnitudes) by this ratio;
+  // 0: off. Sets TrainParam::lr_factor, which the sharding strategies apply.
+  float loraplus_lr_ratio = 0.0f;
+  // INT4 quantization-aware training (full fine-tuning, fp32): Int4 or Int4Asym; nullopt: off. Each
+  // linear's forward and input gradient use its f32 master weight fake-quantized in blocks of
+  // qat_group_size (quant/int4.h: the values the exported 4-bit model decodes to), refreshed by
+  // zero_grads(); the weight gradient goes to the master unchanged (straight-through).
+  Quantization qat;
+  int qat_group_size = 32;
 };
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
@@ -86,6 +96,7 @@ struct TrainParam {
   int layer;                     // -1 for embeddings / final norm / lm_head
   bool decay;                    // weight decay applies (not to norms and biases)
   int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
+  float lr_factor = 1.0f;        // multiplies the step's lr (LoRA+: loraplus_lr_ratio for B, biases, magnitudes)
 };
 
 // The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in
@@ -116,8 +127,9 @@ class TrainModel {
                          float loss_scale, uint64_t dropout_step, int64_t step_label_tokens = 0);
   // Forward only: the mean loss (evaluation).
   float forward_loss(const int* tokens, const int* labels, const int* positions, const int* doc_start);
-  // Zeroes the gradients and refreshes the 16-bit working copies of the trainable weights from
-  // their f32 masters (bf16 / fp16 full fine-tuning): call it after every optimizer step.
+  // Zeroes the gradients and refreshes the working copies of the trainable weights from their f32
+  // masters (16-bit ones for bf16 / fp16 full fine-tuning, fake-quantized ones for QAT): call it
+  // after every optimizer step and after loading a checkpoint.
   void zero_grads();
   // Sets the LoRA A/B (and trainable biases) from a PEFT adapter's tensors (PEFT key names);
   // lt::Error naming the tensor when one is missing or mis-shaped.
@@ -135,6 +147,9 @@ class TrainModel {
   float* weight(const std::string& name) const { return arenas_.get_as<float>(name); }
   // The LoRA (A, B) of a module, or nulls.
   void lora_tensors(int layer, const std::string& module, float** A, float** B) const;
+  // PiSSA / OLoRA: the initial value (A₀ or B₀) of the LoRA tensor named `name` (a PEFT key), which
+  // the conversion to plain LoRA on save needs; null for other initialisations.
+  const float* initial_lora(const std::string& name) const;
 
  private:
   friend struct BufferTable;  // train_model.cpp: the planned buffers and the fields they are bound to
@@ -144,7 +159,9 @@ class TrainModel {
   };
   void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
-  void refresh_half_weights();  // 16-bit working copies <- f32 masters (full fine-tuning)
+  void refresh_working_copies();  // 16-bit or fake-quantized (QAT) working copies <- f32 masters (full fine-tuning)
+  template <class Begin, class Finish>
+  void init_mutating_lora(Linear& lin, const std::string& an, const std::string& bn, Begin& begin, Finish& finish);
   void check_batch(const BatchView& b) const;
   // The first key of each query for layer l: window_start_ on a sliding layer, else doc_start.
   const int* key_start(int l, const BatchView& b) const;

@@ -86,6 +86,61 @@ TEST(PeftAdapterRoundTrip, ConfigAndTensors) {
   }
 }
 
+TEST(PeftAdapterRoundTrip, DoraMagnitudesAndInitNames) {
+  EXPECT_EQ(peft_magnitude_key(2, "v_proj"), "base_model.model.model.layers.2.self_attn.v_proj.lora_magnitude_vector");
+  TempDir dir;
+  Fixture fx;
+  for (int layer = 0; layer < 2; layer++)
+    for (const char* m : {"q_proj", "down_proj"}) fx.add(peft_magnitude_key(layer, m), {6});
+  LoraConfig c = sample_config();
+  c.use_dora = true;
+  c.init = "gaussian";
+  save_peft_adapter(dir.path, c, "", fx.tensors);
+  const auto j = nlohmann::json::parse(read_text_file(dir / "adapter_config.json"));
+  EXPECT_EQ(j["use_dora"], true);
+  EXPECT_EQ(j["init_lora_weights"], "gaussian");
+  const LoadedAdapter a = load_peft_adapter(dir.path);
+  EXPECT_TRUE(a.config.use_dora);
+  EXPECT_EQ(a.config.init, "gaussian");
+  const TensorInfo& t = a.tensors.get(peft_magnitude_key(1, "down_proj"), {6});
+  EXPECT_EQ(0, std::memcmp(t.data, fx.data.back().data(), t.nbytes));
+  // PEFT's in-memory name ("...lora_magnitude_vector.default.weight") is normalized too
+  TensorSet ts;
+  load_safetensors(dir / "adapter_model.safetensors", ts);
+  std::vector<TensorInfo> renamed;
+  for (const auto& [name, info] : ts.all()) {
+    TensorInfo r = info;
+    if (name.find("lora_magnitude_vector") != std::string::npos) r.name = name + ".default.weight";
+    renamed.push_back(r);
+  }
+  TempDir dir2;
+  save_safetensors(dir2 / "adapter_model.safetensors", renamed);
+  test::write_bytes(dir2 / "adapter_config.json", read_text_file(dir / "adapter_config.json"));
+  EXPECT_NE(load_peft_adapter(dir2.path).tensors.find(peft_magnitude_key(0, "q_proj")), nullptr);
+  // a magnitude in an adapter that is not DoRA, and a DoRA magnitude saved without use_dora
+  c.use_dora = false;
+  test::expect_contains(test::error_of([&] { save_peft_adapter(dir.path, c, "", fx.tensors); }),
+                        {"lora_magnitude_vector", "use_dora false"});
+  test::write_bytes(dir2 / "adapter_config.json", peft_adapter_config_json(c, ""));
+  test::expect_contains(test::error_of([&] { load_peft_adapter(dir2.path); }),
+                        {"adapter_model.safetensors", "DoRA magnitude", "use_dora false"});
+}
+
+// A loaded adapter's A and B are what they are, however they were started (PEFT's tests and users
+// save init_lora_weights false or eva): only a base-changing initialisation is refused (above).
+TEST(PeftAdapterRoundTrip, InitOfALoadedAdapterMattersOnlyIfItChangedTheBase) {
+  for (const char* init : {"false", "true", "\"eva\"", "\"gaussian\""}) {
+    TempDir dir;
+    Fixture fx;
+    save_peft_adapter(dir.path, sample_config(), "", fx.tensors);
+    auto j = nlohmann::json::parse(read_text_file(dir / "adapter_config.json"));
+    j["init_lora_weights"] = nlohmann::json::parse(init);
+    test::write_bytes(dir / "adapter_config.json", j.dump());
+    EXPECT_EQ(load_peft_adapter(dir.path).config.init, std::string(init) == "\"gaussian\"" ? "gaussian" : "default")
+        << init;
+  }
+}
+
 TEST(PeftAdapterRoundTrip, TensorsOutliveTheLoaderLocals) {
   TempDir dir;
   Fixture fx;
@@ -245,8 +300,19 @@ TEST(PeftAdapterLoad, BadConfigsNameFileAndKey) {
   test::expect_contains(
       load_error_with_config(R"({"peft_type": "LORA", "r": 4, "alpha_pattern": {"q_proj": 8}, )" + ok_targets + "}"),
       {"'alpha_pattern'"});
+  // DoRA without its magnitudes; an adapter in PiSSA / OLoRA form (for a residual base)
   test::expect_contains(
-      load_error_with_config(R"({"peft_type": "LORA", "r": 4, "use_dora": true, )" + ok_targets + "}"), {"DoRA"});
+      load_error_with_config(R"({"peft_type": "LORA", "r": 4, "use_dora": true, )" + ok_targets + "}"),
+      {"adapter_model.safetensors", "use_dora", "down_proj.lora_magnitude_vector"});
+  test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "init_lora_weights": "pissa", )" +
+                                               ok_targets + "}"),
+                        {"adapter_config.json", "PiSSA form", "path_initial_model_for_weight_conversion"});
+  test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "init_lora_weights": "olora", )" +
+                                               ok_targets + "}"),
+                        {"OLoRA form"});
+  test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "init_lora_weights": "loftq", )" +
+                                               ok_targets + "}"),
+                        {"init_lora_weights 'loftq'", "LoftQ form"});
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "modules_to_save": ["lm_head"], )" +
                                                ok_targets + "}"),
                         {"'modules_to_save'"});

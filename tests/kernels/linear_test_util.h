@@ -22,15 +22,16 @@ inline double gamma_n(double n) {
   return n * u / (1 - n * u);
 }
 
-inline constexpr WeightKind kAllKinds[] = {WeightKind::F32, WeightKind::BF16, WeightKind::F16,
-                                           WeightKind::Int8, WeightKind::NF4, WeightKind::FP4};
+inline constexpr WeightKind kAllKinds[] = {WeightKind::F32, WeightKind::BF16, WeightKind::F16, WeightKind::Int8,
+                                           WeightKind::NF4, WeightKind::FP4, WeightKind::Int4};
 
 // A (rows, cols) weight of one kind and the parts its view points at. NF4 uses plain block scales,
-// FP4 double-quantized ones, so both scale paths are covered.
+// FP4 double-quantized ones, so both scale paths are covered; Int4 plain scales and block offsets
+// (the asymmetric format).
 struct KindWeight {
   WeightKind kind;
   int rows, cols;
-  std::vector<float> f32, row_absmax, code_values, absmax, absmax2, absmax_code_values;
+  std::vector<float> f32, row_absmax, code_values, absmax, absmax2, absmax_code_values, block_offset;
   std::vector<uint16_t> h16;
   std::vector<int8_t> q8;
   std::vector<uint8_t> codes, qabsmax;
@@ -47,6 +48,7 @@ struct KindWeight {
     for (size_t i = 0; i < (n + 1) / 2; ++i) codes.push_back(uint8_t(rng()));
     for (int i = 0; i < 16; ++i) code_values.push_back(u(rng));
     for (size_t i = 0; i < nblocks; ++i) absmax.push_back(pos(rng) * 0.5f);
+    for (size_t i = 0; i < nblocks; ++i) block_offset.push_back(u(rng) * 0.25f);
     for (size_t i = 0; i < nblocks; ++i) qabsmax.push_back(uint8_t(rng()));
     for (size_t i = 0; i < (nblocks + 255) / 256; ++i) absmax2.push_back(pos(rng) * 0.1f);
     for (int i = 0; i < 256; ++i) absmax_code_values.push_back(u(rng));
@@ -68,10 +70,14 @@ struct KindWeight {
         break;
       case WeightKind::NF4:
       case WeightKind::FP4:
+      case WeightKind::Int4:
         v.data = codes.data();
         v.blocksize = 64;
         v.code_values = code_values.data();
-        if (kind == WeightKind::NF4) {
+        if (kind == WeightKind::Int4) {
+          v.absmax = absmax.data();
+          v.block_offset = block_offset.data();
+        } else if (kind == WeightKind::NF4) {
           v.absmax = absmax.data();
         } else {
           v.qabsmax = qabsmax.data();
@@ -111,7 +117,7 @@ struct KindInput {
 
 // The scratch of one call of any backend, owned.
 struct OwnedScratch {
-  std::vector<float> tile, dy, g, xd, tmp;
+  std::vector<float> tile, dy, g, xd, tmp, dora;
   LinearScratch s;
   OwnedScratch(const WeightView& w, int T, int R) {
     const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
@@ -121,7 +127,8 @@ struct OwnedScratch {
     g.resize(size_t(T) * std::max(R, 1));
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);
-    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data()};
+    dora.resize(size_t(T) * w.rows);
+    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data()};
   }
 };
 

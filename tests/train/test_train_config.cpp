@@ -126,7 +126,7 @@ TEST(TrainConfigRanges, MethodPrecisionQuantizationAreParsedWhereRead) {
   EXPECT_EQ(error_of([&] { parse_train_args({"--precision", "f16"}); }),
             "--precision: precision 'f16' is not one of fp32, bf16, fp16");
   EXPECT_EQ(error_of([&] { from_yaml("lora_r: 4\nquantization: nf5\n"); }),
-            "run.yaml: line 2: quantization 'nf5' is not one of none, nf4, fp4, int8");
+            "run.yaml: line 2: quantization 'nf5' is not one of none, nf4, fp4, int8, int4, int4_asym");
   const TrainConfig c = from_yaml("method: qlora\nquantization: int8\nprecision: bf16\n");
   EXPECT_EQ(c.method, Method::Lora);
   EXPECT_EQ(c.quantization, QuantType::Int8);
@@ -170,6 +170,11 @@ lora_target_modules: [q_proj, v_proj]
 use_rslora: true
 lora_bias: none
 lora_init: gaussian
+use_dora: true
+loraplus_lr_ratio: 16
+qat: none
+qat_group_size: 64
+qat_symmetric: false
 layers_to_transform: [0, 1]
 freeze_embeddings: false
 freeze_lm_head: false
@@ -210,6 +215,30 @@ zero_overlap: false
   EXPECT_EQ(c.lora.r, 16);
   EXPECT_EQ(c.max_steps, 100);
   EXPECT_EQ(c.seed, 7u);
+}
+
+// PEFT's LoRA variants and INT4 QAT: values read as PEFT / the docs name them, the rest refused
+// with the key.
+TEST(TrainConfigRanges, LoraVariantAndQatKeys) {
+  EXPECT_EQ(from_yaml("init_lora_weights: true\n").lora.init, "default");
+  EXPECT_EQ(from_yaml("init_lora_weights: pissa_niter_4\n").lora.init, "pissa_niter_4");
+  EXPECT_EQ(from_yaml("init_lora_weights: olora\nuse_dora: true\n").lora.init, "olora");
+  expect_contains(error_of([&] { from_yaml("init_lora_weights: false\n"); }), {"init_lora_weights", "false"});
+  expect_contains(error_of([&] { from_yaml("init_lora_weights: loftq\n"); }), {"init_lora_weights 'loftq'", "olora"});
+  expect_contains(error_of([&] { from_yaml("init_lora_weights: pissa_niter_x\n"); }), {"pissa_niter_x"});
+  expect_contains(error_of([&] { from_yaml("loraplus_lr_ratio: -1\n"); }), {"loraplus_lr_ratio", "-1", ">= 0"});
+  EXPECT_EQ(from_yaml("loraplus_lr_ratio: 16\n").loraplus_lr_ratio, 16.0);
+  TrainConfig c = parse_train_args({"--base_model", "m", "--datasets", "d", "--qat", "int8"});
+  expect_contains(error_of([&] { validate_train_config(c); }), {"qat 'int8'", "none, int4"});
+  c.qat = "int4";
+  expect_contains(error_of([&] { validate_train_config(c); }), {"qat: int4", "method: full"});
+  c.method = Method::Full;
+  validate_train_config(c);
+  EXPECT_EQ(train_model_options(c).qat, QuantType::Int4);
+  c.qat_symmetric = false;
+  EXPECT_EQ(train_model_options(c).qat, QuantType::Int4Asym);
+  c.qat_group_size = 48;
+  expect_contains(error_of([&] { validate_train_config(c); }), {"qat_group_size", "48", "32"});
 }
 
 TEST(TrainConfigRanges, ShippedExampleLoads) {

@@ -44,7 +44,12 @@ void add_grad_command(CLI::App& app) {
   c->add_option("--checkpointing", o.checkpointing, "none | every | every:K");
   c->add_option("--threads,-t", o.threads, "threads");
   c->add_option("--out,-o", a->out, "output folder")->required();
-  c->add_option("--adamw-lr", o.adamw_lr, "then take one AdamW step at this lr and write params.safetensors");
+  c->add_flag("--use-dora", o.use_dora, "DoRA (PEFT's use_dora)");
+  c->add_option("--init-lora-weights", o.init_lora_weights, "true | gaussian | pissa | pissa_niter_K | olora");
+  c->add_option("--loraplus-lr-ratio", o.loraplus_lr_ratio, "LoRA+: lora_B (and 1-D tensors) at lr x ratio");
+  c->add_option("--seed", o.seed, "LoRA initialisation seed");
+  c->add_option("--adamw-lr", o.adamw_lr, "then take AdamW steps at this lr and write params.safetensors");
+  c->add_option("--adamw-steps", o.adamw_steps, "forward + backward + AdamW this many times on the batch (default 1)");
   c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (torch default 0.01)");
   c->callback([a] {
     leantune::GradCheckOptions o = a->o;

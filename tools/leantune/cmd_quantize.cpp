@@ -1,4 +1,4 @@
-// `leantune quantize --model M --type nf4|fp4|int8 [--double-quant] [--blocksize 64] --out DIR`:
+// `leantune quantize --model M --type nf4|fp4|int8|int4|int4_asym [--double-quant] [--blocksize 64] --out DIR`:
 // writes a quantized model folder (layout: src/io/quant_model.cpp) that `leantune train` with
 // base_model: DIR loads without re-quantizing (LoRA on the quantized base).
 #include <memory>
@@ -13,11 +13,13 @@ namespace lt::cli {
 void add_quantize_command(CLI::App& app) {
   struct Args { std::string model, type = "nf4", out; int blocksize = 64; bool dq = false; };
   auto a = std::make_shared<Args>();
-  auto* c = app.add_subcommand("quantize", "Write a model with its linear weights quantized (nf4, fp4 or int8)");
+  auto* c = app.add_subcommand("quantize", "Write a model with its linear weights quantized (nf4, fp4, int8, int4, "
+                               "int4_asym)");
   c->add_option("--model,-m", a->model, "model: HF folder, .safetensors, or llama2.c .bin")->required();
-  c->add_option("--type", a->type, "nf4, fp4 or int8 (default nf4)");
+  c->add_option("--type", a->type, "nf4, fp4, int8, int4 (q4_0's grid) or int4_asym (q4_1's) (default nf4)");
   c->add_flag("--double-quant", a->dq, "nf4/fp4: quantize the absmax values to 8 bits (QLoRA's double quantization)");
-  c->add_option("--blocksize", a->blocksize, "nf4/fp4 block size: a power of two from 64 to 4096 (default 64)");
+  c->add_option("--blocksize", a->blocksize, "4-bit block size: a power of two from 64 (int4: 32) to 4096 "
+                 "(default 64)");
   c->add_option("--out,-o", a->out, "output folder")->required();
   c->callback([a] {
     leantune::QuantizeOptions o{leantune::parse_quantization(a->type), a->blocksize, a->dq};

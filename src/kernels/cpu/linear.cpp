@@ -18,15 +18,6 @@ void add_bias(float* out, const float* bias, int T, int OC) {
     for (int o = 0; o < OC; ++o) out[size_t(t) * OC + o] += bias[o];
 }
 
-// xd = x ∘ mask into s.lora_xd, or x itself without dropout
-const float* dropped(const float* x, int T, int IC, const LoraView& l, const LinearScratch& s) {
-  if (l.dropout <= 0) return x;
-  LT_CHECK(s.lora_xd, "linear: LoRA dropout needs the lora_xd scratch");
-  const size_t n = size_t(T) * IC;
-  for (size_t i = 0; i < n; ++i) s.lora_xd[i] = x[i] * lora_dropout_scale(l.dropout_key, i, l.dropout);
-  return s.lora_xd;
-}
-
 // g (T, R) = dout · B
 float* lora_g(const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
   LT_CHECK(s.lora_g, "linear backward: LoRA needs the lora_g scratch");
@@ -35,13 +26,28 @@ float* lora_g(const float* dout, int T, const LinearWeights& w, const LinearScra
   return s.lora_g;
 }
 
+const float* dropped(const float* x, int T, int IC, const LoraView& l, const LinearScratch& s) {
+  return lora_dropped_input(x, T, IC, l, s);
+}
+
 }  // namespace
+
+// xd = x ∘ mask into s.lora_xd, or x itself without dropout
+const float* lora_dropped_input(const float* x, int T, int IC, const LoraView& l, const LinearScratch& s) {
+  if (l.dropout <= 0) return x;
+  LT_CHECK(s.lora_xd, "linear: LoRA dropout needs the lora_xd scratch");
+  const size_t n = size_t(T) * IC;
+  for (size_t i = 0; i < n; ++i) s.lora_xd[i] = x[i] * lora_dropout_scale(l.dropout_key, i, l.dropout);
+  return s.lora_xd;
+}
 
 void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const LinearInput& in,
                     const LinearWeights& w, const LinearScratch& s) {
   check_linear(w, in.T);
   const WeightView& W = w.w;
   const int T = in.T, IC = W.cols, OC = W.rows;
+  LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");
+  if (w.lora.dora()) return dora_forward(isa, f32_matmul, out, xa, in, w, s);
   if (W.kind == WeightKind::F32) {
     f32_matmul(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
   } else {
@@ -61,6 +67,7 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
 void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const LinearWeights& w,
                            const LinearScratch& s) {
   check_linear(w, T);
+  if (w.lora.dora()) return dora_backward_input(isa, dx, dout, T, w, s);
   const WeightView& W = w.w;
   const int IC = W.cols, OC = W.rows;
   if (W.kind == WeightKind::F32)
@@ -83,9 +90,10 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   for (size_t i = 0; i < n; ++i) dx[i] += s.lora_tmp[i] * lora_dropout_scale(l.dropout_key, i, l.dropout);
 }
 
-void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+void linear_backward_weight(Isa isa, const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
                             const LinearWeights& w, const LinearScratch& s) {
   check_linear(w, in.T);
+  if (w.lora.dora()) return dora_backward_weight(isa, g, dout, in, xa, w, s);
   const WeightView& W = w.w;
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(!g.dw || !W.quantized(), "linear_backward_weight: a {} weight is frozen; dW cannot be asked of it",

@@ -21,8 +21,17 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
                     const LinearWeights& w, const LinearScratch& s);
 void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const LinearWeights& w,
                            const LinearScratch& s);
-void linear_backward_weight(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+void linear_backward_weight(Isa isa, const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
                             const LinearWeights& w, const LinearScratch& s);
+
+// DoRA (dora_linear.cpp): the same three directions when w.lora.dora(); linear_* call them.
+void dora_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const LinearInput& in, const LinearWeights& w,
+                  const LinearScratch& s);
+void dora_backward_input(Isa isa, float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s);
+void dora_backward_weight(Isa isa, const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                          const LinearWeights& w, const LinearScratch& s);
+// The LoRA input: x itself, or with dropout xd = x ∘ mask written into s.lora_xd (T, IC).
+const float* lora_dropped_input(const float* x, int T, int IC, const LoraView& l, const LinearScratch& s);
 
 // 16-bit weights (half_linear.cpp). x (T, IC) f32 values of the type, x16 their bits; dy: the
 // scratch for dout rounded to the type (linear_dy_bytes); F16 widens kHalfTileRows rows of W at a

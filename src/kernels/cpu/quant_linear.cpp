@@ -96,8 +96,11 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
   const dequant::Dequant4Fn fn = dequant4_for(isa);
   const auto* codes = static_cast<const uint8_t*>(w.data);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t r = 0; r < nrows; ++r)
+  for (int64_t r = 0; r < nrows; ++r) {
     fn(out + r * cols, codes, f0 + r * cols, cols, scales, b_first, w.blocksize, w.code_values);
+    if (w.block_offset)  // asymmetric Int4: the rounded product, then the block's offset
+      for (int64_t i = 0; i < cols; ++i) out[r * cols + i] += w.block_offset[(f0 + r * cols + i) / w.blocksize];
+  }
 }
 
 void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes) {

@@ -94,6 +94,11 @@ template <Isa I>
 void linear_backward_input_isa(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
   linear_backward_input(I, dx, dout, T, w, s);
 }
+template <Isa I>
+void linear_backward_weight_isa(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                                const LinearWeights& w, const LinearScratch& s) {
+  linear_backward_weight(I, g, dout, in, xa, w, s);
+}
 
 }  // namespace lt::cpu
 
@@ -104,22 +109,24 @@ static TrainOps make_train_ops(Isa isa) {
   ops.embedding_backward = cpu::embedding_backward;
   ops.rope_backward = cpu::rope_backward;
   ops.matmul_backward = cpu::matmul_backward;
-  ops.linear_backward_weight = cpu::linear_backward_weight;
   ops.lm_head_loss = cpu::lm_head_loss;
   switch (isa) {
     case Isa::Scalar:
       ops.name = "train-cpu-scalar";
       ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Scalar>;
+      ops.linear_backward_weight = cpu::linear_backward_weight_isa<Isa::Scalar>;
       cpu::scalar::fill_train_ops(ops);
       break;
     case Isa::Avx2:
       ops.name = "train-cpu-avx2";
       ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx2>;
+      ops.linear_backward_weight = cpu::linear_backward_weight_isa<Isa::Avx2>;
       cpu::avx2::fill_train_ops(ops);
       break;
     case Isa::Avx512:
       ops.name = "train-cpu-avx512";
       ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx512>;
+      ops.linear_backward_weight = cpu::linear_backward_weight_isa<Isa::Avx512>;
       cpu::avx512::fill_train_ops(ops);
       break;
   }

@@ -2,8 +2,9 @@
 // (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
 // through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
 // type in the backward; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
-// f32 with the dropout mask regenerated from its key. Nothing allocates: the LLM.int8 outlier flags
-// use the tile scratch, the LoRA backward its lora_g scratch.
+// f32 with the dropout mask regenerated from its key; DoRA follows kernels/linear.h's formulas term
+// by term. Nothing allocates: the LLM.int8 outlier flags use the tile scratch, the LoRA backward its
+// lora_g scratch, DoRA its dora scratch.
 #include <algorithm>
 #include <cmath>
 
@@ -22,7 +23,8 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
     case WeightKind::F16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::Int8: return (float(static_cast<const int8_t*>(w.data)[f]) * w.row_absmax[r]) * kInt8Inv127;
     case WeightKind::NF4:
-    case WeightKind::FP4: break;
+    case WeightKind::FP4:
+    case WeightKind::Int4: break;
   }
   const uint8_t byte = static_cast<const uint8_t*>(w.data)[f >> 1];
   const int code = (f & 1) ? (byte & 15) : (byte >> 4);
@@ -34,7 +36,8 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
   } else {
     scale = w.absmax[b];
   }
-  return w.code_values[code] * scale;
+  const float v = w.code_values[code] * scale;
+  return w.block_offset ? v + w.block_offset[b] : v;
 }
 
 namespace {
@@ -124,23 +127,99 @@ float* lora_g(const float* dout, const LoraView& l, int T, int OC, const LinearS
   return s.lora_g;
 }
 
+
+// out (T, OC) = the weight's product with x as the forward computes it (kind by kind), + bias
+void base_forward(float* out, const float* x, const WeightView& W, const float* bias, int T, const LinearScratch& s) {
+  const int IC = W.cols, OC = W.rows;
+  if (W.kind == WeightKind::F32) {
+    matmul_forward(out, x, static_cast<const float*>(W.data), bias, T, IC, OC);
+  } else if (W.kind == WeightKind::Int8) {
+    LT_CHECK(s.tile && s.tile_bytes >= size_t(IC), "linear_forward: the int8 reference needs {} bytes of tile "
+             "scratch (got {})", IC, s.tile_bytes);
+    int8_forward(out, x, W, bias, T, static_cast<uint8_t*>(s.tile));
+  } else {
+    decoded_forward(out, x, W, bias, T);
+  }
+}
+
+// dx (T, IC) += dout·W, dout rounded as the kind's products see it
+void base_backward_input(float* dx, const float* dout, int T, const WeightView& W) {
+  const int IC = W.cols, OC = W.rows;
+  if (W.kind == WeightKind::F32) {
+    matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
+    return;
+  }
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < IC; ++i) {
+      float a = 0.0f;
+      for (int o = 0; o < OC; ++o) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * weight_at(W, o, i);
+      dx[size_t(t) * IC + i] += a;
+    }
+}
+
+// DoRA's k = m / n of row o
+float dora_k(const LoraView& l, int o) { return l.magnitude[o] / l.weight_norm[o]; }
+
+// yd (T, OC) = xd·Wᵀ without bias: with dropout the decoded W against the dropped input, else the
+// forward's own product of x
+void dora_yd(float* yd, const float* x, const WeightView& W, const LoraView& l, int T, const LinearScratch& s) {
+  if (l.dropout <= 0) return base_forward(yd, x, W, nullptr, T, s);
+  const int IC = W.cols, OC = W.rows;
+  for (int t = 0; t < T; ++t)
+    for (int o = 0; o < OC; ++o) {
+      float a = 0.0f;
+      for (int i = 0; i < IC; ++i) a += xd_at(x, size_t(t) * IC + i, l) * weight_at(W, o, i);
+      yd[size_t(t) * OC + o] = a;
+    }
+}
+
+float* dora_scratch(const LinearScratch& s) {
+  LT_CHECK(s.dora, "linear: DoRA needs the dora scratch (T, OC)");
+  return s.dora;
+}
+
+// kd (T, OC) = k∘dout into the dora scratch
+const float* dora_scaled_dout(const float* dout, const LoraView& l, int T, int OC, const LinearScratch& s) {
+  float* kd = dora_scratch(s);
+  for (int t = 0; t < T; ++t)
+    for (int o = 0; o < OC; ++o) kd[size_t(t) * OC + o] = dora_k(l, o) * dout[size_t(t) * OC + o];
+  return kd;
+}
+
+// The DoRA forward: y = y0 + (k − 1)∘yd + k∘(s·xa·Bᵀ) + bias (no dropout: k∘y0 + k∘(s·xa·Bᵀ) + bias)
+void dora_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
+  const WeightView& W = w.w;
+  const LoraView& l = w.lora;
+  const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank;
+  base_forward(out, in.x, W, nullptr, T, s);
+  float* yd = dora_scratch(s);
+  if (l.dropout > 0) dora_yd(yd, in.x, W, l, T, s);
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      float a = 0.0f;
+      for (int i = 0; i < IC; ++i) a += xd_at(in.x, size_t(t) * IC + i, l) * l.A[size_t(r) * IC + i];
+      xa[size_t(t) * R + r] = a;
+    }
+    for (int o = 0; o < OC; ++o) {
+      float lr = 0.0f;
+      for (int r = 0; r < R; ++r) lr += xa[size_t(t) * R + r] * l.B[size_t(o) * R + r];
+      const float k = dora_k(l, o), y0 = out[size_t(t) * OC + o];
+      float y = l.dropout > 0 ? y0 + (k - 1.0f) * yd[size_t(t) * OC + o] + k * (l.scale * lr) : k * y0 + k * (l.scale * lr);
+      out[size_t(t) * OC + o] = w.bias ? y + w.bias[o] : y;
+    }
+  }
+}
+
 }  // namespace
 
 void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
   check_linear(w, in.T);
   const WeightView& W = w.w;
   const int T = in.T, IC = W.cols, OC = W.rows;
-  if (W.kind == WeightKind::F32) {
-    matmul_forward(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
-  } else if (W.kind == WeightKind::Int8) {
-    LT_CHECK(s.tile && s.tile_bytes >= size_t(IC), "linear_forward: the int8 reference needs {} bytes of tile "
-             "scratch (got {})", IC, s.tile_bytes);
-    int8_forward(out, in.x, W, w.bias, T, static_cast<uint8_t*>(s.tile));
-  } else {
-    decoded_forward(out, in.x, W, w.bias, T);
-  }
+  LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");
+  if (w.lora.dora()) return dora_forward(out, xa, in, w, s);
+  base_forward(out, in.x, W, w.bias, T, s);
   if (w.lora.rank == 0) return;
-  LT_CHECK(xa, "linear_forward: LoRA needs the xa output (T, R)");
   lora_forward(out, xa, in.x, w.lora, T, IC, OC);
 }
 
@@ -148,18 +227,20 @@ void linear_backward_input(float* dx, const float* dout, int T, const LinearWeig
   check_linear(w, T);
   const WeightView& W = w.w;
   const int IC = W.cols, OC = W.rows;
-  if (W.kind == WeightKind::F32) {
-    matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
-  } else {
+  const LoraView& l = w.lora;
+  const float* kd = l.dora() ? dora_scaled_dout(dout, l, T, OC, s) : nullptr;  // k∘dout
+  if (!kd || l.dropout > 0) base_backward_input(dx, dout, T, W);
+  if (kd && l.dropout <= 0) base_backward_input(dx, kd, T, W);
+  if (kd && l.dropout > 0)  // dx += (((k − 1)∘dout)·W)∘mask
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < IC; ++i) {
         float a = 0.0f;
-        for (int o = 0; o < OC; ++o) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * weight_at(W, o, i);
-        dx[size_t(t) * IC + i] += a;
+        for (int o = 0; o < OC; ++o)
+          a += grad_as(W.kind, (dora_k(l, o) - 1.0f) * dout[size_t(t) * OC + o]) * weight_at(W, o, i);
+        dx[size_t(t) * IC + i] += a * mask_at(size_t(t) * IC + i, l);
       }
-  }
-  const LoraView& l = w.lora;
   if (l.rank == 0) return;
+  if (kd) dout = kd;  // the LoRA part sees k∘dout
   const float* g = lora_g(dout, l, T, OC, s);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < IC; ++i) {
@@ -188,8 +269,24 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
   float* dw_f32 = W.kind == WeightKind::F32 ? g.dw : nullptr;
   matmul_backward(nullptr, dw_f32, g.db, dout, in.x, nullptr, T, IC, OC);
   const LoraView& l = w.lora;
-  if (l.rank == 0 || (!g.dA && !g.dB)) return;
+  LT_CHECK(!l.dora() || !g.dw, "linear_backward_weight: DoRA's base weight is frozen; dW cannot be asked of it");
   const int R = l.rank;
+  if (l.dora() && g.dmag) {  // dm = Σ_t dout∘(yd + s·xa·Bᵀ) / n
+    LT_CHECK(xa, "linear_backward_weight: DoRA's dm needs the forward's xa (T, R)");
+    float* yd = dora_scratch(s);
+    dora_yd(yd, in.x, W, l, T, s);
+    for (int o = 0; o < OC; ++o) {
+      float a = 0.0f;
+      for (int t = 0; t < T; ++t) {
+        float lr = 0.0f;
+        for (int r = 0; r < R; ++r) lr += xa[size_t(t) * R + r] * l.B[size_t(o) * R + r];
+        a += dout[size_t(t) * OC + o] * (yd[size_t(t) * OC + o] + l.scale * lr);
+      }
+      g.dmag[o] += a / l.weight_norm[o];
+    }
+  }
+  if (l.rank == 0 || (!g.dA && !g.dB)) return;
+  if (l.dora()) dout = dora_scaled_dout(dout, l, T, OC, s);  // the LoRA part sees k∘dout
   if (g.dB) {
     LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");
     for (int o = 0; o < OC; ++o)
