@@ -208,7 +208,7 @@ TEST(Jinja, UnsupportedAndMalformedNameTheLine) {
   expect("\n\n{{ 'a' + 1 }}", "line 3:", "concatenate");
   expect("{% for x in 5 %}{% endfor %}", "line 1:", "not iterable");
   // hostile nesting is refused, not a stack overflow
-  expect(std::string(100000, '(') + "1" + std::string(100000, ')'), "line 1:", "nests deeper");
+  expect("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", "line 1:", "nests deeper");
   expect("{{ " + std::string(100000, '-') + "1 }}", "line 1:", "nests deeper");
   std::string ifs;
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
