@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need (Debian packages, a .venv with the PyPI oracles), builds, and runs
-# every test: the GoogleTest suite and the Python parity tests (CTest), then the GoogleTest suite
+# Installs what the tests need (Debian packages, a .venv with the PyPI oracles), builds, installs
+# the Python package into .venv (pip install .), and runs every test: the GoogleTest suite, the
+# Python parity and package tests and the package in a fresh virtual environment (CTest), then the GoogleTest suite
 # again in an AddressSanitizer + UBSan build, then a short smoke run of every libFuzzer harness.
 # Each stage runs even when an earlier one failed; the summary at the end names every stage that
 # failed and the exit status is non-zero if any did.
@@ -14,6 +15,8 @@ echo "== release build + all tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS=ON >/dev/null
 failed=()
 if ninja -C build -j"$(nproc)"; then
+  # the package tests (tests/python/test_package.py) run in .venv with what this tree builds
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-build-isolation . || failed+=("python package install")
   (cd build && ctest --output-on-failure -j2 --timeout 1800) || failed+=("release tests")
 else
   failed+=("release build")

@@ -22,6 +22,7 @@
 
 #include "leantune/model.h"
 #include "leantune/sequence.h"
+#include "leantune/trainer.h"
 
 namespace leantune {
 
@@ -180,6 +181,8 @@ struct TrainingPlan {
 // (their bytes count). With memory_budget, the run is fitted first (auto) or leantune::Error lists
 // the changes that fit. leantune::Error naming the key, file or value that is wrong.
 TrainingPlan plan_training(const std::vector<std::string>& train_args, const TrainingPlanOptions& options = {});
+// The same for a run given as a Trainer takes it (TrainerConfig: a YAML file or YAML text, then flags).
+TrainingPlan plan_training_config(const TrainerConfig& config, const TrainingPlanOptions& options = {});
 
 // {"categories", "arena_bytes", "data_bytes", "baseline_bytes", "predicted_peak_bytes",
 //  "peak_phase", and with buffers "buffers": [{name, category, bytes, lifetime}]}, as

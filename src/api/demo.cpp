@@ -1,135 +1,28 @@
+// `leantune demo` (api/demo.h): the fine-tune a newcomer judges at a glance, and the helpers both
+// demo jobs share.
 #include "api/demo.h"
 
 #include <algorithm>
-#include <filesystem>
+#include <chrono>
+#include <cstdlib>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <random>
 
-#include "core/dtype.h"
+#include "api/run_training.h"
 #include "core/error.h"
-#include "core/atomic_file.h"
-#include "io/safetensors.h"
 #include "infer/generate.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
-#include "api/run_training.h"
 
 namespace fs = std::filesystem;
 
 namespace lt {
 
-namespace {
-
-// GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 onwards.
-std::string byte_char(int b) {
-  auto printable = [](int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255); };
-  int cp = b;
-  if (!printable(b)) {
-    int n = 0;
-    for (int c = 0; c < b; ++c)
-      if (!printable(c)) ++n;
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-void write_byte_tokenizer(const fs::path& dir) {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
-  nlohmann::json j = {
-      {"version", "1.0"},
-      {"added_tokens", {{{"id", 256}, {"content", "<|endoftext|>"}, {"special", true}, {"single_word", false},
-                         {"lstrip", false}, {"rstrip", false}, {"normalized", false}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                         {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-                 {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                 {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
-  write_text_file_atomic((dir / "tokenizer.json").string(), j.dump());
-}
-
-void write_random_llama(const fs::path& dir, uint64_t seed) {
-  const int C = 128, L = 4, NH = 4, NKV = 2, HS = C / NH, F = 384, V = 257;
-  nlohmann::json cfg = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", C},
-                        {"num_hidden_layers", L}, {"num_attention_heads", NH}, {"num_key_value_heads", NKV},
-                        {"intermediate_size", F}, {"vocab_size", V}, {"max_position_embeddings", 256},
-                        {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"tie_word_embeddings", true},
-                        {"eos_token_id", 256}, {"torch_dtype", "float32"}};
-  write_text_file_atomic((dir / "config.json").string(), cfg.dump(1));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.02f);
-  std::vector<std::vector<float>> store;
-  std::vector<TensorInfo> ts;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool ones) {
-    size_t n = 1;
-    for (auto s : shape) n *= size_t(s);
-    store.emplace_back(n);
-    for (auto& v : store.back()) v = ones ? 1.0f : nd(rng);
-    TensorInfo t;
-    t.name = name; t.dtype = DType::F32; t.shape = shape; t.data = store.back().data(); t.nbytes = n * 4;
-    ts.push_back(t);
-  };
-  add("model.embed_tokens.weight", {V, C}, false);
-  for (int l = 0; l < L; ++l) {
-    auto p = fmt::format("model.layers.{}.", l);
-    add(p + "input_layernorm.weight", {C}, true);
-    add(p + "post_attention_layernorm.weight", {C}, true);
-    add(p + "self_attn.q_proj.weight", {NH * HS, C}, false);
-    add(p + "self_attn.k_proj.weight", {NKV * HS, C}, false);
-    add(p + "self_attn.v_proj.weight", {NKV * HS, C}, false);
-    add(p + "self_attn.o_proj.weight", {C, NH * HS}, false);
-    add(p + "mlp.gate_proj.weight", {F, C}, false);
-    add(p + "mlp.up_proj.weight", {F, C}, false);
-    add(p + "mlp.down_proj.weight", {C, F}, false);
-  }
-  add("model.norm.weight", {C}, true);
-  save_safetensors((dir / "model.safetensors").string(), ts);
-}
-
-// words = false: "23+45=68"; words = true (the shifted task): "23 plus 45 is 68".
-void write_corpus(const fs::path& path, bool words, int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string text;
-  for (int i = 0; i < n; ++i) {
-    int a = int(rng() % 90) + 10, b = int(rng() % 90) + 10;
-    text += words ? fmt::format("{} plus {} is {}\n\n", a, b, a + b) : fmt::format("{}+{}={}\n\n", a, b, a + b);
-  }
-  write_text_file_atomic(path.string(), text);
-}
-
-void samples(const std::string& title, const std::string& model_dir, const std::string& tokenizer,
-             const std::string& adapter, const std::vector<std::string>& prompts, int max_new) {
-  auto tok = Tokenizer::load(tokenizer);
-  auto model = LlamaModel::load(model_dir, {}, ops_cpu());
-  if (!adapter.empty()) model->merge_adapter(adapter);
-  fmt::print("\n{}:\n", title);
-  for (const auto& p : prompts) {
-    GenerateOptions g;
-    g.max_new_tokens = max_new;
-    g.sampler.temperature = 0;
-    g.stop = {"\n"};
-    auto r = generate(*model, *tok, p, g, [](const std::string&) {});
-    fmt::print("  {}{}\n", p, r.text);
-  }
-}
-
-TrainConfig base_config(const std::string& model, const std::string& tok, const std::string& data,
-                        const fs::path& out, int threads) {
+TrainConfig demo_train_config(const std::string& model, const std::string& tokenizer, const std::string& data,
+                              const fs::path& out, int threads) {
   TrainConfig c;
   c.base_model = model;
-  c.tokenizer = tok;
+  c.tokenizer = tokenizer;
   c.datasets = {{data}};
   c.val_set_size = 0.05;
   c.output_dir = out.string();
@@ -141,71 +34,134 @@ TrainConfig base_config(const std::string& model, const std::string& tok, const 
   return c;
 }
 
+std::vector<std::string> demo_samples(const std::string& model, const std::string& tokenizer, const std::string& adapter,
+                                      const std::vector<std::string>& prompts, int max_new,
+                                      const std::vector<std::string>& stop, float repetition_penalty) {
+  auto tok = Tokenizer::load(tokenizer);
+  auto m = LlamaModel::load(model, {}, ops_cpu());
+  if (!adapter.empty()) m->merge_adapter(adapter);
+  std::vector<std::string> out;
+  for (const auto& p : prompts) {
+    GenerateOptions g;
+    g.max_new_tokens = max_new;
+    g.sampler.temperature = 0;
+    g.sampler.repetition_penalty = repetition_penalty;
+    g.stop = stop;
+    out.push_back(generate(*m, *tok, p, g, [](const std::string&) {}).text);
+  }
+  return out;
+}
+
+namespace {
+
+struct FineTuneInputs {
+  std::string model, tokenizer, data, prompt, what;  // what: a line saying what is tuned on what
+};
+
+// --model/--data as given, or stories260K and Aesop's fables from the first shared folder that has
+// both; lt::Error naming every folder looked in and the other ways to run the demo otherwise.
+FineTuneInputs fine_tune_inputs(const DemoOptions& o) {
+  FineTuneInputs in;
+  if (!o.model.empty() || !o.data.empty()) {
+    LT_CHECK(!o.model.empty() && !o.data.empty(), "demo: --model and --data go together (a model and a text file "
+             "to fine-tune it on); without both the demo uses stories260K and Aesop's fables from the shared folder");
+    in.model = o.model;
+    in.tokenizer = o.tokenizer.empty() ? (fs::is_directory(o.model) ? o.model : fs::path(o.model).parent_path().string())
+                                       : o.tokenizer;
+    in.data = o.data;
+    in.prompt = o.prompt.empty() ? "Once upon a time" : o.prompt;
+    in.what = fmt::format("{} LoRA-tuned on {}", o.model, o.data);
+    return in;
+  }
+  std::vector<std::string> roots;
+  if (const char* env = std::getenv("LEANTUNE_SHARED"); env && *env) roots.push_back(env);
+  roots.insert(roots.end(), {"shared", "../shared"});
+  for (const auto& r : roots) {
+    fs::path m = fs::path(r) / "models/stories260K", d = fs::path(r) / "data/aesop_fables/aesop_fables.txt";
+    if (fs::exists(m / "stories260K.bin") && fs::exists(m / "tok512.bin") && fs::exists(d)) {
+      in.model = (m / "stories260K.bin").string();
+      in.tokenizer = (m / "tok512.bin").string();
+      in.data = d.string();
+      in.prompt = o.prompt.empty() ? "One day a hungry Fox" : o.prompt;
+      in.what = "stories260K (a 260K-parameter Llama that has read only children's stories) LoRA-tuned on Aesop's fables";
+      return in;
+    }
+  }
+  std::string looked;
+  for (const auto& r : roots) looked += fmt::format("\n  {}/models/stories260K/{{stories260K,tok512}}.bin and {}/data/aesop_fables/aesop_fables.txt", r, r);
+  fail("demo: the default demo fine-tunes stories260K on Aesop's fables, and did not find them; it looked for{}\n"
+       "Set LEANTUNE_SHARED to the folder holding models/ and data/, give --model M --data FILE, or run "
+       "`leantune demo --synthetic`, which needs no files", looked);
+}
+
+// The sample under its label, its end cut where the token limit left it: after the last sentence
+// that ends in its second half, else after its last whole word; further lines indented under the
+// first (blank lines dropped).
+void print_sample(const char* label, const std::string& prompt, const std::string& text) {
+  std::string s = prompt + text, out;
+  const size_t sentence = s.find_last_of(".!?");
+  if (sentence != std::string::npos && sentence >= prompt.size() && sentence >= s.size() / 2) {
+    s.resize(sentence + 1 + (sentence + 1 < s.size() && s[sentence + 1] == '"'));  // a closing quote stays
+  } else if (const size_t space = s.find_last_of(" \n"); space != std::string::npos && space >= prompt.size()) {
+    s.resize(space);
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\n') {
+      out += s[i];
+    } else if (!out.empty() && out.back() != '\n') {
+      out += '\n';
+    }
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  std::string indented;
+  for (char c : out) indented += c == '\n' ? std::string("\n           ") : std::string(1, c);
+  fmt::print("  {:<8} {}\n", label, indented);
+}
+
 }  // namespace
 
 void run_demo(const DemoOptions& o) {
-  fs::path dir = o.dir;
+  if (o.synthetic) return run_synthetic_demo(o);
+  const FineTuneInputs in = fine_tune_inputs(o);
+  const fs::path dir = o.dir;
   fs::create_directories(dir);
-  if (!o.model.empty()) {  // a real model and dataset: LoRA with samples before and after
-    LT_CHECK(!o.data.empty(), "demo --model needs --data too");
-    std::string tok = o.tokenizer.empty() ? (fs::is_directory(o.model) ? o.model : fs::path(o.model).parent_path().string())
-                                          : o.tokenizer;
-    std::vector<std::string> prompts = {o.prompt.empty() ? "Once upon a time" : o.prompt};
-    samples("before fine-tuning", o.model, tok, "", prompts, 60);
-    TrainConfig c = base_config(o.model, tok, o.data, dir / "lora", o.threads);
-    c.method = Method::Lora;
-    c.lora.r = 16;
-    c.lora.alpha = 32;
-    c.lora.target_modules = {"all-linear"};
-    c.max_steps = o.lora_steps;
-    c.learning_rate = 2e-3;
-    c.warmup_steps = std::min(5, o.lora_steps);  // warmup_steps <= max_steps (train_config.h)
-    c.sequence_len = 256;
-    c.micro_batch_size = 8;
-    for (auto& d : c.datasets) d.min_blank_lines = 2;
-    run_training(c);
-    samples("after LoRA fine-tuning", o.model, tok, (dir / "lora" / "adapter").string(), prompts, 60);
-    return;
-  }
-  fs::path base = dir / "base";
-  fs::create_directories(base);
-  write_byte_tokenizer(base);
-  write_random_llama(base, 1);
-  write_corpus(dir / "additions.txt", false, 4000, 2);
-  write_corpus(dir / "additions_in_words.txt", true, 2000, 3);
-  fmt::print("demo: a {}-layer Llama with random weights and a byte-level tokenizer in {}\n"
-             "phase 1: train it from scratch on two-digit additions (full training), phase 2: LoRA on "
-             "the same sums written in words\n\n", 4, base.string());
-  std::vector<std::string> add_prompts = {"23+45=", "61+17=", "38+29="}, word_prompts = {"23 plus 45 is", "61 plus 17 is", "38 plus 29 is"};
-  const std::string tok = base.string();
-
-  TrainConfig c1 = base_config(base.string(), tok, (dir / "additions.txt").string(), dir / "pretrain", o.threads);
-  c1.method = Method::Full;
-  c1.max_steps = o.pretrain_steps;
-  c1.learning_rate = 3e-3;
-  c1.warmup_steps = std::min(20, o.pretrain_steps);
-  c1.weight_decay = 0.01;
-  c1.sequence_len = 64;
-  c1.micro_batch_size = 16;
-  run_training(c1);
-  const std::string pretrained = (dir / "pretrain" / "model").string();
-  samples("after phase 1 (additions)", pretrained, tok, "", add_prompts, 6);
-  samples("before phase 2 (the pretrained model, asked in words)", pretrained, tok, "", word_prompts, 6);
-
+  const int steps = o.lora_steps > 0 ? o.lora_steps : 40;
+  const std::vector<std::string> prompts = {in.prompt};
+  constexpr int kSampleTokens = 60;
+  constexpr float kPenalty = 1.2f;  // greedy decoding of a tiny model loops without it
+  fmt::print("leantune demo: {}.\n{} LoRA steps; 5% of the text is held out to measure the loss before and after. "
+             "(`leantune demo --synthetic`: a tiny model trained from scratch instead)\n\n", in.what, steps);
+  const std::string before = demo_samples(in.model, in.tokenizer, "", prompts, kSampleTokens, {}, kPenalty)[0];
+  print_sample("before:", in.prompt, before);
   fmt::print("\n");
-  TrainConfig c2 = base_config(pretrained, tok, (dir / "additions_in_words.txt").string(), dir / "lora", o.threads);
-  c2.method = Method::Lora;
-  c2.lora.r = 8;
-  c2.lora.alpha = 16;
-  c2.lora.target_modules = {"all-linear"};
-  c2.max_steps = o.lora_steps;
-  c2.learning_rate = 5e-3;
-  c2.warmup_steps = std::min(10, o.lora_steps);
-  c2.sequence_len = 64;
-  c2.micro_batch_size = 16;
-  run_training(c2);
-  samples("after phase 2 (LoRA on sums in words)", pretrained, tok, (dir / "lora" / "adapter").string(), word_prompts, 6);
-  fmt::print("\nwritten: {} (base model, corpora, pretrain/model, lora/adapter, metrics.jsonl files)\n", dir.string());
+
+  TrainConfig c = demo_train_config(in.model, in.tokenizer, in.data, dir / "lora", o.threads);
+  c.method = Method::Lora;
+  c.lora.r = 16;
+  c.lora.alpha = 32;
+  c.lora.target_modules = {"all-linear"};
+  c.max_steps = steps;
+  c.learning_rate = 4e-3;
+  c.warmup_steps = std::min(5, steps);  // warmup_steps <= max_steps (train_config.h)
+  c.sequence_len = 128;
+  c.micro_batch_size = 8;
+  c.logging_steps = std::max(1, steps / 4);
+  for (auto& d : c.datasets) d.min_blank_lines = 2;  // Aesop: fables apart by 4 blank lines, title and text by 1
+  const auto t0 = std::chrono::steady_clock::now();
+  const TrainResult r = run_training(c);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const fs::path adapter = dir / "lora" / "adapter";
+  const std::string after = demo_samples(in.model, in.tokenizer, adapter.string(), prompts, kSampleTokens, {}, kPenalty)[0];
+
+  fmt::print("\n== what {} LoRA steps changed ({:.0f} s of training)\n", r.steps, seconds);
+  fmt::print("  held-out loss {:.3f} -> {:.3f}   (perplexity {:.1f} -> {:.1f}; lower: the held-out text is better predicted)\n",
+             r.first_eval_loss, r.last_eval_loss, std::exp(r.first_eval_loss), std::exp(r.last_eval_loss));
+  fmt::print("  the same prompt, greedy decoding, before and after:\n");
+  print_sample("before:", in.prompt, before);
+  print_sample("after:", in.prompt, after);
+  fmt::print("  report:  {}   (loss curves, memory planned vs measured; open it in a browser)\n"
+             "  adapter: {}   (PEFT format: `leantune generate --model {} --adapter {} ...`)\n",
+             (dir / "lora" / "report.html").string(), adapter.string(), in.model, adapter.string());
 }
 
 }  // namespace lt

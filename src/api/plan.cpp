@@ -8,6 +8,7 @@
 
 #include "api/access.h"
 #include "api/guard.h"
+#include "api/trainer_config.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
 #include "dist/zero.h"
@@ -203,11 +204,15 @@ std::string format_rank_report(const std::vector<RankReportRow>& rows) {
   });
 }
 
+TrainingPlan plan_training(const std::vector<std::string>& train_args, const TrainingPlanOptions& options) {
+  return detail::guard([&] { return plan_training_config(TrainerConfig::from_args(train_args), options); });
+}
+
 // Long because it follows `leantune train`'s order step by step (config, threads, baseline, model
 // config, data, budget fit, plan) and then fills each optional part the options ask for.
-TrainingPlan plan_training(const std::vector<std::string>& train_args, const TrainingPlanOptions& options) {
+TrainingPlan plan_training_config(const TrainerConfig& config, const TrainingPlanOptions& options) {
   return detail::guard([&] {
-    lt::TrainConfig cfg = lt::parse_train_args(train_args);
+    lt::TrainConfig cfg = lt::read_trainer_config(config);
     LT_CHECK(!cfg.base_model.empty(), "plan: 'base_model' is required");
     detail::ThreadScope scope(resolve_threads(cfg.threads));
     TrainingPlan out;

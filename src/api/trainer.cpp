@@ -7,29 +7,11 @@
 
 #include "api/demo.h"
 #include "api/run_training.h"
+#include "api/trainer_config.h"
 #include "core/profiler.h"
 #include "train/train_config.h"
 
 namespace leantune {
-
-namespace {
-
-lt::TrainConfig read_config(const TrainerConfig& c) {
-  lt::TrainConfig cfg = c.yaml_text.empty() ? lt::load_train_config(c.yaml_file)  // "": the defaults
-                        : lt::parse_train_config_text(c.yaml_text, c.yaml_file.empty() ? "<config text>" : c.yaml_file);
-  lt::apply_train_flags(cfg, c.flags);
-  return cfg;
-}
-
-}  // namespace
-
-TrainerConfig TrainerConfig::from_args(const std::vector<std::string>& args) {
-  TrainerConfig c;
-  size_t first = 0;
-  if (!args.empty() && args[0].rfind("--", 0) != 0) c.yaml_file = args[first++];
-  c.flags.assign(args.begin() + ptrdiff_t(first), args.end());
-  return c;
-}
 
 struct Trainer::Impl {
   std::function<void(const TrainProgress&)> progress;
@@ -77,7 +59,7 @@ struct Trainer::Impl {
 };
 
 Trainer::Trainer(const TrainerConfig& config) : impl_(std::make_unique<Impl>()) {
-  const lt::TrainConfig cfg = read_config(config);
+  const lt::TrainConfig cfg = lt::read_trainer_config(config);
   lt::RunServices services = lt::training_services(cfg);
   impl_->comm = services.comm;
   impl_->profile_trace = config.profile_trace;
@@ -121,6 +103,7 @@ void Trainer::save() {
 bool Trainer::done() const { return impl_->loop->done(); }
 int Trainer::steps_taken() const { return impl_->loop->step_count(); }
 int Trainer::total_steps() const { return impl_->loop->total_steps(); }
+const std::string& Trainer::output_dir() const { return impl_->loop->config().output_dir; }
 
 TrainSummary Trainer::finish() {
   return impl_->summary(impl_->collective([&] { return impl_->loop->finish(); }));
@@ -133,6 +116,7 @@ TrainSummary Trainer::run() {
 void run_demo(const DemoOptions& o) {
   lt::DemoOptions d;
   d.dir = o.dir;
+  d.synthetic = o.synthetic;
   d.pretrain_steps = o.pretrain_steps;
   d.lora_steps = o.lora_steps;
   d.threads = o.threads;

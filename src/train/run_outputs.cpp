@@ -42,7 +42,7 @@ void print_step_progress(const StepProgress& p, bool tty, int logging_steps) {
 
 namespace {
 
-void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained) {
+void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained, bool print) {
   std::vector<AdapterTensor> ts;
   const auto& params = model.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -52,12 +52,12 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
   const std::string adir = (fs::path(c.output_dir) / "adapter").string();
   fs::create_directories(adir);
   save_peft_adapter(adir, c.lora, c.base_model, ts);
-  fmt::print("saved the PEFT adapter to {}\n", adir);
+  if (print) fmt::print("saved the PEFT adapter to {}\n", adir);
 }
 
 // Every weight of the plan, trained or frozen: a Hugging Face folder when the base is one.
 void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                      const TrainedTensorFn& trained) {
+                      const TrainedTensorFn& trained, bool print) {
   std::unordered_map<std::string, size_t> trainable;
   for (size_t i = 0; i < model.params().size(); ++i) trainable[model.params()[i].name] = i;
   const fs::path mdir = fs::path(c.output_dir) / "model";
@@ -81,16 +81,17 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                         "chat_template.jinja", "generation_config.json"})
     if (fs::exists(base_dir / f)) write_text_file_atomic((mdir / f).string(), read_text_file((base_dir / f).string()));
-  fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
-             hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
+  if (print)
+    fmt::print("saved the fine-tuned model to {}{}\n", mdir.string(),
+               hf ? "" : " (tensors only: a llama2.c base has no config.json to copy)");
 }
 
 }  // namespace
 
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                         const TrainedTensorFn& trained) {
-  if (c.method == Method::Lora) write_adapter(c, model, trained);
-  else write_full_model(c, plan, model, base, trained);
+                         const TrainedTensorFn& trained, bool print) {
+  if (c.method == Method::Lora) write_adapter(c, model, trained, print);
+  else write_full_model(c, plan, model, base, trained, print);
 }
 
 void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,

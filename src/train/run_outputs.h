@@ -38,9 +38,10 @@ using TrainedTensorFn = std::function<const float*(size_t i)>;
 // lora: OUTPUT_DIR/adapter as a PEFT adapter. full: OUTPUT_DIR/model/model.safetensors holding
 // every weight of `plan` (the single-process training plan, which lists trained and frozen
 // weights whatever the sharding), in its order, in f32, with the base's config.json, tokenizer
-// and generation files when it has them. base: the base model's tensors (their shapes).
+// and generation files when it has them. base: the base model's tensors (their shapes). print: say
+// where it went on stdout.
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                         const TrainedTensorFn& trained);
+                         const TrainedTensorFn& trained, bool print = true);
 
 // OUTPUT_DIR/ledger.json: `plan`'s bytes per category (this process's arenas) against the resident
 // bytes the ledger measured in the first step, its timeline, and the predicted and measured

@@ -103,7 +103,7 @@ void TrainLoop::write_outputs() {
   }
   const TrainedTensorFn trained = strategy().trained_tensors();  // every rank takes part
   if (lead_) {
-    write_trained_model(config_, single_plan_, *model_, files_.tensors, trained);
+    write_trained_model(config_, single_plan_, *model_, files_.tensors, trained, watchers_.print);
     const std::string report = write_training_report(out);
     say(fmt::format("report: {}\n", report));
   }

@@ -89,6 +89,31 @@ TEST(ApiPlan, TrainingPlanIsTheEngines) {
   EXPECT_NE(leantune::to_json(p, true).find("\"peak_phase\""), std::string::npos);
 }
 
+// A run given as YAML text with flags over it (what the Python package passes) plans as the same
+// run given as `leantune plan` arguments; a bad key names the text's line.
+TEST(ApiPlan, TrainerConfigPlansAsTheArguments) {
+  leantune::TrainingPlanOptions o;
+  o.measure_baseline = false;
+  leantune::TrainerConfig c;
+  c.yaml_text = "base_model: \"" + kDir + "stories260K.bin\"\nmethod: lora\nlora_r: 8\n";
+  c.flags = {"--micro_batch_size=3", "--lora_r", "4"};
+  const leantune::TrainingPlan got = leantune::plan_training_config(c, o);
+  const leantune::TrainingPlan want = leantune::plan_training(
+      {"--base_model", kDir + "stories260K.bin", "--method", "lora", "--lora_r", "4", "--micro_batch_size", "3"}, o);
+  EXPECT_EQ(got.lora_r, 4);
+  EXPECT_EQ(got.micro_batch_size, 3);
+  EXPECT_EQ(got.memory.format_table(true), want.memory.format_table(true));
+  c.yaml_file = "<config dict>";
+  c.yaml_text += "lora_rank: 8\n";
+  try {
+    leantune::plan_training_config(c, o);
+    ADD_FAILURE() << "no leantune::Error";
+  } catch (const leantune::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("<config dict>: line 4: unknown key 'lora_rank'"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ApiPlan, CostEstimateFollowsItsInputs) {
   leantune::TrainingPlanOptions o;
   o.measure_baseline = false;
