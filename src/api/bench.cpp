@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "api/access.h"
 #include "api/run_training.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -119,6 +120,11 @@ std::string bench_inference(const InferenceBenchOptions& a) {
   io.context = a.prompt_tokens + a.decode_tokens + 1;
   io.quantization = lt::parse_quantization(a.quantization);
   io.double_quant = a.double_quant;
+  const Weights weights = a.weights.empty() ? Weights::F32 : parse_weights(a.weights);
+  detail::apply_weights(weights, parse_quantization(a.quantization), io);
+  LT_CHECK(a.kv_cache.empty() || a.kv_cache == "f32" || a.kv_cache == "bf16", "--kv-cache '{}': expected f32 or bf16",
+           a.kv_cache);
+  io.kv_cache = a.kv_cache == "bf16" ? lt::DType::BF16 : lt::DType::F32;
   auto model = lt::LlamaModel::load(a.model, io, lt::ops_cpu());
   std::mt19937 rng(1234);
   std::vector<int> ids(size_t(a.prompt_tokens + a.decode_tokens));
@@ -143,7 +149,17 @@ std::string bench_inference(const InferenceBenchOptions& a) {
   j["decode_tokens"] = a.decode_tokens;
   j["prefill_tok_s"] = a.prompt_tokens / median(pre);
   j["decode_tok_s"] = a.decode_tokens / median(dec);
-  j["weights_bytes"] = model->arenas().allocated_bytes(lt::Category::FrozenWeights);
+  const size_t weight_bytes = model->arenas().allocated_bytes(lt::Category::FrozenWeights);
+  j["weights_bytes"] = weight_bytes;
+  j["weights"] = weights_name(weights);
+  j["kv_cache"] = a.kv_cache == "bf16" ? "bf16" : "f32";
+  // bytes one decode step streams: every weight but the embedding table (one row of it is read),
+  // unless the f32 lm_head is that table; the KV cache is left out (small at these lengths)
+  const lt::ModelConfig& c = model->config();
+  const size_t table = size_t(c.vocab_size) * size_t(c.dim) * sizeof(float);
+  const size_t streamed = weight_bytes - (c.tie_embeddings && model->lm_head_weights() ? 0 : table);
+  j["decode_bytes_per_token"] = streamed;
+  j["decode_gb_s"] = double(streamed) * (a.decode_tokens / median(dec)) / 1e9;
   j["quantization"] = a.quantization.empty() ? "none" : a.quantization;
   j["peak_rss_bytes"] = lt::process_peak_rss_bytes();
   return j.dump();
