@@ -6,7 +6,8 @@ configuration and a ~1B shape (dim 2048, 16 layers, MLP 8192, GQA 32/8, vocab 49
 for each --weights (f32 bf16 f16 int8 q4 nf4) and 1 and 2 threads, `leantune bench` runs a prefill
 of 128 tokens then 128 single-token decode steps (median of --repeats runs after a warm-up) and
 reports decode tok/s, the bytes one decode step streams (every weight but the embedding table) and
-so GB/s. The machine's bandwidth: a STREAM-like triad (stream_triad.cpp, built here with g++) at the
+so GB/s; also per second of process CPU time (on a shared, loaded machine the 1-thread CPU-time
+rate is what the decode reaches when it has a core). The machine's bandwidth: a STREAM-like triad (stream_triad.cpp, built here with g++) at the
 same thread counts. llama.cpp's numbers come from bench/peers (llama-cpp-python has no wheel for
 this platform on PyPI: it compiles llama.cpp from source).
 
@@ -88,8 +89,9 @@ def main():
                 rows.append(r)
                 print(json.dumps(r), file=sys.stderr)
     pathlib.Path(a.out).write_text(json.dumps(rows, indent=1))
-    print("| shape | weights | threads | MB/token | prefill tok/s | decode tok/s | decode GB/s | triad GB/s | % of triad |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| shape | weights | threads | MB/token | prefill tok/s | decode tok/s | decode GB/s | triad GB/s | % of triad "
+          "| decode tok/CPU-s | GB/CPU-s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['shape']} | {r['weights']} | {r['threads']} | error: {r['error']} |||||")
@@ -97,7 +99,7 @@ def main():
         pct = 100 * r["decode_gb_s"] / r["triad_gb_s"]
         print(f"| {r['shape']} | {r['weights']} | {r['threads']} | {r['decode_bytes_per_token'] / 1e6:.0f} | "
               f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['decode_gb_s']:.2f} | {r['triad_gb_s']:.1f} | "
-              f"{pct:.0f}% |")
+              f"{pct:.0f}% | {r.get('decode_tok_per_cpu_s', 0):.2f} | {r.get('decode_tok_per_cpu_s', 0) * r['decode_bytes_per_token'] / 1e9:.2f} |")
 
 
 if __name__ == "__main__":

@@ -110,9 +110,14 @@ TEST(WeightFormats, FastKernelsMatchTheReferenceOnEachFormat) {
   for (const Format& f : formats()) {
     auto fast = LlamaModel::load(kModel, f.o, ops_cpu());
     auto ref = LlamaModel::load(kModel, f.o, ops_ref());
-    // the same weights and formulas, summed in another order: f32 rounding, amplified by the
-    // layers (and LLM.int8's activation rounding, which can flip one code at a tie)
-    EXPECT_LT(rel_rms(run(*fast), run(*ref)), f.o.quantization == QuantType::Int8 ? 1e-3 : 1e-4) << f.name;
+    // the same weights and formulas, summed in another order: f32 rounding (~1e-7 relative)
+    // amplified by the layers; where an input is rounded to 8 bits (bf16's mantissa, int8 codes)
+    // or 11 (f16), a last-bit difference upstream can move one element to the next step (2^-8 /
+    // 2^-11 of it), which the logits see at ~1e-3 / ~1e-4 relative
+    const double tol = f.o.linear16 == DType::F16 ? 1e-3 : f.o.linear16 == DType::BF16 || f.o.quantization == QuantType::Int8 ? 5e-3 : 1e-4;
+    const double e = rel_rms(run(*fast), run(*ref));
+    std::printf("%s: fast vs reference kernels, relative RMS logit difference %.2e\n", f.name, e);
+    EXPECT_LT(e, tol) << f.name;
   }
 }
 
@@ -126,8 +131,10 @@ TEST(WeightFormats, Bf16KvCacheStaysCloseAndHalvesTheCache) {
   EXPECT_LT(e, 0.01);
   EXPECT_GT(e, 0.0);
   EXPECT_EQ(m->arenas().allocated_bytes(Category::KVCache) * 2, f32->arenas().allocated_bytes(Category::KVCache));
+  // fast vs reference kernels: a last-bit difference in a key or value can round it to the
+  // neighbouring bf16 (2^-8 relative), so the bound is bf16's, not f32's
   auto r = LlamaModel::load(kModel, o, ops_ref());
-  EXPECT_LT(rel_rms(run(*m), run(*r)), 1e-5);
+  EXPECT_LT(rel_rms(run(*m), run(*r)), 3e-3);
 }
 
 TEST(WeightFormats, BadOptionsAreRefused) {

@@ -479,9 +479,6 @@ TEST(QuantInt8, VnniEqualsScalarReference) {
   }
 }
 
-}  // namespace
-}  // namespace lt
-
 // The AVX2 integer loop (vpmaddubsw on |w| and x carrying w's sign) gives the scalar loop's bits
 // at every ISA that takes it, including the extreme codes (-128 weights from a file, ±127
 // activations: a pair sums to at most 32512, below int16 saturation) and tails after 32 columns.
@@ -504,3 +501,6 @@ TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
     }
   }
 }
+
+}  // namespace
+}  // namespace lt

@@ -289,8 +289,10 @@ TEST(HfTokenizer, StreamDecoderIsIncrementalAndEqualsDecode) {
     DecodeLengthProbe tok(*base);
     const int V = tok.vocab_size();
     for (int iter = 0; iter < 60; ++iter) {
-      std::vector<int> prompt(rng() % 5), ids(100 + rng() % 200);
-      for (int& id : prompt) id = int(rng() % V);
+      // a prompt of whole text (so its decode is a prefix of the whole decode), then random ids
+      static const char* kPrompts[] = {"", "hi", "hi hi", "h\xC3\xA9 hi"};
+      const std::vector<int> prompt = tok.encode(kPrompts[rng() % 4], false);
+      std::vector<int> ids(100 + rng() % 200);
       for (int& id : ids) id = int(rng() % 3 == 0 ? rng() % V : (rng() % 2 ? 3 + 0xC0 + rng() % 64 : 3 + 0x80 + rng() % 64));
       for (bool skip : {false, true}) {
         lt::Tokenizer::StreamDecoder sd(tok, skip);
@@ -312,7 +314,7 @@ TEST(HfTokenizer, StreamDecoderIsIncrementalAndEqualsDecode) {
         std::vector<int> whole = prompt;
         whole.insert(whole.end(), ids.begin(), ids.end());
         const std::string full = tok.decode(whole, skip), head = tok.decode(prompt, skip);
-        ASSERT_EQ(full.compare(0, head.size(), head), 0);
+        ASSERT_EQ(full.compare(0, head.size(), head), 0) << "the prompt's text is not a prefix";
         EXPECT_EQ(all, full.substr(head.size())) << "iteration " << iter;
         EXPECT_EQ(worst, 0u) << "a push decoded " << worst << " ids more than those since the last text";
       }
