@@ -71,6 +71,7 @@ struct InferencePlanOptions {
   SequenceOptions sequence;       // context and prefill block (0: the defaults Sequence uses)
   Quantization quantization = Quantization::None;
   bool double_quant = false;
+  Weights weights = Weights::F32;  // as ModelOptions::weights
   int threads = 0;                // the baseline's thread count (only read when measured)
   bool measure_baseline = true;   // false: baseline_bytes and predicted_peak_bytes stay 0
 };

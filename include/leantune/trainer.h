@@ -154,6 +154,8 @@ struct InferenceBenchOptions {
   int prompt_tokens = 128, decode_tokens = 64, repeats = 3;
   std::string quantization;  // "" | nf4 | fp4 | int8, quantized on load
   bool double_quant = false;
+  std::string weights;       // "" | f32 | bf16 | f16 | int8 | q4 | nf4 (ModelOptions::weights)
+  std::string kv_cache;      // "" | f32 | bf16
   int threads = 0;
 };
 std::string bench_inference(const InferenceBenchOptions& options);

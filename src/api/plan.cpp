@@ -157,6 +157,7 @@ InferencePlan plan_inference(const std::string& model_path, const InferencePlanO
     io.prefill_block = options.sequence.prefill_block;
     io.quantization = detail::engine_quantization(options.quantization);
     io.double_quant = options.double_quant;
+    detail::apply_weights(options.weights, options.quantization, io);
     lt::resolve_inference_options(mc, io);
     const lt::MemoryPlan p = lt::plan_inference(mc, io);
     out.context = io.context;

@@ -57,7 +57,7 @@ MemoryPlan plan_batch_forward(const ModelConfig& c, const BatchForwardOptions& o
 
 BatchForward::BatchForward(std::shared_ptr<const LlamaModel> weights, KvPool& pool, BatchForwardOptions o)
     : w_(std::move(weights)), cfg_(w_->config()), pool_(pool), o_(o), plan_(plan_batch_forward(cfg_, o)) {
-  LT_CHECK(!w_->quantized(), "the batch engine runs f32 weights; load the model without quantization to serve it");
+  LT_CHECK(w_->f32_weights(), "the batch engine runs f32 weights; load the model without quantization or 16-bit weights to serve it");
   arenas_.allocate(plan_);
   x_ = arenas_.get_as<float>("batch.x");
   xn_ = arenas_.get_as<float>("batch.xn");

@@ -57,6 +57,12 @@ struct Ops {
   void (*round_half)(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
   // dst[i] = src[i] widened to f32 (exact).
   void (*widen_half)(DType t, float* dst, const uint16_t* src, size_t n);
+
+  // attention_forward over a bf16 KV cache (inference's half-size cache): k and v hold bf16 bits in
+  // attention_forward's layout and are widened to f32 (exact) as they are read; no lse. Otherwise
+  // exactly attention_forward on the widened values.
+  void (*attention_forward_kv16)(float* out, const float* q, const uint16_t* k, const uint16_t* v, int T, int pos0,
+                                 int NH, int NKV, int HS, int window, int ring);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

@@ -25,7 +25,7 @@ struct GenerateArgs {
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
-  std::string quantize;
+  std::string quantize, weights, kv_cache;
   bool double_quant = false;
   leantune::SamplingOptions s;
 };
@@ -71,6 +71,9 @@ void run_generate(const GenerateArgs& a) {
   mo.adapter = a.adapter;
   mo.quantization = leantune::parse_quantization(a.quantize);
   mo.double_quant = a.double_quant;
+  if (!a.weights.empty()) mo.weights = leantune::parse_weights(a.weights);
+  if (a.kv_cache == "bf16") mo.kv_cache = leantune::KvCache::BF16;
+  else if (!a.kv_cache.empty() && a.kv_cache != "f32") fail("--kv-cache '{}': expected f32 or bf16", a.kv_cache);
   mo.kernels = a.reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
   leantune::Model model(a.model, mo);
   tok.check_fits(model);
@@ -150,6 +153,9 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
+  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 "
+                "(16-bit as stored; q4 = llama.cpp's q4_0 grid, blocks of 32)");
+  c->add_option("--kv-cache", a->kv_cache, "the KV cache's element type: f32 (default) | bf16 (half the bytes)");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
   c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");

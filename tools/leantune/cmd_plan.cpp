@@ -58,7 +58,8 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
       threads = int(x);
     }
     else if (a == "--quantize") o.quantization = leantune::parse_quantization(v);
-    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --double-quant)", a);
+    else if (a == "--weights") o.weights = leantune::parse_weights(v);
+    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --weights, --double-quant)", a);
   }
   if (model.empty()) fail("plan --generate: --model is required");
   o.threads = threads;

@@ -25,6 +25,9 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
                int IC, int OC);
 }  // namespace scalar
 namespace avx2 {
+// scalar::int8_gemm's bits (exact int32 sums) with vpmaddubsw: |w| (u8) times x carrying w's sign
+void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
+               int IC, int OC);
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);

@@ -17,6 +17,7 @@ const Ops& ops_ref() {
       ref::add_inplace,
       ref::round_half,
       ref::widen_half,
+      ref::attention_forward_kv16,
   };
   return ops;
 }

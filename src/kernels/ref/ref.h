@@ -12,6 +12,9 @@ namespace lt::ref {
 void embedding_forward(float* out, const int* tokens, const float* table, int T, int C);
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
 void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+// k, v bf16: the rows attention reads widened into f32 copies, then attention_forward
+void attention_forward_kv16(float* out, const float* q, const uint16_t* k, const uint16_t* v, int T, int pos0, int NH,
+                            int NKV, int HS, int window, int ring);
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
                        int NH, int NKV, int HS, int window, int ring);
 void swiglu_forward(float* out, const float* gate, const float* up, int T, int F);
