@@ -33,9 +33,11 @@ constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr std::string_view kKeyPrefix = "base_model.model.model.layers.";
 
+// A Llama projection, or one of Phi-3's fused modules (qkv_proj, gate_up_proj; io/fused_proj.h
+// splits them for a Phi-3 base).
 bool is_llama_module(const std::string& m) {
   const auto& all = llama_linear_modules();
-  return std::find(all.begin(), all.end(), m) != all.end();
+  return std::find(all.begin(), all.end(), m) != all.end() || parse_fused_proj(m);
 }
 
 // A float as JSON the way Python prints it: integral values as integers (PEFT's lora_alpha is an
@@ -293,9 +295,8 @@ std::vector<std::string> read_target_modules(const AdapterJson& a) {
   for (const auto& m : tm) {
     if (!m.is_string()) a.type_error("target_modules", "a list of strings");
     const std::string name = m;
-    LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path,
-             excerpt(name),
-             fmt::join(llama_linear_modules(), ", "));
+    LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {}; for Phi-3 {})",
+             path, excerpt(name), fmt::join(llama_linear_modules(), ", "), fmt::join(phi3_linear_modules(), ", "));
     out.push_back(name);
   }
   LT_CHECK(!out.empty(), "{}: target_modules is empty", path);

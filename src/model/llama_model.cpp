@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
+#include "io/fused_proj.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
@@ -271,6 +272,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
            "(or train with the quantized base and keep the adapter separate)", dir);
   LoadedAdapter ad = load_peft_adapter(dir);
+  split_fused_adapter(ad, cfg_, dir);  // Phi-3: qkv_proj / gate_up_proj as the split projections
   check_adapter_matches_model(ad, cfg_, dir);  // every tensor used, every shape this model's (io/peft_adapter.h)
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;
