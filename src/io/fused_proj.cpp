@@ -130,14 +130,16 @@ void split_fused_adapter(LoadedAdapter& ad, const ModelConfig& c, const std::str
       split_rows(peft_bias_key(l, fm), {rows}, [&](const char* m) { return peft_bias_key(l, m); });
     });
   std::vector<std::string> targets;
-  for (const auto& t : ad.config.target_modules) {
-    const auto head = parse_fused_proj(t);
+  for (const auto& t : ad.config.target_modules) {  // a module name, or a path ending in one
+    const size_t dot = t.rfind('.');
+    const std::string prefix = dot == std::string::npos ? "" : t.substr(0, dot + 1);
+    const auto head = parse_fused_proj(dot == std::string::npos ? t : t.substr(dot + 1));
     if (!head) {
       targets.push_back(t);
       continue;
     }
     for (Proj p : kProjs)
-      if (fused_group_head(p) == *head) targets.push_back(proj_module(p));
+      if (fused_group_head(p) == *head) targets.push_back(prefix + proj_module(p));
   }
   ad.config.target_modules = targets;
 }
