@@ -114,5 +114,24 @@ TEST(FusedProj, AdapterSplitsIntoSharedAAndRowBlocksOfB) {
   EXPECT_NE(error_of([&] { split_fused_adapter(qa, c, q.path); }).find("does not have"), std::string::npos);
 }
 
+// PEFT records "all-linear" on a small model as module paths; they match as PEFT matches them.
+TEST(FusedProj, AdapterTargetsGivenAsModulePaths) {
+  ModelConfig c = parse_hf_config(kPhi3, "config.json");
+  TempDir dir;
+  LoraConfig lc;
+  lc.r = 2;
+  lc.target_modules = {"model.layers.0.self_attn.qkv_proj"};
+  std::vector<float> A(2 * 8, 0.5f), B(16 * 2, 1.0f);
+  save_peft_adapter(dir.path, lc, "", {{peft_lora_key(0, "qkv_proj", true), {2, 8}, A.data()},
+                                       {peft_lora_key(0, "qkv_proj", false), {16, 2}, B.data()}});
+  LoadedAdapter ad = load_peft_adapter(dir.path);
+  split_fused_adapter(ad, c, dir.path);
+  EXPECT_EQ(ad.config.target_modules[1], "model.layers.0.self_attn.k_proj");
+  check_adapter_matches_model(ad, c, dir.path);
+  // a second layer the path does not name needs no tensors
+  c.n_layers = 2;
+  check_adapter_matches_model(ad, c, dir.path);
+}
+
 }  // namespace
 }  // namespace lt
