@@ -12,7 +12,7 @@
 namespace lt {
 
 void validate_config(const ModelConfig& c, const std::string& where) {
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3",
            "unknown architecture '{}' in {}; supported model types: {}", c.arch, where, kSupportedModelTypes);
   auto positive = [&](int v, const char* name) {
     LT_CHECK(v > 0, "{}: {} must be positive, got {}", where, name, v);

@@ -37,10 +37,10 @@ struct RopeScaling {
 };
 
 // The model_type values leantune reads, for the messages that refuse the others.
-inline constexpr const char* kSupportedModelTypes = "llama, mistral, qwen2, qwen3";
+inline constexpr const char* kSupportedModelTypes = "llama, mistral, qwen2, qwen3, phi3";
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 (model_type)
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 (model_type)
   int dim = 0;                 // C
   int n_layers = 0;            // L
   int n_heads = 0;             // NH
@@ -71,6 +71,11 @@ struct ModelConfig {
   // sliding_layers: which layers slide (Qwen2's layer_types / max_window_layers); empty: all.
   int sliding_window = 0;
   std::vector<bool> sliding_layers;
+  // Phi-3: the checkpoint and PEFT hold q/k/v as one qkv_proj and gate/up as one gate_up_proj
+  // (core/projection.h). Loaders split them into the seven projections (row blocks) and writers
+  // fuse them back; a LoRA on a fused module is one A shared by its projections and one B whose
+  // row blocks are theirs (fused_rows).
+  bool fused_proj = false;
   int bos_token_id = -1, eos_token_id = -1;
   // A folder written by `leantune quantize` (config.json quantization_config, io/quant_model.h):
   // its seven linear weights per layer are stored quantized. nullopt when they are not.
@@ -95,6 +100,23 @@ struct ModelConfig {
       case Proj::Down: return {F, C};
     }
     return {0, 0};
+  }
+  // The module PEFT and the checkpoint name p by: its fused module when fused_proj, else its own.
+  const char* module_name(Proj p) const {
+    return fused_proj && fused_proj_module(p) ? fused_proj_module(p) : proj_module(p);
+  }
+  // Whether p is stored in a fused module, and (first row, rows of the whole fused module) of p's block.
+  bool is_fused(Proj p) const { return fused_proj && fused_proj_module(p) != nullptr; }
+  std::pair<int64_t, int64_t> fused_rows(Proj p) const {
+    const int64_t QD = q_dim(), KVD = kv_dim(), F = hidden_dim;
+    switch (p) {
+      case Proj::Q: return {0, QD + 2 * KVD};
+      case Proj::K: return {QD, QD + 2 * KVD};
+      case Proj::V: return {QD + KVD, QD + 2 * KVD};
+      case Proj::Gate: return {0, 2 * F};
+      case Proj::Up: return {F, 2 * F};
+      default: return {0, linear_shape(p).second};
+    }
   }
   // The attention window of layer l: sliding_window for a sliding layer, 0 (every key) otherwise.
   int attention_window(int l) const {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/rope_freqs.h"
+#include "io/fused_proj.h"
 #include "io/safetensors.h"
 
 namespace lt {
@@ -99,7 +100,8 @@ std::vector<float> float_list(const Fields& f, const char* key) {
 // original_max_position_embeddings (llama3, yarn, longrope) from a top-level field first, then the
 // rope dict, then max_position_embeddings; a missing yarn / longrope factor is
 // max_position_embeddings / original_max_position_embeddings.
-RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_pos) {
+// Phi-3's config reads the older names "su" and "yarn" as longrope (Phi3Config).
+RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_pos, bool phi3) {
   RopeScaling rs;
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) it = j.find("rope_parameters");
@@ -110,6 +112,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_
   std::string type = f.opt_string("rope_type");
   if (type.empty()) type = f.opt_string("type");
   LT_CHECK(!type.empty(), "{}: field 'rope_scaling' has no 'rope_type' (or 'type')", where);
+  if (phi3 && (type == "su" || type == "yarn")) type = "longrope";
   LT_CHECK(f.opt_float("partial_rotary_factor", 1.0f) == 1.0f,
            "{}: rope_scaling.partial_rotary_factor {} is not supported (RoPE on part of each head); supported: 1",
            where, f.opt_float("partial_rotary_factor", 1.0f));
@@ -174,7 +177,8 @@ void refuse_unsupported_variant(const Fields& f, const std::string& arch) {
 // "sliding_attention", else (older configs) on layers max_window_layers (default 28) and up.
 void read_sliding_window(const Fields& f, ModelConfig& c) {
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
-  if (c.arch != "mistral" && !(qwen && f.opt_bool("use_sliding_window", false))) return;
+  const bool every_layer = c.arch == "mistral" || c.arch == "phi3";  // Phi-3: every layer when set
+  if (!every_layer && !(qwen && f.opt_bool("use_sliding_window", false))) return;
   c.sliding_window = f.opt_int("sliding_window", 0);
   LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
            c.sliding_window);
@@ -207,7 +211,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   LT_CHECK(mt, "{}: missing required field 'model_type'", where);
   c.arch = f.opt_string("model_type");
   refuse_unsupported_variant(f, c.arch);
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3",
            "unknown architecture '{}' in {}; supported model types: {}", excerpt(c.arch), where, kSupportedModelTypes);
 
   c.dim = f.req_int("hidden_size");
@@ -220,14 +224,18 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   // transformers' Qwen3Config defaults head_dim to 128, the others to hidden_size / heads
   c.head_dim = f.opt_int("head_dim", c.arch == "qwen3" ? 128 : c.dim / c.n_heads);
   c.max_seq_len = f.opt_int("max_position_embeddings", c.max_seq_len);
-  c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
+  c.norm_eps = f.opt_float("rms_norm_eps", c.arch == "phi3" ? 1e-5f : 1e-6f);  // Phi3Config: 1e-5
   c.rope_theta = f.opt_float("rope_theta", 10000.0f);
   if (!f.find("rope_theta")) {
     auto rp = j.find("rope_parameters");
     if (rp != j.end() && rp->is_object())
       c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
   }
-  c.rope_scaling = parse_rope_scaling(j, where, c.max_seq_len);
+  // Phi-3 (and transformers 5 configs) give partial_rotary_factor at the top level
+  LT_CHECK(f.opt_float("partial_rotary_factor", 1.0f) == 1.0f, "{}: partial_rotary_factor {} is not supported (RoPE "
+           "on part of each head, as Phi-3-small / Phi-4-mini configs use); supported: 1", where,
+           f.opt_float("partial_rotary_factor", 1.0f));
+  c.rope_scaling = parse_rope_scaling(j, where, c.max_seq_len, c.arch == "phi3");
   c.rope_attention_factor = rope_attention_factor(c.rope_scaling);
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
@@ -243,6 +251,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
   }
   c.qk_norm = c.arch == "qwen3";
+  c.fused_proj = c.arch == "phi3";  // qkv_proj and gate_up_proj (io/fused_proj.h); Phi-3 has no biases
   read_sliding_window(f, c);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
@@ -307,6 +316,7 @@ HfModelFiles load_hf_folder(const std::string& dir) {
   HfModelFiles m;
   m.config = load_hf_config(dir + "/config.json");
   m.tensors = load_hf_weights(dir);
+  split_fused_tensors(m.config, m.tensors);
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
+#include "io/fused_proj.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
@@ -389,6 +390,7 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
   LT_CHECK(f32_weights(), "{}: cannot merge a LoRA adapter into 16-bit weights; load the model with f32 weights "
            "to merge", dir);
   LoadedAdapter ad = load_peft_adapter(dir);
+  split_fused_adapter(ad, cfg_, dir);  // Phi-3: qkv_proj / gate_up_proj as the split projections
   check_adapter_matches_model(ad, cfg_, dir);  // every tensor used, every shape this model's (io/peft_adapter.h)
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;

@@ -109,7 +109,9 @@ void TrainLoop::build_model() {
     ledger_.emplace(model_->arenas(), size_t(4 * mc.n_layers + 16));
     ledger_->mark("loaded");
   }
-  info_ = {c.method, c.base_model, c.method == Method::Lora ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
+  info_ = {c.method, c.base_model,
+           c.method == Method::Lora ? peft_adapter_config_json(lora_config_for_peft(c.lora, mc.fused_proj), c.base_model)
+                                    : std::string()};
 }
 
 // B x T pseudo-random token ids, each row one document, every token but a row's last labelled.

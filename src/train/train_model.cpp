@@ -99,6 +99,13 @@ std::string peft_name(int l, Proj p, bool A) {
   return "base_model.model." + proj_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
 }
 
+// The same in model c: Phi-3's fused projections share their fused module's A and B
+// (io/fused_proj.h), named as PEFT names them.
+std::string peft_name(const ModelConfig& c, int l, Proj p, bool A) {
+  if (!c.is_fused(p)) return peft_name(l, p, A);
+  return "base_model.model." + fused_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
+}
+
 // DoRA's magnitude: "base_model.model.model.layers.{l}.{parent}.{module}.lora_magnitude_vector"
 std::string peft_mag_name(int l, Proj p) { return "base_model.model." + proj_hf_name(l, p, "lora_magnitude_vector"); }
 
@@ -144,11 +151,21 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
     LT_CHECK(lc.dropout >= 0 && lc.dropout < 1, "lora_dropout must be in [0, 1) (got {})", lc.dropout);
     LT_CHECK(!lc.target_modules.empty(), "lora_target_modules is empty");
     for (const auto& t : lc.target_modules) {
-      LT_CHECK(t == "all-linear" || parse_proj(t),
+      LT_CHECK(t == "all-linear" || parse_proj(t) || parse_fused_proj(t),
                "unknown LoRA target module '{}'; expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-               "down_proj or all-linear",
+               "down_proj or all-linear (Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj)",
                t);
+      const auto p = parse_proj(t);
+      LT_CHECK(!c.fused_proj || !p || !c.is_fused(*p), "LoRA target module '{}': this {} model has no {} module; it "
+               "fuses q/k/v into qkv_proj and gate/up into gate_up_proj, which PEFT adapts as one module each (use "
+               "qkv_proj, o_proj, gate_up_proj, down_proj or all-linear)", t, c.arch, t);
+      LT_CHECK(c.fused_proj || !parse_fused_proj(t), "LoRA target module '{}' is a Phi-3 fused module; this {} model "
+               "has separate q_proj, k_proj, v_proj (gate_proj, up_proj)", t, c.arch);
     }
+    if (c.fused_proj)
+      LT_CHECK(!lc.use_dora && !lc.mutates_base(), "{} on Phi-3's fused qkv_proj / gate_up_proj is not supported yet "
+               "(plain LoRA, LoRA+ and rsLoRA are); use init_lora_weights true without use_dora",
+               lc.use_dora ? "use_dora" : "init_lora_weights " + lc.init);
     for (int l : lc.layers_to_transform)
       LT_CHECK(l >= 0 && l < c.n_layers, "layers_to_transform: layer {} does not exist (the model has {})", l,
                c.n_layers);
@@ -208,6 +225,7 @@ WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : Wei
 struct Linear {
   int layer;
   Proj p;
+  Proj mask_p;  // the LoRA dropout mask's module: p, or (Phi-3) the first projection of its fused module
   int in, out;
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
   QuantTensor qt;
@@ -508,9 +526,12 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
     const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
     plan_weight(p, o, proj_hf_name(l, pj, "bias"), out, train_bias);
   }
+  // Phi-3: one A and one B for the fused module, planned with its first projection
+  if (adapted && c.is_fused(pj) && fused_group_head(pj) != pj) return;
+  if (adapted && c.is_fused(pj)) out = int(c.fused_rows(pj).second);
   if (adapted) {
-    plan_weight(p, o, peft_name(l, pj, true), size_t(d.R) * in, true);
-    plan_weight(p, o, peft_name(l, pj, false), size_t(out) * d.R, true);
+    plan_weight(p, o, peft_name(c, l, pj, true), size_t(d.R) * in, true);
+    plan_weight(p, o, peft_name(c, l, pj, false), size_t(out) * d.R, true);
     if (o.lora.use_dora) {
       plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
       p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
@@ -589,6 +610,9 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
            precision_name(opts_.precision));
+  LT_CHECK(!(cfg_.fused_proj && opts_.method == Method::Lora && (opts_.store_params || opts_.store_grads)),
+           "LoRA on Phi-3 with sharded parameters or gradients (ZeRO stage 2 / 3) is not supported yet: the fused "
+           "modules' A and B are shared by their projections; use zero_stage 0 or 1");
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
   lin_scratch_ = {};  // bound below when planned
@@ -730,14 +754,24 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         if (opts_.qat && full) lin->wq = arenas_.get_as<float>(qat_buffer_name(wn));  // filled by zero_grads()
       }
       if (cfg_.has_bias(p)) load(proj_hf_name(l, p, "bias"), {out}, l, false, &lin->b, &lin->db);
-      auto an = peft_name(l, p, true), bn = peft_name(l, p, false);
+      auto an = peft_name(cfg_, l, p, true), bn = peft_name(cfg_, l, p, false);
+      lin->mask_p = cfg_.is_fused(p) ? fused_group_head(p) : p;  // a fused module has one dropout mask
+      const int lora_out = cfg_.is_fused(p) ? int(cfg_.fused_rows(p).second) : out;  // B's rows
+      const bool shared = !full && is_trainable(an) && cfg_.is_fused(p) && fused_group_head(p) != p;
+      if (shared) {
+        // Phi-3: the fused module's A, and B's row block of this projection (its head was made first)
+        const Linear& head = *linears_[linears_.size() - size_t(int(p) - int(fused_group_head(p)))];
+        const size_t row0 = size_t(cfg_.fused_rows(p).first) * size_t(d.R);
+        lin->A = head.A; lin->dA = head.dA;
+        lin->B = head.B + row0; lin->dB = head.dB + row0;
+      }
       if (!full && is_trainable(an) && opts_.lora.use_dora) {  // DoRA's m starts at ||W|| (= ||W_res + s·B₀·A₀||)
         lin->norm = arenas_.get_as<float>(dora_norm_name(l, p));
         dora_weight_norm(lin->norm, lin->view(half_, opts_.int8_threshold), LoraView{});
       }
       if (!full && is_trainable(an) && opts_.lora.mutates_base()) {
         init_mutating_lora(*lin, an, bn, begin_trainable, finish_trainable);
-      } else if (!full && is_trainable(an)) {
+      } else if (!full && is_trainable(an) && !shared) {
         // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0
         float* A = begin_trainable(an, {d.R, in}, l, true, &lin->A, &lin->dA);
         if (opts_.lora.init == "gaussian") {
@@ -749,8 +783,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
           for (size_t i = 0; i < size_t(d.R) * in; ++i) A[i] = ud(rng);
         }
         finish_trainable();
-        float* B = begin_trainable(bn, {out, d.R}, l, true, &lin->B, &lin->dB);
-        std::memset(B, 0, size_t(out) * d.R * sizeof(float));
+        float* B = begin_trainable(bn, {lora_out, d.R}, l, true, &lin->B, &lin->dB);
+        std::memset(B, 0, size_t(lora_out) * d.R * sizeof(float));
         finish_trainable();
       }
       if (!full && is_trainable(an) && opts_.lora.use_dora) {
@@ -798,7 +832,7 @@ size_t TrainModel::trainable_count() const {
 }
 
 void TrainModel::lora_tensors(int layer, const std::string& module, float** A, float** B) const {
-  const std::optional<Proj> p = parse_proj(module);
+  const std::optional<Proj> p = parse_fused_proj(module) ? parse_fused_proj(module) : parse_proj(module);
   LT_CHECK(p && layer >= 0 && layer < cfg_.n_layers, "no linear module {} in layer {}", module, layer);
   const Linear& lin = linear(layer, *p);
   *A = lin.A;
@@ -833,19 +867,13 @@ const float* TrainModel::initial_lora(const std::string& name) const {
 void TrainModel::load_lora(const TensorSet& adapter) {
   LT_CHECK(!opts_.store_params, "load_lora: the parameters are sharded (ZeRO stage 3); load the adapter through the "
            "sharded checkpoint instead");
-  for (auto& lin : linears_) {
-    if (!lin->A) continue;
-    const int64_t R = opts_.lora.r;
-    for (bool isA : {true, false}) {
-      auto name = peft_name(lin->layer, lin->p, isA);
-      std::vector<int64_t> shape = isA ? std::vector<int64_t>{R, lin->in} : std::vector<int64_t>{lin->out, R};
-      const TensorInfo& t = adapter.get(name, shape);
-      convert_to_f32(isA ? lin->A : lin->B, t.data, t.dtype, size_t(t.numel()));
-    }
-    if (lin->mag) {
-      const TensorInfo& t = adapter.get(peft_mag_name(lin->layer, lin->p), {int64_t(lin->out)});
-      convert_to_f32(lin->mag, t.data, t.dtype, size_t(t.numel()));
-    }
+  // every A, B and DoRA magnitude by its PEFT name (Phi-3: the fused modules' tensors)
+  for (auto& p : params_) {
+    const bool lora = p.name.find(".lora_A.") != std::string::npos || p.name.find(".lora_B.") != std::string::npos ||
+                      p.name.find(".lora_magnitude_vector") != std::string::npos;
+    if (!lora) continue;
+    const TensorInfo& t = adapter.get(p.name, p.shape);
+    convert_to_f32(p.p, t.data, t.dtype, size_t(t.numel()));
   }
   for (auto& p : params_) {  // trainable biases saved with the adapter
     if (p.name.find(".bias") == std::string::npos) continue;
@@ -898,7 +926,7 @@ struct LinearRunner {
   const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
-    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.p)));
+    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.mask_p)));
   }
   LinearWeights weights(const Linear& L, uint64_t step) const {
     LinearWeights w;
