@@ -115,6 +115,7 @@ class Trainer {
   int steps_taken() const;
   int total_steps() const;
   const std::string& output_dir() const;  // the run's output folder (the config's output_dir)
+  size_t trainable_parameters() const;    // elements of every trained tensor (LoRA A/B, magnitudes, ...)
   // The final checkpoint and evaluation, the adapter or model folder, ledger.json, report.html.
   TrainSummary finish();
   // The whole run: step() until done(), then finish().
