@@ -17,6 +17,9 @@ const Ops& ops_ref() {
       ref::add_inplace,
       ref::round_half,
       ref::widen_half,
+      ref::geglu_forward,
+      ref::softcap_forward,
+      ref::attention_softcap_forward,
   };
   return ops;
 }
