@@ -67,6 +67,26 @@ def test_logits_match_transformers(leantune_bin, tmp_path, saved):
 
 
 @pytest.mark.parametrize("saved", KINDS, indirect=True)
+def test_legacy_config_without_layer_types(leantune_bin, tmp_path, saved):
+    """Configs written before transformers 5: no layer_types (Gemma 2 alternates, Gemma 3 follows
+    sliding_window_pattern), Gemma 3's RoPE as rope_theta + rope_scaling + rope_local_base_freq."""
+    model, folder = saved
+    cfg = json.loads((folder / "config.json").read_text())
+    del cfg["layer_types"]
+    rp = cfg.pop("rope_parameters")
+    if "full_attention" in rp:
+        full, local = rp["full_attention"], rp["sliding_attention"]
+        cfg["rope_theta"] = full.pop("rope_theta")
+        cfg["rope_local_base_freq"] = local["rope_theta"]
+        full["type"] = full.pop("rope_type")
+        cfg["rope_scaling"] = full
+    else:
+        cfg["rope_theta"] = rp["rope_theta"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    check(leantune_bin, model, folder, tmp_path, seed=12)
+
+
+@pytest.mark.parametrize("saved", KINDS, indirect=True)
 def test_greedy_generation_matches_transformers(leantune_bin, tmp_path, saved):
     model, folder = saved
     prompt = np.random.default_rng(10).integers(0, 256, size=12).tolist()
