@@ -40,6 +40,10 @@ void merge_adapter(const std::string& base_model, const std::string& adapter, co
       t.shape = src->shape;
       t.nbytes = b.bytes;
       t.data = model.arenas().get(b.name);
+      // Gemma's norm weights are held as (1 + w); merging leaves them as the file has them
+      const bool offset_norm = files.config.norm_offset && b.name.size() >= 11 &&
+                               b.name.compare(b.name.size() - 11, 11, "norm.weight") == 0;
+      if (offset_norm) t = *src;
       ts.push_back(t);
     }
     std::vector<std::vector<uint8_t>> fused;

@@ -69,6 +69,7 @@ class BatchForward {
   Arenas arenas_;
   float *x_, *xn_, *q_, *k_, *v_, *att_, *gate_, *up_, *logits_;
   float *kbuf_, *vbuf_, *lora_a_, *lora_b_, *inv_freq_;
+  float* inv_freq_local_ = nullptr;  // Gemma 3 sliding layers' RoPE (null without)
   int* pos_;
 };
 

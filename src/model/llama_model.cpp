@@ -5,6 +5,10 @@
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
+// Gemma 2 / 3: x = embed * sqrt(C); norms scale by (1 + w); attention's and the MLP's outputs
+// normed (post_attention / post_feedforward_layernorm) before their residual adds; GeGLU; q scaled
+// for query_pre_attn_scalar; scores and final logits soft-capped (Gemma 2); Gemma 3's sliding
+// layers rotate with their own RoPE base.
 #include "model/llama_model.h"
 
 #include <algorithm>
@@ -24,6 +28,26 @@
 namespace lt {
 
 static std::string layer_name(int l, const char* rest) { return fmt::format("model.layers.{}.{}", l, rest); }
+
+void scale_embeddings(float* x, size_t n, const ModelConfig& c) {
+  if (c.embed_scale == 1.0f) return;
+  for (size_t i = 0; i < n; ++i) x[i] *= c.embed_scale;
+}
+
+void mlp_activation(const Ops& ops, const ModelConfig& c, float* out, const float* gate, const float* up, int T,
+                    int F) {
+  if (c.mlp_act == MlpAct::GeluTanh) ops.geglu_forward(out, gate, up, T, F);
+  else ops.swiglu_forward(out, gate, up, T, F);
+}
+
+void attention(const Ops& ops, const ModelConfig& c, float* out, const float* q, const float* k, const float* v,
+               int T, int pos0, int window, int ring) {
+  if (c.attn_softcap > 0)
+    ops.attention_softcap_forward(out, nullptr, q, k, v, T, pos0, c.n_heads, c.n_kv_heads, c.head_dim, window, ring,
+                                  c.attn_softcap);
+  else
+    ops.attention_forward(out, nullptr, q, k, v, T, pos0, c.n_heads, c.n_kv_heads, c.head_dim, window, ring);
+}
 
 
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
@@ -99,6 +123,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     lin(l, Proj::O);
     bias(l, Proj::O);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
+    if (c.sandwich_norms)
+      for (const char* n : {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"})
+        p.add(layer_name(l, n), W, C * f);
     for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) lin(l, pj);
     for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) bias(l, pj);
   }
@@ -111,6 +138,8 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   }
   LT_CHECK(o.kv_cache == DType::F32 || o.kv_cache == DType::BF16, "inference: the KV cache can be f32 or bf16 (got {})",
            dtype_name(o.kv_cache));
+  LT_CHECK(o.kv_cache == DType::F32 || c.attn_softcap == 0, "inference: a bf16 KV cache is not supported with "
+           "attention soft-capping (Gemma 2's attn_logit_softcapping); use the f32 KV cache");
   const size_t kv_es = o.kv_cache == DType::BF16 ? 2 : f;
   for (int l = 0; l < c.n_layers; ++l) {
     const size_t rows = size_t(kv_cache_rows(c, o, l));
@@ -130,6 +159,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   }
   p.add("logits", Category::LossChunk, V * f, Lifetime::Step);
   p.add("rope.inv_freq", Category::Workspace, size_t(c.head_dim / 2) * f);
+  if (c.rope_local_theta > 0) p.add("rope.inv_freq_local", Category::Workspace, size_t(c.head_dim / 2) * f);
   p.add("positions", Category::Data, TB * sizeof(int), Lifetime::Step);
   const bool head16 = o.head == WeightKind::BF16 || o.head == WeightKind::F16;
   if (half || head16) {  // the input of a 16-bit product, rounded to the type
@@ -220,6 +250,14 @@ void LlamaModel::bind_state() {
   }
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  if (cfg_.rope_local_theta > 0) {  // Gemma 3's sliding layers: default RoPE, its own base
+    inv_freq_local_ = arenas_.get_as<float>("rope.inv_freq_local");
+    ModelConfig local = cfg_;
+    local.rope_theta = cfg_.rope_local_theta;
+    local.rope_scaling = RopeScaling{};
+    const auto inv = rope_inv_freq(local, 0);
+    std::copy(inv.begin(), inv.end(), inv_freq_local_);
+  }
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
@@ -251,6 +289,13 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     auto* dst = arenas_.get_as<uint16_t>(name);
     copy_as_half(dst, t, type);
     return dst;
+  };
+  // a norm weight: Gemma's are offsets from 1, held as the factor (1 + w) the norm applies
+  auto take_norm = [&](const std::string& name, int64_t n) {
+    float* w = take(name, {n});
+    if (cfg_.norm_offset)
+      for (int64_t i = 0; i < n; ++i) w[i] = 1.0f + w[i];
+    return w;
   };
   // a linear weight: f32, 16-bit, the stored quantized parts copied, or quantized on load chunk by chunk
   auto take_linear = [&](LayerWeights& L, int l, Proj m) -> float* {
@@ -288,18 +333,22 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   layers_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
-    L.attn_norm = take(layer_name(l, "input_layernorm.weight"), {C});
+    L.attn_norm = take_norm(layer_name(l, "input_layernorm.weight"), C);
     for (Proj p : {Proj::Q, Proj::K, Proj::V}) L.w[size_t(p)] = take_linear(L, l, p);
     for (Proj p : kProjs)
       L.bias[size_t(p)] = cfg_.has_bias(p) ? take(proj_hf_name(l, p, "bias"), {cfg_.linear_shape(p).second}) : nullptr;
-    L.q_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.q_norm.weight"), {cfg_.head_dim}) : nullptr;
-    L.k_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.k_norm.weight"), {cfg_.head_dim}) : nullptr;
+    L.q_norm = cfg_.qk_norm ? take_norm(layer_name(l, "self_attn.q_norm.weight"), cfg_.head_dim) : nullptr;
+    L.k_norm = cfg_.qk_norm ? take_norm(layer_name(l, "self_attn.k_norm.weight"), cfg_.head_dim) : nullptr;
     L.w[size_t(Proj::O)] = take_linear(L, l, Proj::O);
-    L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
+    L.ffn_norm = take_norm(layer_name(l, cfg_.ffn_norm_name()), C);
+    if (cfg_.sandwich_norms) {
+      L.post_attn_norm = take_norm(layer_name(l, "post_attention_layernorm.weight"), C);
+      L.post_ffn_norm = take_norm(layer_name(l, "post_feedforward_layernorm.weight"), C);
+    }
     for (Proj p : {Proj::Gate, Proj::Up, Proj::Down}) L.w[size_t(p)] = take_linear(L, l, p);
   }
   if (scratch) std::memset(scratch, 0, scratch_floats * sizeof(float));  // keep the ledger's view honest
-  final_norm_ = take("model.norm.weight", {C});
+  final_norm_ = take_norm("model.norm.weight", C);
   load_head(ts);
 }
 
@@ -459,6 +508,7 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   int last = n - 1;
   ops_.rmsnorm_forward(xn_, nullptr, x_ + size_t(last) * C, final_norm_, 1, C, cfg_.norm_eps);
   run_linear(logits_, xn_, head_, nullptr, 1);
+  if (cfg_.final_softcap > 0) ops_.softcap_forward(logits_, size_t(cfg_.vocab_size), cfg_.final_softcap);
 }
 
 void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj p, int T) {
@@ -492,7 +542,10 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
   const bool interleaved = cfg_.rope_layout == RopeLayout::Interleaved;
   for (int t = 0; t < T; ++t) pos_[t] = pos0 + t;
   ops_.embedding_forward(x_, tokens, embed_, T, C);
-  for (auto& L : layers_) {
+  scale_embeddings(x_, size_t(T) * C, cfg_);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+    const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
     const size_t row = size_t(L.ring ? pos0 % L.ring : pos0);  // (T, KVD) rows of the cache
     const bool kv16 = L.k_cache16 != nullptr;  // keys / values made in f32, then rounded into the cache
     float* k = kv16 ? k_ : L.k_cache + row * KVD;
@@ -505,23 +558,25 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
       ops_.rmsnorm_forward(q_, nullptr, q_, L.q_norm, T * NH, HS, cfg_.norm_eps);
       ops_.rmsnorm_forward(k, nullptr, k, L.k_norm, T * NKV, HS, cfg_.norm_eps);
     }
-    ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
-    ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
-    rope_scale_queries(q_, size_t(T) * QD, cfg_);  // yarn / longrope attention factor on the scores
+    ops_.rope_forward(q_, pos_, inv_freq, T, NH, HS, interleaved);
+    ops_.rope_forward(k, pos_, inv_freq, T, NKV, HS, interleaved);
+    scale_queries(q_, size_t(T) * QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
     if (kv16) {
       ops_.round_half(DType::BF16, L.k_cache16 + row * KVD, nullptr, k, size_t(T) * KVD);
       ops_.round_half(DType::BF16, L.v_cache16 + row * KVD, nullptr, v, size_t(T) * KVD);
       ops_.attention_forward_kv16(att_, q_, L.k_cache16, L.v_cache16, T, pos0, NH, NKV, HS, L.window, L.ring);
     } else {
-      ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS, L.window, L.ring);
+      attention(ops_, cfg_, att_, q_, L.k_cache, L.v_cache, T, pos0, L.window, L.ring);
     }
     linear(xn_, att_, L, Proj::O, T);
+    if (L.post_attn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_attn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
     linear(gate_, xn_, L, Proj::Gate, T);
     linear(up_, xn_, L, Proj::Up, T);
-    ops_.swiglu_forward(gate_, gate_, up_, T, F);
+    mlp_activation(ops_, cfg_, gate_, gate_, up_, T, F);
     linear(xn_, gate_, L, Proj::Down, T);
+    if (L.post_ffn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_ffn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
   }
 }

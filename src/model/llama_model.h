@@ -1,5 +1,5 @@
 // LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, Qwen3,
-// SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
+// Gemma 2 / 3 text, SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
 // buffer comes from one MemoryPlan built by plan_inference() before anything is allocated, and
 // forward() allocates nothing.
 // Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
@@ -58,7 +58,10 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 
 struct LayerWeights {
   float* attn_norm;                 // (C)
-  float* ffn_norm;                  // (C)
+  float* ffn_norm;                  // (C) the norm before the MLP
+  // Gemma (sandwich_norms): the norms of the attention's and the MLP's outputs (null without).
+  // Every norm weight of a norm_offset model is held as (1 + w), the factor the norm applies.
+  float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;
   // Per projection (index: Proj), shapes from ModelConfig::linear_shape:
   float* w[kNumProj];               // the f32 weight (out, in); null when quantized or 16-bit
   uint16_t* w16[kNumProj];          // the BF16 / F16 weight (InferenceOptions::linear16), else null
@@ -70,6 +73,16 @@ struct LayerWeights {
   int window = 0;                   // the layer's sliding attention window (0: every key)
   int ring = 0;                     // > 0: a rolling cache of this many rows (position p in row p % ring)
 };
+
+// Pieces of the forward pass that differ by family, shared by LlamaModel and the batch engine.
+// x (n) *= c.embed_scale (Gemma's sqrt(C), in f32 as transformers); no-op at 1.
+void scale_embeddings(float* x, size_t n, const ModelConfig& c);
+// out (T, F) = act(gate) * up: SwiGLU or GeGLU by c.mlp_act (out may be gate).
+void mlp_activation(const Ops& ops, const ModelConfig& c, float* out, const float* gate, const float* up, int T,
+                    int F);
+// Ops::attention_forward, or with c.attn_softcap its soft-capped variant.
+void attention(const Ops& ops, const ModelConfig& c, float* out, const float* q, const float* k, const float* v,
+               int T, int pos0, int window, int ring);
 
 class LlamaModel {
  public:
@@ -142,6 +155,7 @@ class LlamaModel {
   QuantTensor head_q_;           // Int8 head storage
   std::vector<LayerWeights> layers_;
   float* inv_freq_ = nullptr;    // (HS/2) the frequencies of the current call, from rope_
+  float* inv_freq_local_ = nullptr;  // (HS/2) Gemma 3's sliding layers' RoPE (null without)
   // transformers' per-call RoPE frequencies (dynamic, longrope): one state per sequence, as one
   // rotary module per model instance in transformers
   std::optional<RopeFreqState> rope_;

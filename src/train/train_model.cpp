@@ -3,6 +3,10 @@
 //   att = attention(q,k,v | doc_start)
 //   x_mid = res[l] + lin_o(att); xn2 = rmsnorm(x_mid); h = silu(lin_gate(xn2)) * lin_up(xn2)
 //   res[l+1] = x_mid + lin_down(h)
+// Gemma 2 / 3: res[0] = embed * sqrt(C); every norm scales by (1 + w) (norm_weight); x_mid =
+// res[l] + rmsnorm(lin_o(att)) and res[l+1] = x_mid + rmsnorm(lin_down(h)) (o_out / down_out
+// saved); h = gelu_tanh(gate) * up; q scaled for query_pre_attn_scalar; soft-capped attention
+// scores and loss logits (Gemma 2); Gemma 3's sliding layers rotate with their own RoPE base.
 // Backward walks it in reverse with d_res holding the gradient of the residual stream. With
 // checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
 // shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
@@ -74,7 +78,8 @@ namespace {
 
 struct Dims {
   int N, C, QD, KVD, F, V, R, L, NH, NKV, HS, max_io;
-  bool qk_norm;  // Qwen3: per-head RMSNorm of q and k before RoPE
+  bool qk_norm;   // Qwen3, Gemma 3: per-head RMSNorm of q and k before RoPE
+  bool sandwich;  // Gemma: post-attention and post-MLP norms
 };
 
 Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
@@ -85,6 +90,7 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
   d.max_io = std::max({d.C, d.QD, d.F});
   d.qk_norm = c.qk_norm;
+  d.sandwich = c.sandwich_norms;
   return d;
 }
 
@@ -249,6 +255,8 @@ struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
   // Qwen3 (qk_norm): q and k before their per-head RMSNorm, and its 1/rms per (token, head)
   float *q_pre = nullptr, *k_pre = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
+  // Gemma (sandwich norms): o_proj's and down_proj's outputs before their norms, and those 1/rms
+  float *o_out = nullptr, *rstd_po = nullptr, *down_out = nullptr, *rstd_pf = nullptr;
   float* xa[kNumProj];  // (N, R) per adapted projection (index: Proj), else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
@@ -403,6 +411,10 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   const size_t f = sizeof(float), N = d.N;
   const auto W = Category::Workspace;
   r.push_back({"rope.inv_freq", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_>});
+  if (c.rope_local_theta > 0)
+    r.push_back({"rope.inv_freq_local", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_local_>});
+  if (c.norm_offset)
+    r.push_back({"norm.offset_weight", W, size_t(std::max(d.C, d.HS)) * f, Lifetime::Layer, to<&M::norm_eff_>});
   QuantSpec qs;
   const bool quant = quantized_base(c, o, &qs);
   if (quant) {
@@ -451,6 +463,12 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
     v.push_back({"k_pre", N * d.KVD, 1, &Acts::k_pre});
     v.push_back({"rstd_q", N * d.NH, 1, &Acts::rstd_q});
     v.push_back({"rstd_k", N * d.NKV, 1, &Acts::rstd_k});
+  }
+  if (d.sandwich) {
+    v.push_back({"o_out", N * d.C, 1, &Acts::o_out});
+    v.push_back({"rstd_po", N, 1, &Acts::rstd_po});
+    v.push_back({"down_out", N * d.C, 2, &Acts::down_out});
+    v.push_back({"rstd_pf", N, 2, &Acts::rstd_pf});
   }
   for (Proj p : kProjs)
     if (adapted[size_t(p)])
@@ -550,6 +568,9 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    if (c.sandwich_norms)
+      for (const char* n : {"pre_feedforward_layernorm", "post_feedforward_layernorm"})
+        plan_weight(p, o, fmt::format("model.layers.{}.{}.weight", l, n), d.C, full);
     if (c.qk_norm)
       for (const char* n : {"q_norm", "k_norm"})
         plan_weight(p, o, fmt::format("model.layers.{}.self_attn.{}.weight", l, n), d.HS, full);
@@ -727,11 +748,18 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   d_q_norm_.assign(size_t(d.L), nullptr);
   k_norm_.assign(size_t(d.L), nullptr);
   d_k_norm_.assign(size_t(d.L), nullptr);
+  for (auto* v : {&post_attn_norm_, &d_post_attn_norm_, &post_ffn_norm_, &d_post_ffn_norm_}) v->assign(size_t(d.L), nullptr);
   for (int l = 0; l < d.L; ++l) {
     auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
-    auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
+    auto n2 = fmt::format("model.layers.{}.{}", l, cfg_.ffn_norm_name());
     load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
     load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
+    if (cfg_.sandwich_norms) {  // Gemma: the attention's and the MLP's output norms
+      load(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {C}, l, false,
+           &post_attn_norm_[size_t(l)], &d_post_attn_norm_[size_t(l)]);
+      load(fmt::format("model.layers.{}.post_feedforward_layernorm.weight", l), {C}, l, false,
+           &post_ffn_norm_[size_t(l)], &d_post_ffn_norm_[size_t(l)]);
+    }
     if (cfg_.qk_norm) {
       load(fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {d.HS}, l, false, &q_norm_[size_t(l)],
            &d_q_norm_[size_t(l)]);
@@ -813,6 +841,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  for (int l = 0; l < d.L && inv_freq_local_; ++l)
+    if (cfg_.local_rope(l)) {  // Gemma 3's sliding layers: default RoPE with their own base
+      const auto local = rope_inv_freq(layer_rope_config(cfg_, l), 0);
+      std::copy(local.begin(), local.end(), inv_freq_local_);
+      break;
+    }
 
   recompute_ = recompute_layers(cfg_, opts_);
   for (int l = 0; l < d.L; ++l) {
@@ -966,34 +1000,56 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     if (x16) ops_.round_half(half_, x16, x32, x32, size_t(N) * cols);
   };
   const float* x = res_[l];
+  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
   if (parts & 1) {
-  ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(a.xn1, a.rstd1, x, norm_weight(attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
   lr.forward(d.qk_norm ? a.q_pre : a.q, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
   lr.forward(d.qk_norm ? a.k_pre : a.k, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
-  if (d.qk_norm) {  // Qwen3: each head's q and k RMS-normalized over HS
-    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, q_norm_[l], N * d.NH, d.HS, cfg_.norm_eps);
-    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, k_norm_[l], N * d.NKV, d.HS, cfg_.norm_eps);
+  if (d.qk_norm) {  // Qwen3, Gemma 3: each head's q and k RMS-normalized over HS
+    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, norm_weight(q_norm_[l], d.HS), N * d.NH, d.HS, cfg_.norm_eps);
+    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, norm_weight(k_norm_[l], d.HS), N * d.NKV, d.HS, cfg_.norm_eps);
   }
-  ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
-  ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
-  rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
-  t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start(l, b), N, d.NH, d.NKV, d.HS);
+  ops_.rope_forward(a.q, b.positions, inv_freq, N, d.NH, d.HS, il);
+  ops_.rope_forward(a.k, b.positions, inv_freq, N, d.NKV, d.HS, il);
+  scale_queries(a.q, size_t(N) * d.QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
+  if (cfg_.attn_softcap > 0)
+    t.attention_softcap_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start(l, b), N, d.NH, d.NKV, d.HS,
+                                      cfg_.attn_softcap);
+  else
+    t.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start(l, b), N, d.NH, d.NKV, d.HS);
   store(a.att_h, a.att, d.QD);
-  lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  if (d.sandwich) {  // Gemma: x_mid = x + rmsnorm(o_proj(att))
+    lr.forward(a.o_out, a.att, a.att_h, lin(Proj::O), a.xa, step);
+    ops_.rmsnorm_forward(a.x_mid, a.rstd_po, a.o_out, norm_weight(post_attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+  } else {
+    lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  }
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
   }
   if (!(parts & 2)) return;
-  ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn2_h, a.xn2, d.C);
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
-  ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
+  if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
+  else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
   store(a.h_h, a.h, d.F);
   float* y = res_[l + 1];
-  lr.forward(y, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  if (d.sandwich) {  // Gemma: y = x_mid + rmsnorm(down_proj(h))
+    lr.forward(a.down_out, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+    ops_.rmsnorm_forward(y, a.rstd_pf, a.down_out, norm_weight(post_ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+  } else {
+    lr.forward(y, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  }
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
+}
+
+const float* TrainModel::norm_weight(const float* w, int n) {
+  if (!cfg_.norm_offset) return w;
+  for (int i = 0; i < n; ++i) norm_eff_[i] = 1.0f + w[i];
+  return norm_eff_;
 }
 
 void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t step) {
@@ -1009,45 +1065,64 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   auto load = [&](const uint16_t* x16, float* x32, int cols) {
     if (x16) ops_.widen_half(half_, x32, x16, size_t(N) * cols);
   };
+  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
+  // Gemma: the gradient of an output norm's input (o_out / down_out) into d_xn_, from d_res_
+  auto post_norm_backward = [&](float* dw, const float* x, const float* w, const float* rstd) {
+    std::memset(d_xn_, 0, NC * sizeof(float));
+    t.rmsnorm_backward(d_xn_, dw, d_res_, x, norm_weight(w, d.C), rstd, N, d.C);
+    return d_xn_;
+  };
   // MLP: d_res is the gradient of res[l+1]
   std::memset(d_h_, 0, size_t(N) * d.F * sizeof(float));
   load(a.h_h, a.h, d.F);
-  lr.backward(d_h_, d_res_, a.h, a.h_h, lin(Proj::Down), a.xa, step);
-  t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
+                                   : d_res_;
+  lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  else t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
   lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
-  t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, ffn_norm_[l], a.rstd2, N, d.C);  // now d x_mid
+  t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, norm_weight(ffn_norm_[l], d.C), a.rstd2, N,
+                     d.C);  // now d x_mid
   // attention
   std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
   load(a.att_h, a.att, d.QD);
-  lr.backward(d_att_, d_res_, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  const float* d_o = d.sandwich ? post_norm_backward(d_post_attn_norm_[l], a.o_out, post_attn_norm_[l], a.rstd_po)
+                                : d_res_;
+  lr.backward(d_att_, d_o, a.att, a.att_h, lin(Proj::O), a.xa, step);
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
-  t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start(l, b), N, d.NH, d.NKV,
-                       d.HS);
-  rope_scale_queries(d_q_, size_t(N) * d.QD, cfg_);  // the attention factor's gradient
-  t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
-  t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
+  if (cfg_.attn_softcap > 0)
+    t.attention_softcap_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start(l, b), N, d.NH,
+                                 d.NKV, d.HS, cfg_.attn_softcap);
+  else
+    t.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start(l, b), N, d.NH, d.NKV,
+                         d.HS);
+  scale_queries(d_q_, size_t(N) * d.QD, cfg_, l);  // the query factor's gradient
+  t.rope_backward(d_q_, b.positions, inv_freq, N, d.NH, d.HS, il);
+  t.rope_backward(d_k_, b.positions, inv_freq, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
   if (d.qk_norm) {
     // Qwen3: through the per-head RMSNorms first; d_att_ (read by the attention backward above)
     // holds the gradient of each projection's output in turn
     std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
-    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, q_norm_[l], a.rstd_q, N * d.NH, d.HS);
+    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, norm_weight(q_norm_[l], d.HS), a.rstd_q, N * d.NH, d.HS);
     lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
     std::memset(d_att_, 0, size_t(N) * d.KVD * sizeof(float));
-    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, k_norm_[l], a.rstd_k, N * d.NKV, d.HS);
+    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, norm_weight(k_norm_[l], d.HS), a.rstd_k, N * d.NKV,
+                       d.HS);
     lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   } else {
     lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
     lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   }
   lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
-  t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
+  t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], norm_weight(attn_norm_[l], d.C), a.rstd1, N,
+                     d.C);  // now d res[l]
 }
 
 void TrainModel::check_batch(const BatchView& b) const {
@@ -1082,6 +1157,8 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   s.begin_pass(backward);
   s.before(0, Pass::Forward);
   ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  if (cfg_.embed_scale != 1.0f)  // Gemma: times sqrt(C)
+    for (size_t i = 0; i < size_t(N) * d.C; ++i) res_[0][i] *= cfg_.embed_scale;
   s.after(0, Pass::Forward);
   for (int l = 0; l < d.L; ++l) {
     s.before(l + 1, Pass::Forward);
@@ -1090,19 +1167,24 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
     if (ledger_) ledger_->mark("forward", l);
   }
   s.before(head, Pass::Forward);
-  ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], norm_weight(final_norm_, d.C), N, d.C, cfg_.norm_eps);
   s.after(head, Pass::Forward);
   // the chunked lm_head + cross-entropy; with backward it also writes d_lm_head and d_xnf
   const Pass loss_pass = backward ? Pass::Loss : Pass::Forward;
   s.before(lm, loss_pass);
-  const float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
-                                    lm_head_, b.labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  const int chunk = std::min(opts_.loss_chunk, N);
+  const float loss =
+      cfg_.final_softcap > 0
+          ? t.lm_head_loss_softcap(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                                   lm_head_, b.labels, N, d.C, d.V, chunk, loss_scale, cfg_.final_softcap)
+          : t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                           lm_head_, b.labels, N, d.C, d.V, chunk, loss_scale);
   s.after(lm, loss_pass);
   if (ledger_) ledger_->mark("loss");
   if (backward) {
     std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
     s.before(head, Pass::Backward);
-    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], norm_weight(final_norm_, d.C), rstdf_, N, d.C);
     s.after(head, Pass::Backward);
     for (int l = d.L - 1; l >= 0; --l) {
       s.before(l + 1, Pass::Backward);
@@ -1112,6 +1194,8 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
       if (ledger_) ledger_->mark("backward", l);
     }
     s.before(0, Pass::Backward);
+    if (d_embed_ && cfg_.embed_scale != 1.0f)  // Gemma: the scale's gradient
+      for (size_t i = 0; i < size_t(N) * d.C; ++i) d_res_[i] *= cfg_.embed_scale;
     if (d_embed_) t.embedding_backward(d_embed_, d_res_, b.tokens, N, d.C);
     s.after(0, Pass::Backward);
   }

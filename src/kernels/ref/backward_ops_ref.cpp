@@ -18,6 +18,11 @@ const TrainOps& train_ops_ref() {
       ref::linear_backward_input,
       ref::linear_backward_weight,
       ref::lm_head_loss,
+      ref::geglu_backward,
+      ref::softcap_backward,
+      ref::attention_softcap_train_forward,
+      ref::attention_softcap_backward,
+      ref::lm_head_loss_softcap,
   };
   return ops;
 }

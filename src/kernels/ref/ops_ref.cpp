@@ -18,6 +18,9 @@ const Ops& ops_ref() {
       ref::round_half,
       ref::widen_half,
       ref::attention_forward_kv16,
+      ref::geglu_forward,
+      ref::softcap_forward,
+      ref::attention_softcap_forward,
   };
   return ops;
 }
