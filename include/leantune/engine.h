@@ -52,12 +52,30 @@ struct EngineOptions {
   int max_lora_rank = 64;           // largest adapter rank accepted
 };
 
+// Beam search as transformers' generate(num_beams=K, do_sample=False, length_penalty=...,
+// early_stopping=...): the same hypotheses and scores. The sampling options are not used.
+struct BeamSearchOptions {
+  int num_beams = 1;                     // 1: off; at most EngineOptions::max_seqs (each beam is a row)
+  int num_return = 1;                    // hypotheses returned, best first (1 to num_beams)
+  float length_penalty = 1.0f;           // score = sum of log-probabilities / length ** length_penalty
+  std::string early_stopping = "false";  // "false" (HF's heuristic) | "true" (stop at K finished) | "never"
+};
+
+// One hypothesis of a beam search.
+struct BeamResult {
+  std::vector<int> tokens;  // generated tokens, without the final EOS / stop id
+  std::string text;         // their text, cut before a stop string
+  float score = 0;          // HF's sequences_scores
+  StopReason stop_reason = StopReason::MaxNewTokens;
+};
+
 struct EngineRequest {
   std::vector<int> prompt_ids;  // BOS included as wanted; at least one id
   std::string adapter;          // a loaded adapter's name; "" for the base model
   GenerateOptions options;      // max_new_tokens, stop strings, stop_at_eos, sampling (add_bos unused)
   std::vector<int> stop_token_ids;  // tokens that end the output as EOS does (e.g. a chat's end of turn)
   bool logprobs = false;        // report each token's log-probability
+  BeamSearchOptions beam;       // num_beams > 1: beam search; no token events, the final event has the beams
 };
 
 struct EngineEvent {
@@ -68,6 +86,7 @@ struct EngineEvent {
   StopReason stop_reason = StopReason::MaxNewTokens;  // when finished (Cancelled also after an error)
   std::string error;       // when finished by an error in the step (non-finite logits ...)
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // when finished
+  std::vector<BeamResult> beams;  // beam search, on the final event: the hypotheses, best first (text: the best's)
 };
 using EventCallback = std::function<void(const EngineEvent&)>;
 

@@ -67,7 +67,22 @@ EngineEvent public_event(const lt::SchedEvent& e) {
   p.prompt_tokens = e.prompt_tokens;
   p.completion_tokens = e.completion_tokens;
   p.cached_tokens = e.cached_tokens;
+  for (const lt::SchedBeam& b : e.beams) p.beams.push_back({b.tokens, b.text, b.score, stop_reason(b.reason)});
   return p;
+}
+
+lt::BeamOptions beam_options(const BeamSearchOptions& b) {
+  lt::BeamOptions o;
+  o.num_beams = b.num_beams;
+  o.num_return = b.num_return;
+  o.length_penalty = b.length_penalty;
+  if (b.early_stopping == "true") o.early_stopping = lt::EarlyStopping::True;
+  else if (b.early_stopping == "never") o.early_stopping = lt::EarlyStopping::Never;
+  else LT_CHECK(b.early_stopping == "false", "early_stopping is '{}'; use false, true or never", b.early_stopping);
+  LT_CHECK(b.num_beams >= 1, "num_beams is {}; it must be 1 or more", b.num_beams);
+  LT_CHECK(b.num_return >= 1 && b.num_return <= b.num_beams, "{} sequences asked of {} beams; ask 1 to {}",
+           b.num_return, b.num_beams, b.num_beams);
+  return o;
 }
 
 void cancelled_event(const lt::SchedRequest& r, const std::string& error) {
@@ -183,6 +198,7 @@ uint64_t Engine::submit(EngineRequest r, EventCallback on_event) {
     const SamplingOptions& so = r.options.sampling;
     s.sampler = {so.temperature, so.top_k, so.top_p, so.min_p, so.repetition_penalty, so.no_repeat_ngram_size, so.seed};
     lt::Sampler check(s.sampler, 1);  // throws naming the option out of range
+    s.beam = beam_options(r.beam);
     s.on_event = [cb = std::move(on_event)](const lt::SchedEvent& e) {
       if (cb) cb(public_event(e));
     };

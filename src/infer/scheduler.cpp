@@ -12,6 +12,8 @@ namespace lt {
 
 constexpr size_t kDefaultPoolBytes = size_t(1) << 30;  // 1 GiB
 
+static size_t find_stop(const std::vector<std::string>& stop, const std::string& text);
+
 struct Scheduler::Seq {
   uint64_t id = 0;
   SchedRequest req;
@@ -26,6 +28,14 @@ struct Scheduler::Seq {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Tokenizer::StreamDecoder> stream;
   std::string text;
+  // beam search, after the prompt: the running beams (tokens: prompt + generated; the last one's
+  // keys and values not yet computed)
+  struct Beam {
+    std::vector<int> tokens, blocks;
+  };
+  std::vector<Beam> beams;
+  std::unique_ptr<BeamSearch> search;
+  int width() const { return std::max(1, req.beam.num_beams); }  // rows it takes in a batch
 };
 
 Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer& tok, SchedulerOptions o)
@@ -71,6 +81,15 @@ uint64_t Scheduler::add(SchedRequest r) {
   const int need = (int(r.prompt.size()) + o_.block_size) / o_.block_size;
   LT_CHECK(need <= o_.num_blocks, "the prompt of {} tokens needs {} KV blocks; the pool holds {}", r.prompt.size(),
            need, o_.num_blocks);
+  const int K = r.beam.num_beams;
+  LT_CHECK(K >= 1 && K <= o_.max_seqs, "num_beams is {}; it must be 1 to the server's max_seqs ({})", K, o_.max_seqs);
+  if (K > 1) {  // K beams of the whole output, the prompt shared, must fit the pool alone
+    const int gen = std::min(r.max_new_tokens, o_.max_context - int(r.prompt.size()));
+    const int beam_need = need + K * ((gen + o_.block_size - 1) / o_.block_size + 1);
+    LT_CHECK(beam_need <= o_.num_blocks, "beam search with {} beams over {} + {} tokens needs up to {} KV blocks; the "
+             "pool holds {}; use fewer beams or tokens", K, r.prompt.size(), gen, beam_need, o_.num_blocks);
+    BeamSearch check(r.beam, int(r.prompt.size()), int(r.prompt.size()) + 1, beam_eos(r), V);  // checks the options
+  }
   auto s = std::make_unique<Seq>();
   s->id = next_id_++;
   s->sampler = std::make_unique<Sampler>(r.sampler, V);  // checks the options
@@ -88,6 +107,11 @@ uint64_t Scheduler::add(SchedRequest r) {
 void Scheduler::cancel(uint64_t id) { cancels_.push_back(id); }
 
 void Scheduler::drop_blocks(Seq& s) {
+  for (auto& beam : s.beams)
+    for (int b : beam.blocks) pool_->release(b);
+  if (s.search) s.generated = 0;  // a beam search restarts from its prompt
+  s.beams.clear();
+  s.search.reset();
   for (int b : s.blocks) pool_->release(b);
   s.blocks.clear();
   s.computed = 0;
@@ -136,16 +160,115 @@ void Scheduler::preempt(size_t index) {
 // false when `self` (running_[self]) had to be preempted itself.
 bool Scheduler::ensure_blocks(Seq& s, int upto, size_t self) {
   while (int(s.blocks.size()) * o_.block_size < upto) {
-    const int b = pool_->allocate();
-    if (b >= 0) {
-      s.blocks.push_back(b);
-      continue;
-    }
-    const size_t victim = running_.size() - 1;
-    preempt(victim);
-    if (victim == self) return false;
+    const int b = allocate_block(self);
+    if (b < 0) return false;
+    s.blocks.push_back(b);
   }
   return true;
+}
+
+int Scheduler::allocate_block(size_t self) {
+  for (;;) {
+    const int b = pool_->allocate();
+    if (b >= 0) return b;
+    const size_t victim = running_.size() - 1;
+    preempt(victim);
+    if (victim == self) return -1;
+  }
+}
+
+// Each beam's block for its next position: a fresh one at a block boundary, else its own copy of
+// a block it shares with other beams (copy on write). false when running_[self] was preempted.
+bool Scheduler::ensure_beam_blocks(Seq& s, size_t self) {
+  const int BS = o_.block_size;
+  for (size_t i = 0; i < s.beams.size(); ++i) {
+    const int pos = int(s.beams[i].tokens.size()) - 1, at = pos / BS;
+    if (at < int(s.beams[i].blocks.size()) && pool_->refs(s.beams[i].blocks[size_t(at)]) == 1) continue;
+    const int b = allocate_block(self);
+    if (b < 0) return false;  // s.beams were dropped with the preemption
+    std::vector<int>& table = s.beams[i].blocks;
+    if (at < int(table.size())) {
+      pool_->copy_rows(b, table[size_t(at)], pos % BS);
+      pool_->release(table[size_t(at)]);
+      table[size_t(at)] = b;
+    } else {
+      table.push_back(b);
+    }
+  }
+  return true;
+}
+
+// The ids that end a beam: the stop ids, and EOS when the request stops there.
+std::vector<int> Scheduler::beam_eos(const SchedRequest& r) const {
+  std::vector<int> eos = r.stop_ids;
+  if (r.stop_at_eos && eos_ >= 0 && std::find(eos.begin(), eos.end(), eos_) == eos.end()) eos.push_back(eos_);
+  return eos;
+}
+
+int Scheduler::running_width() const {
+  int w = 0;
+  for (const auto& s : running_) w += s->width();
+  return w;
+}
+
+// One beam search step: the next beams continue their parents (block tables retained), the old
+// tables are released; the first step forks the prompt's blocks into K beams.
+void Scheduler::beam_step(Seq& s, std::span<const float* const> logits) {
+  const int K = s.req.beam.num_beams;
+  if (!s.search) {
+    const int max_len = std::min(int(s.tokens.size()) + s.req.max_new_tokens, o_.max_context);
+    s.search = std::make_unique<BeamSearch>(s.req.beam, int(s.tokens.size()), max_len, beam_eos(s.req),
+                                            w_->config().vocab_size);
+    s.beams.assign(size_t(K), {s.tokens, s.blocks});
+    for (int i = 0; i < K; ++i)
+      for (int b : s.blocks) pool_->retain(b);
+    for (int b : s.blocks) pool_->release(b);
+    s.blocks.clear();
+  }
+  const auto& next = s.search->advance(logits);
+  std::vector<Seq::Beam> beams(static_cast<size_t>(K));
+  for (int i = 0; i < K; ++i) {
+    beams[size_t(i)] = s.beams[size_t(next[size_t(i)].parent)];
+    beams[size_t(i)].tokens.push_back(next[size_t(i)].token);
+    for (int b : beams[size_t(i)].blocks) pool_->retain(b);
+  }
+  for (auto& beam : s.beams)
+    for (int b : beam.blocks) pool_->release(b);
+  s.beams.swap(beams);
+  s.generated = s.search->generated();
+  ++st_.generated_tokens;
+  if (s.search->done()) finish_beams(s);
+}
+
+// The final event with the hypotheses (tokens without the stop id, text cut before a stop string).
+void Scheduler::finish_beams(Seq& s) {
+  SchedEvent e;
+  e.finished = true;
+  const int P = int(s.req.prompt.size());
+  for (BeamHypothesis& h : s.search->results()) {
+    SchedBeam b;
+    b.score = h.score;
+    b.reason = h.eos ? "eos" : P + s.req.max_new_tokens > o_.max_context ? "context" : "max_new_tokens";
+    if (h.eos) h.tokens.pop_back();
+    Tokenizer::StreamDecoder d(tok_);
+    d.prime(s.req.prompt);
+    for (int t : h.tokens) b.text += d.push(t);
+    b.text += d.flush();
+    if (const size_t at = find_stop(s.req.stop, b.text); at != std::string::npos) {
+      b.text.resize(at);
+      b.reason = "stop_string";
+    }
+    b.tokens = std::move(h.tokens);
+    e.beams.push_back(std::move(b));
+  }
+  e.reason = e.beams.empty() ? "max_new_tokens" : e.beams[0].reason;
+  e.text = e.beams.empty() ? "" : e.beams[0].text;
+  e.prompt_tokens = P;
+  e.completion_tokens = e.beams.empty() ? 0 : int(e.beams[0].tokens.size());
+  e.cached_tokens = s.cached_tokens;
+  s.done = true;
+  ++st_.finished;
+  if (s.req.on_event) s.req.on_event(e);
 }
 
 void Scheduler::publish_blocks(Seq& s) {
@@ -187,6 +310,10 @@ static size_t find_stop(const std::vector<std::string>& stop, const std::string&
 }
 
 void Scheduler::emit_token(Seq& s, float* logits) {
+  if (s.req.beam.num_beams > 1) {  // the prompt is in: the beams start
+    const std::vector<const float*> rows(size_t(s.req.beam.num_beams), logits);
+    return beam_step(s, rows);
+  }
   const int V = w_->config().vocab_size;
   float lse = 0;
   if (s.req.logprobs) {
@@ -249,8 +376,9 @@ bool Scheduler::step() {
   reap_cancelled();
   retire();
   // admit in FIFO order (max_new_tokens 0 finishes without running)
-  while (!waiting_.empty() && int(running_.size()) < o_.max_seqs) {
+  while (!waiting_.empty()) {
     Seq& s = *waiting_.front();
+    if (running_width() + s.width() > o_.max_seqs) break;
     if (s.req.max_new_tokens == 0) {
       finish(s, "max_new_tokens");
       waiting_.pop_front();
@@ -267,6 +395,13 @@ bool Scheduler::step() {
   for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Seq& s = *running_[i];
+      if (!s.beams.empty()) {  // a beam search: one decode row per beam
+        if (pass != 0 || s.take > 0 || s.width() > budget) continue;
+        if (!ensure_beam_blocks(s, i)) break;
+        s.take = s.width();
+        budget -= s.take;
+        continue;
+      }
       const int pending = int(s.tokens.size()) - s.computed;
       if ((pass == 0) != (pending == 1) || s.take > 0 || pending == 0) continue;
       const int take = std::min(pending, budget);
@@ -284,6 +419,13 @@ bool Scheduler::step() {
   std::vector<int> tokens;
   std::vector<BatchSeq> seqs;
   for (Seq* s : batch) {
+    if (!s->beams.empty()) {
+      for (const auto& b : s->beams) {
+        tokens.push_back(b.tokens.back());
+        seqs.push_back({b.blocks.data(), int(b.tokens.size()) - 1, 1, s->req.adapter.get(), true});
+      }
+      continue;
+    }
     tokens.insert(tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + s->take);
     const bool last = s->computed + s->take == int(s->tokens.size());
     seqs.push_back({s->blocks.data(), s->computed, s->take, s->req.adapter.get(), last});
@@ -294,6 +436,13 @@ bool Scheduler::step() {
     st_.prefill_tokens += tokens.size();
     int li = 0;
     for (Seq* s : batch) {
+      if (!s->beams.empty()) {
+        std::vector<const float*> rows;
+        for (int k = 0; k < s->take; ++k) rows.push_back(fwd_->logits(li++));
+        s->take = 0;
+        beam_step(*s, rows);
+        continue;
+      }
       const bool last = s->computed + s->take == int(s->tokens.size());
       s->computed += s->take;
       s->take = 0;

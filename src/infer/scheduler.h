@@ -14,6 +14,12 @@
 // the adapter), and admission takes the longest run of published blocks matching the prompt
 // instead of computing it.
 //
+// Beam search (SchedRequest::beam): the prompt is prefilled once; its blocks are then shared by the
+// K beams (reference counts), each beam a row of the batch. When beams fork, the new beams retain
+// their parent's block table, and a beam about to write into a block it shares copies it first
+// (copy on write), so only the partial last block is ever copied. A beam search counts K against
+// max_seqs; preempted, it restarts from its prompt (it streams nothing, so nothing is repeated).
+//
 // Not thread-safe: one thread calls add / cancel / step (api/engine.cpp adds the locking).
 #pragma once
 #include <cstdint>
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "infer/batch_forward.h"
+#include "infer/beam_search.h"
 #include "infer/kv_pool.h"
 #include "infer/lora_weights.h"
 #include "infer/sampler.h"
@@ -31,6 +38,14 @@
 #include "tokenizer/tokenizer.h"
 
 namespace lt {
+
+// One hypothesis of a beam search, on its request's final event.
+struct SchedBeam {
+  std::vector<int> tokens;  // generated, without the final EOS / stop id
+  std::string text;         // decoded, cut before a stop string
+  float score = 0;          // HF's sequences_scores: sum of log-probabilities / length ** length_penalty
+  std::string reason;       // eos | stop_string | max_new_tokens | context
+};
 
 struct SchedEvent {
   int token = -1;             // the generated token (-1: the final event)
@@ -40,6 +55,7 @@ struct SchedEvent {
   std::string reason;         // finished: eos | stop_string | max_new_tokens | context | cancelled | error
   std::string error;          // reason "error": the message
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // on the final event
+  std::vector<SchedBeam> beams;  // beam search: the final event's hypotheses, best first
 };
 using SchedCallback = std::function<void(const SchedEvent&)>;
 
@@ -53,6 +69,8 @@ struct SchedRequest {
   std::vector<int> stop_ids;                   // tokens that end the output like EOS (not emitted)
   bool logprobs = false;
   SamplerOptions sampler;
+  BeamOptions beam;                            // num_beams > 1: beam search (no tokens streamed; the
+                                               // final event holds the hypotheses; sampler unused)
   SchedCallback on_event;                      // called on the stepping thread
 };
 
@@ -97,6 +115,12 @@ class Scheduler {
   void drop_blocks(Seq& s);
   void preempt(size_t index);
   bool ensure_blocks(Seq& s, int upto, size_t self);
+  int allocate_block(size_t self);  // -1 when running_[self] had to be preempted
+  bool ensure_beam_blocks(Seq& s, size_t self);
+  void beam_step(Seq& s, std::span<const float* const> logits);
+  void finish_beams(Seq& s);
+  int running_width() const;
+  std::vector<int> beam_eos(const SchedRequest& r) const;
   void publish_blocks(Seq& s);
   void emit_token(Seq& s, float* logits);
   void retire();  // drops finished sequences and their blocks

@@ -1,6 +1,8 @@
 // `leantune generate`: load a model and tokenizer, stream a completion of the prompt to stdout,
 // then print prefill and decode speed to stderr. With --chat the prompt is a user message,
 // formatted by the model's chat template (or --chat-template), and only the reply is printed.
+// With --num-beams K: beam search through the batch engine (transformers' num_beams), the best
+// hypothesis printed (--num-return-sequences: that many, one per line).
 #include <cmath>
 #include <cstdio>
 #include <span>
@@ -10,6 +12,7 @@
 
 #include "commands.h"
 #include "flag_check.h"
+#include "leantune/engine.h"
 #include "leantune/files.h"
 #include "leantune/generator.h"
 #include "leantune/memory.h"
@@ -28,6 +31,7 @@ struct GenerateArgs {
   std::string quantize;
   bool double_quant = false;
   leantune::SamplingOptions s;
+  leantune::BeamSearchOptions beam;
 };
 
 std::string default_tokenizer(const std::string& model) {
@@ -61,6 +65,40 @@ void check_generate_flags(const GenerateArgs& a) {
   if (!a.prompt_ids.empty() && !a.prompt.empty()) fail("--prompt-ids: give either --prompt or --prompt-ids, not both");
 }
 
+// Beam search over the engine: prints the num_return best hypotheses (one per line; --ids-out: one
+// line of ids each).
+void run_beam_search(const GenerateArgs& a, const leantune::Model& model, const leantune::Tokenizer& tok,
+                     std::vector<int> prompt, const leantune::GenerateOptions& g) {
+  leantune::EngineOptions eo;
+  eo.max_seqs = a.beam.num_beams;
+  eo.context = a.context;
+  eo.prefix_caching = false;
+  leantune::Engine engine(model, tok, eo);
+  leantune::EngineRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.options = g;
+  r.beam = a.beam;
+  leantune::EngineEvent last;
+  engine.submit(std::move(r), [&](const leantune::EngineEvent& e) {
+    if (e.finished) last = e;
+  });
+  while (engine.step()) {
+  }
+  if (!last.error.empty()) fail("generate: {}", last.error);
+  std::string ids_text;
+  for (const leantune::BeamResult& b : last.beams) {
+    std::fwrite(b.text.data(), 1, b.text.size(), stdout);
+    std::fputc('\n', stdout);
+    std::string line;
+    for (int id : b.tokens) line += (line.empty() ? "" : ",") + std::to_string(id);
+    ids_text += line + "\n";
+    if (!a.quiet)
+      std::fprintf(stderr, "%s", fmt::format("[beam score {:.6f} | {} tokens | stop: {}]\n", b.score, b.tokens.size(),
+                                             leantune::stop_reason_name(b.stop_reason)).c_str());
+  }
+  if (!a.ids_out.empty()) leantune::write_text_file(a.ids_out, ids_text);
+}
+
 void run_generate(const GenerateArgs& a) {
   check_generate_flags(a);
   std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
@@ -81,6 +119,12 @@ void run_generate(const GenerateArgs& a) {
   g.stop_at_eos = !a.ignore_eos;
   g.add_bos = !a.no_bos;
   g.sampling = a.s;
+  if (a.beam.num_beams > 1) {
+    std::vector<int> ids = parse_ids(a.prompt_ids, "--prompt-ids");
+    if (a.chat) fail("--num-beams: not with --chat; give --prompt or --prompt-ids");
+    if (ids.empty()) ids = tok.encode(a.prompt, g.add_bos);
+    return run_beam_search(a, model, tok, std::move(ids), g);
+  }
   auto print = [](int, std::string_view piece) {
     if (!piece.empty()) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -146,6 +190,10 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)");
   c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)");
   c->add_option("--seed", a->s.seed, "sampling seed");
+  c->add_option("--num-beams", a->beam.num_beams, "beam search with this many beams (1 = off; transformers' num_beams)");
+  c->add_option("--num-return-sequences", a->beam.num_return, "beam search: hypotheses printed, best first");
+  c->add_option("--length-penalty", a->beam.length_penalty, "beam search: score = logprob sum / length^this");
+  c->add_option("--early-stopping", a->beam.early_stopping, "beam search: false (HF's heuristic) | true | never");
   c->add_option("--stop", a->stop, "stop string (repeatable)");
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
