@@ -50,6 +50,11 @@ struct EngineOptions {
   bool prefix_caching = true;
   size_t adapter_memory_bytes = 0;  // resident adapters at most (LRU eviction); 0: no limit
   int max_lora_rank = 64;           // largest adapter rank accepted
+  // Speculative decoding: a draft model (same vocabulary; it must outlive the engine) proposes
+  // num_speculative_tokens tokens for each greedy request, checked by the model in one forward; the
+  // output is exactly the greedy output without it. Sampled requests decode as usual.
+  const Model* draft_model = nullptr;
+  int num_speculative_tokens = 4;
 };
 
 // Beam search as transformers' generate(num_beams=K, do_sample=False, length_penalty=...,
@@ -101,6 +106,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0, computed_tokens = 0;
   uint64_t prefix_lookup_blocks = 0, prefix_hit_blocks = 0;
   uint64_t adapter_loads = 0, adapter_evictions = 0;
+  uint64_t spec_proposed = 0, spec_accepted = 0;  // draft tokens proposed / accepted (speculative decoding)
   int waiting = 0, running = 0;
   int kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
   int adapters_resident = 0;

@@ -165,6 +165,10 @@ Engine::Engine(const Model& model, const Tokenizer& tok, const EngineOptions& op
     so.max_lora_rank = options.max_lora_rank;
     so.prefix_caching = options.prefix_caching;
     so.num_blocks = options.kv_blocks;
+    if (options.draft_model) {
+      so.draft = detail::Access::model(*options.draft_model).weights;
+      so.num_speculative = options.num_speculative_tokens;
+    }
     if (so.num_blocks <= 0 && options.kv_memory_bytes > 0) {
       const size_t per = lt::kv_block_bytes(m.weights->config(), std::max(1, options.block_size));
       so.num_blocks = int(std::min<size_t>(options.kv_memory_bytes / per, size_t(1) << 30));
@@ -276,6 +280,8 @@ EngineStats Engine::stats() const {
   p.prefix_lookup_blocks = s.prefix_lookup_blocks;
   p.prefix_hit_blocks = s.prefix_hit_blocks;
   p.adapter_loads = a.loads;
+  p.spec_proposed = s.spec_proposed;
+  p.spec_accepted = s.spec_accepted;
   p.adapter_evictions = a.evictions;
   p.waiting = s.waiting;
   p.running = s.running;

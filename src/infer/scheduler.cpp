@@ -24,6 +24,8 @@ struct Scheduler::Seq {
   uint64_t last_hash = 0;     // hash of block hashed - 1 (0: none)
   int generated = 0, cached_tokens = 0;
   int take = 0;               // rows in this step's batch
+  int draft_computed = 0;     // tokens whose draft keys and values are in the draft pool
+  std::vector<int> proposal;  // this step's draft tokens (speculative decoding)
   bool done = false;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Tokenizer::StreamDecoder> stream;
@@ -59,6 +61,20 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer&
   BatchForwardOptions bo;
   bo.max_rows = o_.max_batch_tokens;
   bo.max_seqs = o_.max_seqs;
+  if (o_.draft) {  // the draft's pool mirrors the model's block for block
+    LT_CHECK(o_.draft->config().vocab_size == c.vocab_size, "the draft model's vocabulary ({}) differs from the "
+             "model's ({}); give a draft model of the same tokenizer", o_.draft->config().vocab_size, c.vocab_size);
+    LT_CHECK(o_.num_speculative >= 1 && o_.num_speculative <= 32, "num_speculative_tokens is {}; give 1 to 32",
+             o_.num_speculative);
+    LT_CHECK(o_.draft->config().max_seq_len >= o_.max_context, "the draft model holds {} positions; the context is {}",
+             o_.draft->config().max_seq_len, o_.max_context);
+    draft_pool_ = std::make_unique<KvPool>(o_.draft->config(), o_.block_size, o_.num_blocks);
+    BatchForwardOptions dbo = bo;
+    dbo.max_context = per_seq * o_.block_size;
+    dbo.max_lora_rank = 1;
+    draft_fwd_ = std::make_unique<BatchForward>(o_.draft, *draft_pool_, dbo);
+    bo.max_seqs = o_.max_seqs * (o_.num_speculative + 1);  // a row per verified position
+  }
   bo.max_context = per_seq * o_.block_size;
   bo.max_lora_rank = o_.max_lora_rank;
   fwd_ = std::make_unique<BatchForward>(w_, *pool_, bo);
@@ -115,6 +131,7 @@ void Scheduler::drop_blocks(Seq& s) {
   for (int b : s.blocks) pool_->release(b);
   s.blocks.clear();
   s.computed = 0;
+  s.draft_computed = 0;
   s.hashed = 0;
   s.last_hash = 0;
 }
@@ -196,6 +213,71 @@ bool Scheduler::ensure_beam_blocks(Seq& s, size_t self) {
     }
   }
   return true;
+}
+
+// Whether s runs speculatively this step: greedy, decoding, with room for K more positions.
+bool Scheduler::speculates(const Seq& s) const {
+  return o_.draft && s.beams.empty() && s.req.beam.num_beams <= 1 && s.req.sampler.temperature == 0 &&
+         int(s.tokens.size()) - s.computed == 1 && s.computed + o_.num_speculative < o_.max_context;
+}
+
+// The draft catches up with each sequence (rows draft_computed .. last token - 1, in forwards of at
+// most max_batch_tokens rows), then proposes K tokens by K one-row greedy steps over all of them.
+void Scheduler::draft_phase(const std::vector<Seq*>& spec) {
+  const int K = o_.num_speculative;
+  std::vector<int> tokens;
+  std::vector<BatchSeq> seqs;
+  for (;;) {  // catch-up, chunked
+    tokens.clear();
+    seqs.clear();
+    int cap = o_.max_batch_tokens;
+    for (Seq* s : spec) {
+      const int n = std::min(s->computed - s->draft_computed, cap);
+      if (n <= 0) continue;
+      tokens.insert(tokens.end(), s->tokens.begin() + s->draft_computed, s->tokens.begin() + s->draft_computed + n);
+      seqs.push_back({s->blocks.data(), s->draft_computed, n, nullptr, false});
+      s->draft_computed += n;
+      cap -= n;
+    }
+    if (seqs.empty()) break;
+    draft_fwd_->forward(tokens, seqs);
+  }
+  const int V = w_->config().vocab_size;
+  for (Seq* s : spec) s->proposal.clear();
+  for (int j = 0; j < K; ++j) {
+    tokens.clear();
+    seqs.clear();
+    for (Seq* s : spec) {
+      tokens.push_back(j == 0 ? s->tokens.back() : s->proposal.back());
+      seqs.push_back({s->blocks.data(), s->computed + j, 1, nullptr, true});
+    }
+    draft_fwd_->forward(tokens, seqs);
+    for (size_t i = 0; i < spec.size(); ++i) {
+      const float* l = draft_fwd_->logits(int(i));
+      spec[i]->proposal.push_back(int(std::max_element(l, l + V) - l));
+    }
+  }
+  for (Seq* s : spec) s->draft_computed = s->computed + K;
+}
+
+// The model's K + 1 rows of logits for s (from logits index `first`): its own choice at each
+// position is emitted while it equals the draft's; the first that differs (or the K + 1-th) is the
+// last one. The keys and values of the accepted positions stay; the rest are overwritten later.
+void Scheduler::verify(Seq& s, int first) {
+  const int K = o_.num_speculative, c = s.computed;
+  int m = 0;  // proposals accepted
+  for (int j = 0; j <= K; ++j) {
+    const size_t before = s.tokens.size();
+    emit_token(s, fwd_->logits(first + j));
+    if (s.done || s.tokens.size() == before) break;
+    if (j == K || s.tokens.back() != s.proposal[size_t(j)]) break;
+    ++m;
+  }
+  st_.spec_proposed += uint64_t(K);
+  st_.spec_accepted += uint64_t(m);
+  s.computed = c + m + 1;
+  s.draft_computed = std::min(s.draft_computed, s.computed);
+  s.take = 0;
 }
 
 // The ids that end a beam: the stop ids, and EOS when the request stops there.
@@ -404,7 +486,8 @@ bool Scheduler::step() {
       }
       const int pending = int(s.tokens.size()) - s.computed;
       if ((pass == 0) != (pending == 1) || s.take > 0 || pending == 0) continue;
-      const int take = std::min(pending, budget);
+      int take = std::min(pending, budget);
+      if (pass == 0 && speculates(s) && budget >= o_.num_speculative + 1) take = o_.num_speculative + 1;
       if (!ensure_blocks(s, s.computed + take, i)) break;  // it preempted itself: the rest wait too
       s.take = take;
       budget -= take;
@@ -416,9 +499,29 @@ bool Scheduler::step() {
   std::stable_sort(batch.begin(), batch.end(), [](const Seq* a, const Seq* b) {
     return std::less<const void*>()(a->req.adapter.get(), b->req.adapter.get());
   });
+  std::vector<Seq*> spec;
+  for (Seq* s : batch)
+    if (s->take > 1 && int(s->tokens.size()) - s->computed == 1) spec.push_back(s);
   std::vector<int> tokens;
   std::vector<BatchSeq> seqs;
+  if (!spec.empty()) {
+    try {
+      draft_phase(spec);
+    } catch (const std::exception& e) {
+      for (Seq* s : batch) s->take = 0;
+      fail_running(e.what());
+      retire();
+      return !idle();
+    }
+  }
   for (Seq* s : batch) {
+    if (!s->proposal.empty() && s->take > 1) {  // the last token and the K proposals, a row each
+      for (int j = 0; j < s->take; ++j) {
+        tokens.push_back(j == 0 ? s->tokens.back() : s->proposal[size_t(j - 1)]);
+        seqs.push_back({s->blocks.data(), s->computed + j, 1, s->req.adapter.get(), true});
+      }
+      continue;
+    }
     if (!s->beams.empty()) {
       for (const auto& b : s->beams) {
         tokens.push_back(b.tokens.back());
@@ -436,6 +539,13 @@ bool Scheduler::step() {
     st_.prefill_tokens += tokens.size();
     int li = 0;
     for (Seq* s : batch) {
+      if (!s->proposal.empty() && s->take > 1) {
+        verify(*s, li);
+        li += o_.num_speculative + 1;
+        s->proposal.clear();
+        publish_blocks(*s);
+        continue;
+      }
       if (!s->beams.empty()) {
         std::vector<const float*> rows;
         for (int k = 0; k < s->take; ++k) rows.push_back(fwd_->logits(li++));

@@ -20,6 +20,12 @@
 // (copy on write), so only the partial last block is ever copied. A beam search counts K against
 // max_seqs; preempted, it restarts from its prompt (it streams nothing, so nothing is repeated).
 //
+// Speculative decoding (SchedulerOptions::draft): the draft model has a KV pool of its own with the
+// same blocks, so a sequence's block table serves both; each greedy decoding sequence first brings
+// the draft up to date (its prompt, chunked, then the last accepted tokens), then the draft runs K
+// one-row steps over all of them together, then the model verifies the K proposals as K + 1 rows.
+// Rejected positions are simply overwritten later.
+//
 // Not thread-safe: one thread calls add / cancel / step (api/engine.cpp adds the locking).
 #pragma once
 #include <cstdint>
@@ -82,12 +88,18 @@ struct SchedulerOptions {
   int max_context = 0;         // positions per sequence; 0: the model's, at most 4096
   int max_lora_rank = 64;
   bool prefix_caching = true;
+  // Speculative decoding: a draft model (same vocabulary) proposes num_speculative tokens for each
+  // greedy sequence; the model checks them in one forward (a row per position) and keeps the
+  // longest prefix it agrees with plus its own next token, so the output is the greedy output.
+  std::shared_ptr<const LlamaModel> draft;
+  int num_speculative = 4;
 };
 
 struct SchedStats {
   uint64_t requests = 0, finished = 0, cancelled = 0, preemptions = 0, steps = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0, prefill_tokens = 0;  // prefill: rows computed
   uint64_t prefix_lookup_blocks = 0, prefix_hit_blocks = 0;
+  uint64_t spec_proposed = 0, spec_accepted = 0;  // draft tokens proposed / accepted by the model
   int waiting = 0, running = 0, blocks_total = 0, blocks_in_use = 0, blocks_cached = 0;
 };
 
@@ -120,6 +132,9 @@ class Scheduler {
   void beam_step(Seq& s, std::span<const float* const> logits);
   void finish_beams(Seq& s);
   int running_width() const;
+  void draft_phase(const std::vector<Seq*>& spec);
+  void verify(Seq& s, int first_logits);
+  bool speculates(const Seq& s) const;
   std::vector<int> beam_eos(const SchedRequest& r) const;
   void publish_blocks(Seq& s);
   void emit_token(Seq& s, float* logits);
@@ -133,6 +148,8 @@ class Scheduler {
   SchedulerOptions o_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<BatchForward> fwd_;
+  std::unique_ptr<KvPool> draft_pool_;
+  std::unique_ptr<BatchForward> draft_fwd_;
   int eos_ = -1;
   uint64_t next_id_ = 1;
   std::deque<std::unique_ptr<Seq>> waiting_;

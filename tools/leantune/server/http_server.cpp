@@ -99,6 +99,11 @@ std::string HttpServer::Impl::metrics() {
   metric("leantune_prefix_cache_hits_total", "counter", "Prompt blocks found cached", double(s.prefix_hit_blocks));
   metric("leantune_prefix_cache_hit_rate", "gauge", "Hits per lookup",
          s.prefix_lookup_blocks ? double(s.prefix_hit_blocks) / double(s.prefix_lookup_blocks) : 0.0);
+  metric("leantune_spec_draft_tokens_total", "counter", "Draft tokens proposed (speculative decoding)",
+         double(s.spec_proposed));
+  metric("leantune_spec_accepted_tokens_total", "counter", "Draft tokens the model accepted", double(s.spec_accepted));
+  metric("leantune_spec_acceptance_rate", "gauge", "Accepted per proposed draft token",
+         s.spec_proposed ? double(s.spec_accepted) / double(s.spec_proposed) : 0.0);
   metric("leantune_adapter_loads_total", "counter", "Adapters loaded from disk", double(s.adapter_loads));
   metric("leantune_adapter_evictions_total", "counter", "Adapters evicted (LRU)", double(s.adapter_evictions));
   metric("leantune_adapters_resident", "gauge", "Adapters in memory", double(s.adapters_resident));
