@@ -111,6 +111,7 @@ struct EngineStats {
   int kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
   int adapters_resident = 0;
   size_t adapter_bytes = 0, kv_bytes = 0;
+  size_t engine_bytes = 0;  // everything the engine allocated: KV pools and batch buffers (plan_serve's engine part)
 };
 
 class Engine {

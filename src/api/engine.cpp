@@ -13,6 +13,7 @@
 
 #include "api/access.h"
 #include "api/guard.h"
+#include "api/serve_options.h"
 #include "core/error.h"
 #include "infer/adapter_cache.h"
 #include "infer/scheduler.h"
@@ -157,23 +158,10 @@ Engine::Engine(const Model& model, const Tokenizer& tok, const EngineOptions& op
     e->threads = m.threads;
     e->o = options;
     LT_CHECK(options.max_queue >= 0, "max_queue is {}; it must be 0 or more", options.max_queue);
-    lt::SchedulerOptions so;
-    so.block_size = options.block_size;
-    so.max_seqs = options.max_seqs;
-    so.max_batch_tokens = options.max_batch_tokens;
-    so.max_context = options.context;
-    so.max_lora_rank = options.max_lora_rank;
-    so.prefix_caching = options.prefix_caching;
-    so.num_blocks = options.kv_blocks;
-    if (options.draft_model) {
-      so.draft = detail::Access::model(*options.draft_model).weights;
-      so.num_speculative = options.num_speculative_tokens;
-    }
-    if (so.num_blocks <= 0 && options.kv_memory_bytes > 0) {
-      const size_t per = lt::kv_block_bytes(m.weights->config(), std::max(1, options.block_size));
-      so.num_blocks = int(std::min<size_t>(options.kv_memory_bytes / per, size_t(1) << 30));
-      LT_CHECK(so.num_blocks >= 1, "kv_memory_bytes {} holds no KV block of {} bytes", options.kv_memory_bytes, per);
-    }
+    const lt::ModelConfig* draft = nullptr;
+    if (options.draft_model) draft = &detail::Access::model(*options.draft_model).weights->config();
+    lt::SchedulerOptions so = detail::scheduler_options(m.weights->config(), options, draft);
+    if (options.draft_model) so.draft = detail::Access::model(*options.draft_model).weights;
     e->sch = std::make_unique<lt::Scheduler>(m.weights, *e->tok, so);
     e->adapters = std::make_unique<lt::AdapterCache>(m.weights->config(), options.adapter_memory_bytes);
     e->snapshot = e->sch->stats();
@@ -292,6 +280,7 @@ EngineStats Engine::stats() const {
   p.adapters_resident = a.resident;
   p.adapter_bytes = a.resident_bytes;
   p.kv_bytes = impl_->sch->pool().arenas().allocated_bytes(lt::Category::KVCache);
+  p.engine_bytes = impl_->sch->allocated_bytes();
   return p;
 }
 

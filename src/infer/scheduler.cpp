@@ -40,47 +40,75 @@ struct Scheduler::Seq {
   int width() const { return std::max(1, req.beam.num_beams); }  // rows it takes in a batch
 };
 
+// The batch forward's options for a scheduler's resolved options (the draft's: K + 1 rows per
+// sequence for the model's verification).
+static BatchForwardOptions batch_options(const SchedulerOptions& o, bool has_draft, bool draft_side) {
+  BatchForwardOptions bo;
+  bo.max_rows = o.max_batch_tokens;
+  bo.max_seqs = o.max_seqs;
+  bo.max_context = (o.max_context + o.block_size - 1) / o.block_size * o.block_size;
+  bo.max_lora_rank = draft_side ? 1 : o.max_lora_rank;
+  if (has_draft && !draft_side) bo.max_seqs = o.max_seqs * (o.num_speculative + 1);  // a row per verified position
+  return bo;
+}
+
+SchedulerOptions resolve_scheduler_options(const ModelConfig& c, SchedulerOptions o, const ModelConfig* draft) {
+  if (o.max_context <= 0) o.max_context = std::min(c.max_seq_len, 4096);
+  LT_CHECK(o.max_context <= c.max_seq_len, "context {} is more than the model's {} positions", o.max_context,
+           c.max_seq_len);
+  LT_CHECK(o.block_size >= 1 && o.max_seqs >= 1 && o.max_batch_tokens >= 1,
+           "scheduler: block_size {}, max_seqs {}, max_batch_tokens {}: each must be at least 1", o.block_size,
+           o.max_seqs, o.max_batch_tokens);
+  const int per_seq = (o.max_context + o.block_size - 1) / o.block_size;
+  if (o.num_blocks <= 0) {  // max_seqs full contexts, at most kDefaultPoolBytes (but one context at least)
+    const size_t per_block = kv_block_bytes(c, o.block_size) + (draft ? kv_block_bytes(*draft, o.block_size) : 0);
+    const size_t fit = kDefaultPoolBytes / per_block;
+    o.num_blocks = int(std::max<size_t>(size_t(per_seq), std::min(size_t(per_seq) * size_t(o.max_seqs), fit)));
+  }
+  LT_CHECK(o.num_blocks >= per_seq, "scheduler: {} KV blocks of {} positions do not hold one full context of {}; give "
+           "at least {} blocks (or a shorter context)", o.num_blocks, o.block_size, o.max_context, per_seq);
+  if (draft) {
+    LT_CHECK(draft->vocab_size == c.vocab_size, "the draft model's vocabulary ({}) differs from the model's ({}); give "
+             "a draft model of the same tokenizer", draft->vocab_size, c.vocab_size);
+    LT_CHECK(o.num_speculative >= 1 && o.num_speculative <= 32, "num_speculative_tokens is {}; give 1 to 32",
+             o.num_speculative);
+    LT_CHECK(draft->max_seq_len >= o.max_context, "the draft model holds {} positions; the context is {}",
+             draft->max_seq_len, o.max_context);
+  }
+  return o;
+}
+
+MemoryPlan plan_scheduler(const ModelConfig& c, const SchedulerOptions& o, const ModelConfig* draft) {
+  MemoryPlan p = plan_kv_pool(c, o.block_size, o.num_blocks);
+  for (auto& b : plan_batch_forward(c, batch_options(o, draft != nullptr, false)).buffers) p.add(b.name, b.cat, b.bytes, b.life);
+  if (draft) {
+    for (auto& b : plan_kv_pool(*draft, o.block_size, o.num_blocks).buffers) p.add("draft." + b.name, b.cat, b.bytes);
+    for (auto& b : plan_batch_forward(*draft, batch_options(o, true, true)).buffers)
+      p.add("draft." + b.name, b.cat, b.bytes, b.life);
+  }
+  return p;
+}
+
 Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer& tok, SchedulerOptions o)
-    : w_(std::move(weights)), tok_(tok), o_(o) {
+    : w_(std::move(weights)), tok_(tok) {
   const ModelConfig& c = w_->config();
   check_tokenizer_fits_model(tok_, c.vocab_size, "");
-  if (o_.max_context <= 0) o_.max_context = std::min(c.max_seq_len, 4096);
-  LT_CHECK(o_.max_context <= c.max_seq_len, "context {} is more than the model's {} positions", o_.max_context,
-           c.max_seq_len);
-  LT_CHECK(o_.block_size >= 1 && o_.max_seqs >= 1 && o_.max_batch_tokens >= 1,
-           "scheduler: block_size {}, max_seqs {}, max_batch_tokens {}: each must be at least 1", o_.block_size,
-           o_.max_seqs, o_.max_batch_tokens);
-  const int per_seq = (o_.max_context + o_.block_size - 1) / o_.block_size;
-  if (o_.num_blocks <= 0) {  // max_seqs full contexts, at most kDefaultPoolBytes (but one context at least)
-    const size_t fit = kDefaultPoolBytes / kv_block_bytes(c, o_.block_size);
-    o_.num_blocks = int(std::max<size_t>(size_t(per_seq), std::min(size_t(per_seq) * size_t(o_.max_seqs), fit)));
-  }
-  LT_CHECK(o_.num_blocks >= per_seq, "scheduler: {} KV blocks of {} positions do not hold one full context of {}; give "
-           "at least {} blocks (or a shorter context)", o_.num_blocks, o_.block_size, o_.max_context, per_seq);
+  o_ = resolve_scheduler_options(c, o, o.draft ? &o.draft->config() : nullptr);
   pool_ = std::make_unique<KvPool>(c, o_.block_size, o_.num_blocks);
-  BatchForwardOptions bo;
-  bo.max_rows = o_.max_batch_tokens;
-  bo.max_seqs = o_.max_seqs;
+  fwd_ = std::make_unique<BatchForward>(w_, *pool_, batch_options(o_, bool(o_.draft), false));
   if (o_.draft) {  // the draft's pool mirrors the model's block for block
-    LT_CHECK(o_.draft->config().vocab_size == c.vocab_size, "the draft model's vocabulary ({}) differs from the "
-             "model's ({}); give a draft model of the same tokenizer", o_.draft->config().vocab_size, c.vocab_size);
-    LT_CHECK(o_.num_speculative >= 1 && o_.num_speculative <= 32, "num_speculative_tokens is {}; give 1 to 32",
-             o_.num_speculative);
-    LT_CHECK(o_.draft->config().max_seq_len >= o_.max_context, "the draft model holds {} positions; the context is {}",
-             o_.draft->config().max_seq_len, o_.max_context);
     draft_pool_ = std::make_unique<KvPool>(o_.draft->config(), o_.block_size, o_.num_blocks);
-    BatchForwardOptions dbo = bo;
-    dbo.max_context = per_seq * o_.block_size;
-    dbo.max_lora_rank = 1;
-    draft_fwd_ = std::make_unique<BatchForward>(o_.draft, *draft_pool_, dbo);
-    bo.max_seqs = o_.max_seqs * (o_.num_speculative + 1);  // a row per verified position
+    draft_fwd_ = std::make_unique<BatchForward>(o_.draft, *draft_pool_, batch_options(o_, true, true));
   }
-  bo.max_context = per_seq * o_.block_size;
-  bo.max_lora_rank = o_.max_lora_rank;
-  fwd_ = std::make_unique<BatchForward>(w_, *pool_, bo);
   eos_ = tok_.eos_id() >= 0 ? tok_.eos_id() : c.eos_token_id;
   raw_.resize(size_t(c.vocab_size));
   st_.blocks_total = o_.num_blocks;
+}
+
+size_t Scheduler::allocated_bytes() const {
+  size_t n = pool_->arenas().allocated_total() + fwd_->arenas().allocated_total();
+  if (draft_pool_) n += draft_pool_->arenas().allocated_total() + draft_fwd_->arenas().allocated_total();
+  return n;
 }
 
 Scheduler::~Scheduler() = default;

@@ -103,6 +103,13 @@ struct SchedStats {
   int waiting = 0, running = 0, blocks_total = 0, blocks_in_use = 0, blocks_cached = 0;
 };
 
+// The options with their defaults resolved as the scheduler resolves them (the context, the KV
+// blocks), checked; `draft`: the draft model's config when there is one.
+SchedulerOptions resolve_scheduler_options(const ModelConfig& c, SchedulerOptions o, const ModelConfig* draft);
+// Every buffer a scheduler with these resolved options allocates: the KV pool, the batch forward's
+// buffers, and the draft model's pool and buffers ("draft." names). Weights are not included.
+MemoryPlan plan_scheduler(const ModelConfig& c, const SchedulerOptions& resolved, const ModelConfig* draft);
+
 class Scheduler {
  public:
   Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer& tok, SchedulerOptions o);
@@ -120,6 +127,7 @@ class Scheduler {
   SchedStats stats() const;
   const SchedulerOptions& options() const { return o_; }
   const KvPool& pool() const { return *pool_; }
+  size_t allocated_bytes() const;  // the arenas of the pools and batch buffers (== plan_scheduler's total)
 
  private:
   struct Seq;
