@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=300)
     ap.add_argument("--concurrency", default="1,4,16,64")
-    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: 2 x concurrency, >= 8)")
+    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: concurrency, at least 4)")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--prefix-rounds", type=int, default=5)
@@ -143,7 +143,7 @@ def main():
         print(f"{'conc':>5} {'reqs':>5} {'req/s':>8} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} "
               f"{'ITL p99':>8}  (seconds; prompt {a.prompt_tokens} tokens, {a.max_tokens} generated, greedy)")
         for c in [int(x) for x in a.concurrency.split(",")]:
-            r = level(url, a.model_name, prompts, a.max_tokens, c, a.requests or max(8, 2 * c))
+            r = level(url, a.model_name, prompts, a.max_tokens, c, a.requests or max(4, c))
             rows.append(r)
             print(f"{c:>5} {r['requests']:>5} {r['req_s']:>8.2f} {r['tok_s']:>8.1f} {r['ttft_p50']:>9.3f} "
                   f"{r['ttft_p99']:>9.3f} {r['itl_p50']:>8.4f} {r['itl_p99']:>8.4f}", flush=True)

@@ -191,6 +191,7 @@ uint64_t Engine::submit(EngineRequest r, EventCallback on_event) {
     s.sampler = {so.temperature, so.top_k, so.top_p, so.min_p, so.repetition_penalty, so.no_repeat_ngram_size, so.seed};
     lt::Sampler check(s.sampler, 1);  // throws naming the option out of range
     s.beam = beam_options(r.beam);
+    I.sch->check_beam(s);
     s.on_event = [cb = std::move(on_event)](const lt::SchedEvent& e) {
       if (cb) cb(public_event(e));
     };

@@ -125,15 +125,7 @@ uint64_t Scheduler::add(SchedRequest r) {
   const int need = (int(r.prompt.size()) + o_.block_size) / o_.block_size;
   LT_CHECK(need <= o_.num_blocks, "the prompt of {} tokens needs {} KV blocks; the pool holds {}", r.prompt.size(),
            need, o_.num_blocks);
-  const int K = r.beam.num_beams;
-  LT_CHECK(K >= 1 && K <= o_.max_seqs, "num_beams is {}; it must be 1 to the server's max_seqs ({})", K, o_.max_seqs);
-  if (K > 1) {  // K beams of the whole output, the prompt shared, must fit the pool alone
-    const int gen = std::min(r.max_new_tokens, o_.max_context - int(r.prompt.size()));
-    const int beam_need = need + K * ((gen + o_.block_size - 1) / o_.block_size + 1);
-    LT_CHECK(beam_need <= o_.num_blocks, "beam search with {} beams over {} + {} tokens needs up to {} KV blocks; the "
-             "pool holds {}; use fewer beams or tokens", K, r.prompt.size(), gen, beam_need, o_.num_blocks);
-    BeamSearch check(r.beam, int(r.prompt.size()), int(r.prompt.size()) + 1, beam_eos(r), V);  // checks the options
-  }
+  check_beam(r);
   auto s = std::make_unique<Seq>();
   s->id = next_id_++;
   s->sampler = std::make_unique<Sampler>(r.sampler, V);  // checks the options
@@ -306,6 +298,19 @@ void Scheduler::verify(Seq& s, int first) {
   s.computed = c + m + 1;
   s.draft_computed = std::min(s.draft_computed, s.computed);
   s.take = 0;
+}
+
+void Scheduler::check_beam(const SchedRequest& r) const {
+  const int K = r.beam.num_beams;
+  LT_CHECK(K >= 1 && K <= o_.max_seqs, "num_beams is {}; it must be 1 to the server's max_seqs ({})", K, o_.max_seqs);
+  if (K == 1) return;
+  // K beams of the whole output, the prompt shared, must fit the pool alone
+  const int n = int(r.prompt.size());
+  const int gen = std::min(r.max_new_tokens, o_.max_context - n);
+  const int need = (n + o_.block_size) / o_.block_size + K * ((gen + o_.block_size - 1) / o_.block_size + 1);
+  LT_CHECK(need <= o_.num_blocks, "beam search with {} beams over {} + {} tokens needs up to {} KV blocks; the pool "
+           "holds {}; use fewer beams or tokens", K, n, gen, need, o_.num_blocks);
+  BeamSearch check(r.beam, n, n + 1, beam_eos(r), w_->config().vocab_size);  // checks the options
 }
 
 // The ids that end a beam: the stop ids, and EOS when the request stops there.

@@ -120,6 +120,9 @@ class Scheduler {
   uint64_t add(SchedRequest r);
   // Ends a waiting or running request with reason "cancelled" at the next step (no-op when unknown).
   void cancel(uint64_t id);
+  // add()'s checks of a beam search (beams within max_seqs, its blocks within the pool, the
+  // options); reads only the options, so any thread may call it.
+  void check_beam(const SchedRequest& r) const;
   // One scheduling step; returns whether work remains (waiting or running requests).
   bool step();
   bool idle() const { return waiting_.empty() && running_.empty(); }

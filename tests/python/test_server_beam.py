@@ -5,6 +5,7 @@
 # token the model likes, given as stop_token_ids), and without EOS (max_length only). Beam searches
 # running among greedy requests, and through a pool small enough to preempt them, give the same.
 import concurrent.futures
+import json
 import subprocess
 
 import pytest
@@ -137,3 +138,18 @@ def kv_block_mib(path, block_size):
     c = json.loads((path / "config.json").read_text())
     kv_dim = c["num_key_value_heads"] * (c["hidden_size"] // c["num_attention_heads"])
     return 2 * c["num_hidden_layers"] * block_size * kv_dim * 4 / (1 << 20)
+
+
+def test_bad_beam_requests(server):
+    body = {"model": "base", "prompt": [1, 2, 3], "max_tokens": 4, "use_beam_search": True, "best_of": 2}
+    for extra, param in [({"n": 3}, "n"), ({"early_stopping": "sometimes"}, "early_stopping"),
+                         ({"logprobs": 1}, "logprobs"), ({"stop_token_ids": [100000]}, "stop_token_ids"),
+                         ({"length_penalty": "long"}, "length_penalty"), ({"num_beams": 0}, "num_beams")]:
+        status, text = server.raw("POST", "/v1/completions", {**body, **extra})
+        assert status == 400, (extra, text)
+        assert json.loads(text)["error"]["param"] == param, text
+    # more beams than the server runs rows at once (--max-seqs 16)
+    status, text = server.raw("POST", "/v1/completions", {**body, "best_of": 17})
+    assert status == 400 and "max_seqs" in json.loads(text)["error"]["message"], text
+    status, _ = server.raw("POST", "/v1/completions", body)
+    assert status == 200
