@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include "kernels/carve.h"
 
 namespace lt::cpu::dequant {
 
@@ -36,16 +37,8 @@ void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int
                     int T, int IC, int OC);  // needs AVX512-VNNI
 }  // namespace avx512
 
-// Workspace carving: every part starts on a 64-byte boundary.
-inline size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
-template <class T>
-T* carve(char*& p, size_t count) {
-  T* r = reinterpret_cast<T*>(p);
-  p += align64(count * sizeof(T));
-  return r;
-}
-
-// Loops over fewer elements than this run on the calling thread (a parallel region costs more).
-constexpr int64_t kParallelMin = 1 << 15;
+using kernels::align64;
+using kernels::carve;
+using kernels::kParallelMin;
 
 }  // namespace lt::cpu::dequant
