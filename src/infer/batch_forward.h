@@ -53,6 +53,7 @@ class BatchForward {
 
   const BatchForwardOptions& options() const { return o_; }
   const MemoryPlan& plan() const { return plan_; }
+  const Arenas& arenas() const { return arenas_; }
   const ModelConfig& config() const { return cfg_; }
 
  private:
