@@ -252,7 +252,7 @@ void read_gemma(const json& j, const Fields& f, ModelConfig& c) {
     top.erase("rope_scaling");
     const std::string where = f.where + " (rope_parameters.full_attention)";
     c.rope_theta = Fields{top["rope_parameters"], where}.opt_float("rope_theta", 1e6f);
-    c.rope_scaling = parse_rope_scaling(top, where, c.max_seq_len);
+    c.rope_scaling = parse_rope_scaling(top, where, c.max_seq_len, false);
     const json* local = Fields{*rp, f.where}.find("sliding_attention");
     LT_CHECK(!local || local->is_object(), "{}: rope_parameters.sliding_attention must be an object", f.where);
     Fields lf{local ? *local : json::object(), f.where + " (rope_parameters.sliding_attention)"};
