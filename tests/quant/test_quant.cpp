@@ -15,6 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
@@ -367,7 +368,12 @@ TEST(QuantLinear, ForwardAndInputGradientMatchDequantizedMatrix) {
           ASSERT_NEAR(dx[t * d.IC + c], ref, 1e-6 * mag) << spec_name(spec) << " dx[" << t << "," << c << "]";
         }
       }
-      EXPECT_THROW(fast_forward(y.data(), x.data(), o.q, d.T, 0.0f, 64), Error);
+      // a workspace short of the tile's is an error; a decode product (a few tokens) needs none
+      if (!lt::cpu::decode_gemv_applies(weight_view(o.q, 0.0f), d.T)) {
+        EXPECT_THROW(fast_forward(y.data(), x.data(), o.q, d.T, 0.0f, 64), Error);
+      } else {
+        EXPECT_NO_THROW(fast_forward(y.data(), x.data(), o.q, d.T, 0.0f, 64));
+      }
     }
   }
 }
