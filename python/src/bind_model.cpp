@@ -12,6 +12,7 @@
 
 #include "bindings.h"
 #include "leantune/chat_template.h"
+#include "leantune/error.h"
 #include "leantune/generator.h"
 #include "leantune/model.h"
 #include "leantune/sequence.h"
