@@ -172,6 +172,22 @@ void refuse_unsupported_variant(const Fields& f, const std::string& arch) {
              "text-only decoder models of model types {}", f.where, excerpt(arch), key, kSupportedModelTypes);
 }
 
+// c.sliding_layers from the config's layer_types ("sliding_attention" / "full_attention", one per
+// layer); false when the field is absent.
+bool read_layer_types(const Fields& f, ModelConfig& c) {
+  const json* types = f.find("layer_types");
+  if (!types) return false;
+  LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
+           "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
+  for (size_t l = 0; l < types->size(); ++l) {
+    const json& t = (*types)[l];
+    LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
+             "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
+    c.sliding_layers[l] = t == "sliding_attention";
+  }
+  return true;
+}
+
 // Sliding-window attention as transformers applies it: Mistral on every layer when sliding_window
 // is set; Qwen2 / Qwen3 only with use_sliding_window, on the layers layer_types names
 // "sliding_attention", else (older configs) on layers max_window_layers (default 28) and up.
@@ -184,16 +200,7 @@ void read_sliding_window(const Fields& f, ModelConfig& c) {
            c.sliding_window);
   if (!qwen || c.sliding_window == 0) return;
   c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
-  if (const json* types = f.find("layer_types")) {
-    LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
-             "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
-    for (size_t l = 0; l < types->size(); ++l) {
-      const json& t = (*types)[l];
-      LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
-               "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
-      c.sliding_layers[l] = t == "sliding_attention";
-    }
-  } else {
+  if (!read_layer_types(f, c)) {
     const int first = f.opt_int("max_window_layers", 28);
     for (int l = std::max(first, 0); l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = true;
   }
@@ -229,16 +236,7 @@ void read_gemma(const json& j, const Fields& f, ModelConfig& c) {
   LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
            c.sliding_window);
   c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
-  if (const json* types = f.find("layer_types")) {
-    LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
-             "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
-    for (size_t l = 0; l < types->size(); ++l) {
-      const json& t = (*types)[l];
-      LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
-               "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
-      c.sliding_layers[l] = t == "sliding_attention";
-    }
-  } else {
+  if (!read_layer_types(f, c)) {
     const int pattern = g3 ? f.opt_int("sliding_window_pattern", 6) : 2;
     LT_CHECK(pattern >= 1, "{}: sliding_window_pattern must be positive, got {}", f.where, pattern);
     for (int l = 0; l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % pattern != 0;
