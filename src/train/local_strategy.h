@@ -4,7 +4,7 @@
 // OUT/checkpoint-<step>/ with state.safetensors ("param.<name>", "adam_m.<name>", "adam_v.<name>")
 // and trainer_state.json, published by atomically replacing OUT/LATEST (train/output_dir.h).
 // With grad_topk (train/grad_topk.h) the step's gradient is sparsified first, and the residuals
-// are checkpointed too ("topk_residual.<worker>.<name>"); with W emulated workers each run of
+// are checkpointed too ("topk_residual.<worker>.<name>", "topk_age.<name>"); with W emulated workers each run of
 // accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
 #pragma once
 #include <optional>
@@ -28,7 +28,9 @@ class LocalStrategy final : public ShardingStrategy {
   void micro_batch_done(int a, int accum) override;
 
  private:
-  void sparsify(int worker, float* into);  // every trained gradient, top-k of it added to into (or in place)
+  void sparsify(int worker, float* into);
+  // grad_topk's checkpointed state: (name, (tensor, buffer)) per residual and age
+  std::vector<std::pair<std::string, std::pair<int, float*>>> topk_state();  // every trained gradient, top-k of it added to into (or in place)
 
   SelfCommunicator self_;
   std::optional<GradTopK> topk_;

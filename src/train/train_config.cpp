@@ -194,7 +194,7 @@ const char* const kKnownKeys[] = {
     "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
     "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
     "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir",
-    "grad_topk", "grad_topk_feedback", "grad_topk_workers"};
+    "grad_topk", "grad_topk_feedback", "grad_topk_workers", "grad_topk_variance_correction"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -413,6 +413,7 @@ bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "grad_topk") c.grad_topk = kv.D();
   else if (key == "grad_topk_feedback") c.grad_topk_feedback = kv.S();
   else if (key == "grad_topk_workers") c.grad_topk_workers = kv.I();
+  else if (key == "grad_topk_variance_correction") c.grad_topk_variance_correction = kv.B();
   else return false;
   return true;
 }
@@ -617,6 +618,8 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
   if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
   o.qat_group_size = c.qat_group_size;
+  if (c.grad_topk > 0)
+    o.topk = {c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers, c.grad_topk_variance_correction};
   return o;
 }
 

@@ -79,6 +79,8 @@ struct TrainConfig {
   double grad_topk = 0;
   std::string grad_topk_feedback = "residual";
   int grad_topk_workers = 1;
+  // with residual: AdamW's second moment counts a sent entry's square over the steps it carries
+  bool grad_topk_variance_correction = true;
 
   std::string source;                     // where it was read from, for messages
 };

@@ -105,8 +105,7 @@ void TrainLoop::build_model() {
   else
     say(fmt::format("memory plan ({}):\n{}", shape, plan.format_table(false)));
   model_ = std::make_unique<TrainModel>(mc, files_.tensors, o, ops_cpu(), store_.get());
-  if (c.grad_topk > 0)  // top-k gradient sparsification (train/grad_topk.h)
-    st.set_grad_topk({c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers});
+  if (o.topk.fraction > 0) st.set_grad_topk(o.topk);  // top-k gradient sparsification (train/grad_topk.h)
   if (lead_) {  // the first step's timeline of the model's arenas
     ledger_.emplace(model_->arenas(), size_t(4 * mc.n_layers + 16));
     ledger_->mark("loaded");
