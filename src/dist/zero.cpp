@@ -513,6 +513,7 @@ void ZeroOptimizer::gather_parameters() {
 
 float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale,
                           bool skip_nonfinite) {
+  ++steps_;
   drain();  // stages 2-3: the last reductions into the shard; stage 3: a prefetch left over
   reduce_gradients();
   const size_t lo = own_begin(), hi = own_end();
@@ -571,7 +572,9 @@ float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_
       offload_->release(g.v, g.n * sizeof(float));
     }
   });
+  const uint64_t sent = comm_.stats().total();
   gather_parameters();
+  gather_bytes_ += comm_.stats().total() - sent;
   if (grad_shard_) std::memset(grad_shard_, 0, layout_.shard * sizeof(float));
   if (offload_) offload_->release_all();
   return float(norm);
