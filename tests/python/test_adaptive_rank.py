@@ -50,7 +50,7 @@ def test_adaptive_adapter_loads_in_peft_with_our_logits(leantune_bin, tmp_path, 
     adir = out / "adapter"
     cfg = json.loads((adir / "adapter_config.json").read_text())
     saved = load_file(str(adir / "adapter_model.safetensors"))
-    n_modules = 3 * 7
+    n_modules = build_biased().config.num_hidden_layers * 7
     assert cfg["r"] == r0 and len(cfg["rank_pattern"]) > 0
     ranks = {}
     for key in saved:
