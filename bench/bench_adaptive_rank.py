@@ -5,7 +5,7 @@
 #   (c) fixed rank r0 (the starting rank, r0/r1 times the parameters),
 # with the LoRA parameters each saved adapter holds (the adaptive ones truncated to rank_pattern).
 # Usage: bench/bench_adaptive_rank.py [--bin build/bin/leantune] [--shared ../shared] [--r0 16] [--r1 4]
-#        [--steps 80] [--seeds 5 6 7]
+#        [--steps 80] [--seeds 5 6 7] [--importance sensitivity variance]
 import argparse
 import json
 import pathlib
@@ -51,16 +51,16 @@ def main():
     ap.add_argument("--r1", type=int, default=4)
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--seeds", type=int, nargs="+", default=[5, 6, 7])
+    ap.add_argument("--importance", nargs="+", default=["sensitivity", "variance"])
     ap.add_argument("--same-scale", action="store_true",
                     help="lora_alpha = 2·r1 for every run (default: alpha = 2r, the usual habit)")
     a = ap.parse_args()
     tinit, tfinal = a.steps // 10, a.steps // 4
     adaptive = ["--lora_rank_policy", "adaptive", "--lora_target_r", str(a.r1), "--lora_rank_tinit", str(tinit),
                 "--lora_rank_tfinal", str(tfinal), "--lora_rank_delta_t", "2"]
-    runs = [(f"(a) adaptive {a.r0}->{a.r1} sensitivity", a.r0, adaptive),
-            (f"(a) adaptive {a.r0}->{a.r1} variance", a.r0, adaptive + ["--lora_rank_importance", "variance"]),
-            (f"(b) fixed r={a.r1}", a.r1, []),
-            (f"(c) fixed r={a.r0}", a.r0, [])]
+    runs = [(f"(a) adaptive {a.r0}->{a.r1} {imp}", a.r0, adaptive + ["--lora_rank_importance", imp])
+            for imp in a.importance]
+    runs += [(f"(b) fixed r={a.r1}", a.r1, []), (f"(c) fixed r={a.r0}", a.r0, [])]
     print(f"stories260K / Aesop, all-linear, {a.steps} steps, lr 3e-3, held-out loss (8 eval batches); "
           f"adaptive: tinit {tinit}, tfinal {tfinal}, delta_t 2; seeds {a.seeds}")
     print(f"{'run':<36} {'LoRA params':>12} " + " ".join(f"{'seed ' + str(s):>10}" for s in a.seeds) + f" {'mean':>10}")

@@ -287,8 +287,9 @@ std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a) {
     std::string t = fmt::format("adaptive rank: r {} -> average {} per module (the arenas keep r {} for the run; "
                                 "pruned components are zeroed, the saved adapter truncated)\n", a.init_r, a.target_r,
                                 a.init_r);
-    t += fmt::format("{:<22} {:>14} {:>14}\n", "", fmt::format("r={}", a.init_r), fmt::format("final r={}", a.target_r));
-    t += fmt::format("{:<22} {:>14} {:>14}\n", "trainable parameters", a.trainable_params_init, a.trainable_params_final);
+    const char* row = "{:<22} {:>14} {:>14}\n";
+    t += fmt::format(fmt::runtime(row), "", fmt::format("r={}", a.init_r), fmt::format("final r={}", a.target_r));
+    t += fmt::format(fmt::runtime(row), "trainable parameters", a.trainable_params_init, a.trainable_params_final);
     t += fmt::format("{:<22} {:>14} {:>14}\n", "gradients", lt::format_bytes(a.gradient_bytes_init),
                      lt::format_bytes(a.gradient_bytes_final));
     t += fmt::format("{:<22} {:>14} {:>14}\n", "optimizer state", lt::format_bytes(a.optimizer_bytes_init),
@@ -372,9 +373,11 @@ std::string to_json(const TrainingPlan& plan, bool buffers) {
       j["adaptive_rank"] = {{"init_r", a->init_r}, {"target_r", a->target_r},
                             {"trainable_params_init", a->trainable_params_init},
                             {"trainable_params_final", a->trainable_params_final},
-                            {"gradient_bytes_init", a->gradient_bytes_init}, {"gradient_bytes_final", a->gradient_bytes_final},
+                            {"gradient_bytes_init", a->gradient_bytes_init},
+                            {"gradient_bytes_final", a->gradient_bytes_final},
                             {"optimizer_bytes_init", a->optimizer_bytes_init},
-                            {"optimizer_bytes_final", a->optimizer_bytes_final}, {"importance_bytes", a->importance_bytes}};
+                            {"optimizer_bytes_final", a->optimizer_bytes_final},
+                            {"importance_bytes", a->importance_bytes}};
     if (buffers)
       for (const auto& b : plan.memory.buffers)
         j["buffers"].push_back({{"name", b.name}, {"category", category_name(b.category)}, {"bytes", b.bytes},

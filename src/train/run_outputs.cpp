@@ -85,8 +85,8 @@ void convert_mutated_lora(LoraConfig& lc, std::vector<AdapterTensor>& ts, std::v
 // Adaptive rank: each module's A rows and B columns of its active components only, its rank in
 // rank_pattern and an alpha in alpha_pattern that keeps the scale training used (PEFT computes
 // alpha_m / r_m, or alpha_m / sqrt(r_m) with rsLoRA, per module): alpha · r_m / r (· sqrt(r_m / r)).
-void truncate_ranks(const LoraConfig& lc, RankPattern& pattern, std::vector<AdapterTensor>& ts, std::vector<std::vector<float>>& store,
-                    const RankAllocator& ra) {
+void truncate_ranks(const LoraConfig& lc, RankPattern& pattern, std::vector<AdapterTensor>& ts,
+                    std::vector<std::vector<float>>& store, const RankAllocator& ra) {
   std::map<std::string, size_t> at;
   for (size_t i = 0; i < ts.size(); ++i) at[ts[i].key] = i;
   store.reserve(2 * ra.modules().size());  // the tensors point into it
@@ -98,10 +98,11 @@ void truncate_ranks(const LoraConfig& lc, RankPattern& pattern, std::vector<Adap
     AdapterTensor& B = ts[at.at(m.name + ".lora_B.weight")];
     auto& va = store.emplace_back(size_t(k) * size_t(m.in));
     auto& vb = store.emplace_back(size_t(m.out) * size_t(k));
-    for (int i = 0, j = 0; i < m.r; ++i) {
-      if (!m.keep[size_t(i)]) continue;
-      std::copy(A.data + size_t(i) * size_t(m.in), A.data + size_t(i + 1) * size_t(m.in), va.begin() + ptrdiff_t(j) * m.in);
-      for (int o = 0; o < m.out; ++o) vb[size_t(o) * size_t(k) + size_t(j)] = B.data[size_t(o) * size_t(m.r) + size_t(i)];
+    const size_t in = size_t(m.in), r = size_t(m.r), kk = size_t(k);
+    for (size_t i = 0, j = 0; i < r; ++i) {
+      if (!m.keep[i]) continue;
+      std::copy(A.data + i * in, A.data + (i + 1) * in, va.begin() + ptrdiff_t(j * in));
+      for (size_t o = 0; o < size_t(m.out); ++o) vb[o * kk + j] = B.data[o * r + i];
       ++j;
     }
     A.shape = {k, m.in};
@@ -110,7 +111,8 @@ void truncate_ranks(const LoraConfig& lc, RankPattern& pattern, std::vector<Adap
     B.data = vb.data();
     const std::string key = m.name.rfind(prefix, 0) == 0 ? m.name.substr(prefix.size()) : m.name;
     pattern.rank[key] = k;
-    pattern.alpha[key] = lc.use_rslora ? lc.alpha * std::sqrt(float(k) / float(m.r)) : lc.alpha * float(k) / float(m.r);
+    pattern.alpha[key] = lc.use_rslora ? lc.alpha * std::sqrt(float(k) / float(m.r))
+                                       : lc.alpha * float(k) / float(m.r);
   }
 }
 

@@ -51,6 +51,7 @@ TEST(PeftRankPattern, LoadsAsTheSameFunctionAtOneRank) {
   p.rank["layers.0.self_attn.v_proj"] = 3;  // a suffix, as PEFT matches it
   p.alpha["layers.0.self_attn.v_proj"] = 9;
   std::vector<std::vector<float>> store;
+  store.reserve(8);  // the tensors point into it
   std::vector<AdapterTensor> ts;
   auto add = [&](int layer, const std::string& m, int r, int o) {
     auto& a = store.emplace_back(size_t(r * in));

@@ -105,7 +105,7 @@ std::vector<double> reference_scores(const std::vector<std::vector<std::vector<f
   auto entry = [&](size_t j) {
     return imp == RankImportance::Sensitivity ? e1[j] * e2[j] : std::max(0.0, e2[j] - e1[j] * e1[j]);
   };
-  std::vector<double> s(size_t(r));
+  std::vector<double> s(static_cast<size_t>(r));
   for (int i = 0; i < r; ++i) {
     double a = 0, b = 0;
     for (int c = 0; c < in; ++c) a += entry(size_t(i * in + c));
@@ -237,7 +237,8 @@ TEST(AdaptiveRank, PrunesLowestScoresToTheBudgetExactlyAndMasksStayZero) {
 TEST(AdaptiveRank, PrunesTheLowestScoringComponentsFirst) {
   const int r = 3;
   Fixture f(r, {{2, 2}, {2, 2}});
-  AdaptiveRankOptions o = opts(r, 2, 2);  // step 2 >= T - tfinal: the final budget 4 of 6
+  AdaptiveRankOptions o = opts(r, 2, 2);  // step 1 <= tinit: none; step 2 = T - tfinal: the final budget 4 of 6
+  o.tinit = 1;
   o.beta1 = 0.5;
   o.beta2 = 0.5;
   RankAllocator ra(o, f.params);
