@@ -59,8 +59,9 @@ struct LoadedAdapter {
 // and keys carrying an adapter name (".lora_A.default.weight"), which are normalized.
 // lt::Error (naming the file and the key) for: a peft_type other than LORA, r <= 0, an adapter in
 // PiSSA / OLoRA form (init_lora_weights pissa / olora: for a residual base), a DoRA adapter
-// without a magnitude for each adapted module (or a magnitude without use_dora), modules_to_save, other target_modules strings, unknown modules or keys, a lora_A
-// without its lora_B (or the reverse), or shapes inconsistent with r.
+// without a magnitude for each adapted module (or a magnitude without use_dora), modules_to_save,
+// other target_modules strings, unknown modules or keys, a lora_A without its lora_B (or the
+// reverse), or shapes inconsistent with r (or the module's rank_pattern entry).
 // Also refuses a tensor holding NaN or infinity (naming it and the element). An adapter with
 // rank_pattern / alpha_pattern (adaptive rank's, AdaLoRA-style) is returned as the plain LoRA of
 // rank max(r, every module's rank) that computes the same (zero-padded factors, B scaled by each
