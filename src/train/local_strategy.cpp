@@ -53,6 +53,11 @@ void LocalStrategy::set_grad_topk(const TopkOptions& o) {
   if (o.workers > 1) topk_sum_.assign(total, 0.0f);
 }
 
+void LocalStrategy::set_adaptive_rank(const AdaptiveRankOptions& o) {
+  LT_CHECK(params_, "internal: set_adaptive_rank before attach");
+  rank_.emplace(o, *params_);
+}
+
 void LocalStrategy::sparsify(int worker, float* into) {
   for (size_t i = 0, off = 0; i < groups_.size(); off += groups_[i].n, ++i) {
     ParamGroup& g = groups_[i];
@@ -93,6 +98,7 @@ OptimizerStepResult LocalStrategy::optimizer_step(const OptimizerStepArgs& a) {
   const float norm = a.max_grad_norm > 0 ? clip_grad_norm(groups_, a.max_grad_norm) : 0.0f;
   if (!grads_finite(groups_)) return {norm, false};
   adamw_step(groups_, a.adamw, a.lr, a.adam_step);
+  if (rank_) rank_->update(a.step);  // after the update, as PEFT's AdaLoRA update_and_allocate
   return {norm, true};
 }
 
@@ -118,6 +124,8 @@ void LocalStrategy::save_checkpoint(const std::string& out_dir, const TrainerSta
     for (const auto& [name, ptr] : topk_state())
       ts.push_back({name, DType::F32, (*params_)[size_t(ptr.first)].shape, ptr.second,
                     (*params_)[size_t(ptr.first)].n * sizeof(float)});
+    if (rank_)  // masks and importance: a resumed run prunes as an uninterrupted one
+      for (TensorInfo& t : rank_->state_tensors()) ts.push_back(t);
     save_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
     write_text_file_atomic((fs::path(dir) / "trainer_state.json").string(), trainer_state_json(state).dump(1));
   });
@@ -146,6 +154,7 @@ TrainerState LocalStrategy::load_checkpoint(const std::string& path, const std::
     const TensorInfo& t = ts.get(name, p.shape);
     convert_to_f32(ptr.second, t.data, t.dtype, p.n);
   }
+  if (rank_) rank_->load_state(ts);
   return r;
 }
 

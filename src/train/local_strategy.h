@@ -6,6 +6,8 @@
 // With grad_topk (train/grad_topk.h) the step's gradient is sparsified first, and the residuals
 // are checkpointed too ("topk_residual.<worker>.<name>", "topk_age.<name>"); with W emulated workers each run of
 // accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
+// With adaptive rank (train/adaptive_rank.h) each step ends with the importance update and the
+// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...).
 #pragma once
 #include <optional>
 #include <vector>
@@ -26,6 +28,8 @@ class LocalStrategy final : public ShardingStrategy {
   TrainedTensorFn trained_tensors() override;
   void set_grad_topk(const TopkOptions& o) override;
   void micro_batch_done(int a, int accum) override;
+  void set_adaptive_rank(const AdaptiveRankOptions& o) override;
+  const RankAllocator* rank_allocator() const override { return rank_ ? &*rank_ : nullptr; }
 
  private:
   void sparsify(int worker, float* into);
@@ -34,6 +38,7 @@ class LocalStrategy final : public ShardingStrategy {
 
   SelfCommunicator self_;
   std::optional<GradTopK> topk_;
+  std::optional<RankAllocator> rank_;
   std::vector<float> topk_sum_;  // workers > 1: the step's sum of the workers' sparse gradients (flat)
   std::vector<uint32_t> idx_;
   std::vector<float> val_;
