@@ -1,15 +1,16 @@
-// The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4
-// weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
+// The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4 /
+// Q8_0 weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
 // cpu::decode_gemv directly (including, on AVX-512, both the vdpbf16ps and the widening bf16
 // loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
 // work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
-// 4-bit block sizes; 1 and 2 threads give the same bits.
+// 4-bit block sizes, Q8_0 rows of 1 to 18 blocks; 1 and 2 threads give the same bits.
 //
 // Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
 // only summed in another order: the reference adds x·(table[q]·s) left to right; the fast loops add
 // x·table[q] into per-lane block sums, scale each block sum once by s, and add lanes and blocks in a
-// tree. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
+// tree. Q8_0 is the same with table[q] = q (an integer of at most 7 bits) and s = the f16 scale d: the
+// reference's q·d is exact in f32 (7 + 11 significant bits), the fast loops' x·q is one rounding. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
 // table·scale product, the scale of the block sum, and at most IC - 1 + 2 additions), so by Higham's
 // bound each result is within γ_{IC+4}·Σ|terms| of the exact sum, and the two within twice that.
 #include <gtest/gtest.h>
@@ -46,6 +47,8 @@ struct DecodeCase {
     v.kind = kind, v.rows = OC, v.cols = IC;
     if (kind == WeightKind::BF16 || kind == WeightKind::F16) {
       v.data = h16.data();
+    } else if (kind == WeightKind::Q8_0) {
+      v.data = codes.data(), v.blocksize = 32;
     } else {
       v.data = codes.data(), v.blocksize = bs, v.code_values = code_values.data(), v.absmax = absmax.data();
     }
@@ -66,7 +69,13 @@ struct DecodeCase {
     auto from16 = [&](uint16_t h) { return k == WeightKind::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
     if (half)
       for (size_t i = 0; i < n; ++i) h16.push_back(to16(u(rng) * 0.5f));
-    else {
+    else if (k == WeightKind::Q8_0) {  // ggml's block_q8_0: f16 d, then 32 int8 codes (all of -128..127)
+      for (size_t b = 0; b < n / 32; ++b) {
+        const uint16_t d = f32_to_f16(pos(rng) * 4e-4f);
+        codes.push_back(uint8_t(d & 255)), codes.push_back(uint8_t(d >> 8));
+        for (int j = 0; j < 32; ++j) codes.push_back(uint8_t(rng()));
+      }
+    } else {
       for (size_t i = 0; i < n / 2; ++i) codes.push_back(uint8_t(rng()));
       for (int i = 0; i < 16; ++i) code_values.push_back(k == WeightKind::Int4 ? float(i - 8) : u(rng));
       for (size_t i = 0; i < n / size_t(bs); ++i) absmax.push_back(pos(rng) * 0.05f);
@@ -88,6 +97,8 @@ std::vector<DecodeCase> cases() {
     for (WeightKind k : {WeightKind::NF4, WeightKind::Int4})
       for (auto [IC, OC, bs] : {std::tuple{96, 150, 32}, {192, 7, 64}, {576, 193, 32}, {128, 1, 128}, {256, 17, 256}})
         v.emplace_back(k, T, IC, OC, bs, seed++);
+    for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 193}, {64, 1}, {1536, 9}})
+      v.emplace_back(WeightKind::Q8_0, T, IC, OC, 32, seed++);
   }
   return v;
 }
@@ -146,7 +157,7 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       expect_within(y, y_ref, bound, c.name() + " avx512 widening");
     }
   }
-  EXPECT_GE(checked, 60);
+  EXPECT_GE(checked, 75);
 }
 
 TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {
@@ -174,6 +185,11 @@ TEST(DecodeGemv, LayoutsItDoesNotTakeGoToTheTiledPath) {
   EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
   w = c.view();
   w.block_offset = c.absmax.data();  // asymmetric int4
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
+  DecodeCase q8(WeightKind::Q8_0, 1, 64, 8, 32, 2);
+  w = q8.view();
+  EXPECT_TRUE(cpu::decode_gemv_applies(w, 1));
+  w.cols = 48;  // q8_0 rows not whole blocks of 32
   EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
   w = c.view();
   w.kind = WeightKind::Int8;

@@ -14,12 +14,17 @@ namespace lt::cpu {
 bool decode_gemv_applies(const WeightView& w, int T) {
   if (T < 1 || T > kDecodeMaxT) return false;
   if (w.half()) return true;
+  if (w.kind == WeightKind::Q8_0) return w.cols % 32 == 0;
   if (!w.four_bit() || w.qabsmax || w.block_offset || !w.absmax) return false;
   return w.blocksize % 32 == 0 && w.cols % w.blocksize == 0;
 }
 
 static gemv::RowsFn rows_fn(Isa isa, const WeightView& w) {
   const bool half = w.half();
+  if (w.kind == WeightKind::Q8_0) {
+    if (isa == Isa::Avx512) return gemv::avx512::q8_0_rows;
+    return isa == Isa::Avx2 ? gemv::avx2::q8_0_rows : gemv::scalar::q8_0_rows;
+  }
   switch (isa) {
     case Isa::Avx512:
       if (w.kind == WeightKind::BF16 && cpu_features().avx512_bf16) return gemv::avx512::bf16_dot_rows;

@@ -10,6 +10,10 @@
 //         and rows made of whole blocks: 16 codes at a time looked up in the 16-entry table (one
 //         vpermps; AVX2 two and a blend), FMA'd with x into a block sum, then scaled once per block:
 //         y = Σ_b s_b · Σ_{c in b} x_c · table[q_c]  (the reference sums x_c · (table[q_c] · s_b)).
+//   Q8_0  llama.cpp's blocks of 32 int8 with an f16 scale d (rows of whole blocks): the int8 codes
+//         widened to f32 and FMA'd with x into a block sum, scaled once per block by d (F16C on the
+//         SIMD paths): y = Σ_b d_b · Σ_{c in b} x_c · q_c. x stays f32 (llama.cpp quantizes it to
+//         q8_0 and uses VNNI; that would change the product's definition, kernels/linear.h).
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound).
 #pragma once
@@ -34,15 +38,18 @@ using RowsFn = void (*)(float* y, const LinearInput& in, const WeightView& w, in
 namespace scalar {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 }  // namespace scalar
 namespace avx2 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 }  // namespace avx2
 namespace avx512 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void bf16_dot_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);  // needs AVX512-BF16
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 }  // namespace avx512
 }  // namespace gemv
 

@@ -98,7 +98,50 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
   }
 }
 
+// one block's 8 codes starting at q, widened to f32
+inline __m256 widen8(const uint8_t* q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+
+inline float f16_scale(const uint8_t* blk) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));
+}
+
+template <int NT>
+void q8_0_rows_t(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  const auto* blocks = static_cast<const uint8_t*>(w.data);
+  for (int o = o0; o < o1; ++o) {
+    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    __m256 acc[NT];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + size_t(b) * 34;
+      const __m256 v[4] = {widen8(blk + 2), widen8(blk + 10), widen8(blk + 18), widen8(blk + 26)};
+      const __m256 d = _mm256_set1_ps(f16_scale(blk));
+#pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) {
+        const float* x = in.x + size_t(t) * IC + b * 32;
+        __m256 s0 = _mm256_mul_ps(v[0], _mm256_loadu_ps(x));
+        __m256 s1 = _mm256_mul_ps(v[1], _mm256_loadu_ps(x + 8));
+        s0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), s0);
+        s1 = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(x + 24), s1);
+        acc[t] = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o] = hsum(acc[t]);
+  }
+}
+
 }  // namespace
+
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  switch (in.T) {
+    case 1: return q8_0_rows_t<1>(y, in, w, o0, o1);
+    case 2: return q8_0_rows_t<2>(y, in, w, o0, o1);
+    default: return q8_0_rows_t<3>(y, in, w, o0, o1);
+  }
+}
 
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
   const bool b = w.kind == WeightKind::BF16;

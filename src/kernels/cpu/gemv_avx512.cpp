@@ -112,7 +112,43 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
   }
 }
 
+// one block's 16 codes starting at q, widened to f32
+inline __m512 widen16_i8(const uint8_t* q) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+}
+
+template <int NT>
+void q8_0_rows_t(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  const auto* blocks = static_cast<const uint8_t*>(w.data);
+  for (int o = o0; o < o1; ++o) {
+    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    __m512 acc[NT];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + size_t(b) * 34;
+      const __m512 v0 = widen16_i8(blk + 2), v1 = widen16_i8(blk + 18);
+      const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8)))));
+#pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) {
+        const float* x = in.x + size_t(t) * IC + b * 32;
+        const __m512 s = _mm512_fmadd_ps(v1, _mm512_loadu_ps(x + 16), _mm512_mul_ps(v0, _mm512_loadu_ps(x)));
+        acc[t] = _mm512_fmadd_ps(s, d, acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o] = _mm512_reduce_add_ps(acc[t]);
+  }
+}
+
 }  // namespace
+
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  switch (in.T) {
+    case 1: return q8_0_rows_t<1>(y, in, w, o0, o1);
+    case 2: return q8_0_rows_t<2>(y, in, w, o0, o1);
+    default: return q8_0_rows_t<3>(y, in, w, o0, o1);
+  }
+}
 
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
   const bool b = w.kind == WeightKind::BF16;

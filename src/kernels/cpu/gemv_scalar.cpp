@@ -43,4 +43,23 @@ void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0,
   }
 }
 
+void q8_0_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  const auto* blocks = static_cast<const uint8_t*>(w.data);
+  for (int o = o0; o < o1; ++o) {
+    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    for (int t = 0; t < in.T; ++t) {
+      const float* x = in.x + size_t(t) * IC;
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + size_t(b) * 34;
+        float sum = 0.0f;
+        for (int j = 0; j < 32; ++j) sum += x[b * 32 + j] * float(int8_t(blk[2 + j]));
+        acc += sum * f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)));
+      }
+      y[size_t(t) * OC + o] = acc;
+    }
+  }
+}
+
 }  // namespace lt::cpu::gemv::scalar

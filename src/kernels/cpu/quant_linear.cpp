@@ -1,10 +1,12 @@
-// The fast linear products against quantized weights (Int8, NF4, FP4; kernels/linear.h), without
+// The fast linear products against quantized weights (Int8, NF4, FP4, Int4, Q8_0; kernels/linear.h), without
 // materializing the decoded matrix: W (OC, IC) is decoded kQuantTileRows rows at a time into the
 // tile scratch and multiplied with the f32 GEMM (gemm.h). The decoding has a scalar reference and
 // AVX2 / AVX-512 versions (dequant_*.cpp), all giving the same bits. The Int8 forward is the
-// LLM.int8 product (int8_linear.cpp).
+// LLM.int8 product (int8_linear.cpp). Q8_0 rows are decoded by one plain loop on every ISA (the
+// compiler vectorizes it; a tile's decoding is small next to its GEMM).
 #include <algorithm>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/dequant_kernels.h"
 #include "kernels/cpu/gemm.h"
@@ -35,7 +37,7 @@ dequant::Dequant8Fn dequant8_for(Isa isa) {
 }
 
 size_t tile_scratch_floats(WeightKind k, int blocksize, bool double_quant, int64_t rows, int64_t cols) {
-  if (k == WeightKind::Int8 || !double_quant) return 0;
+  if (k == WeightKind::Int8 || k == WeightKind::Q8_0 || !double_quant) return 0;
   return size_t(rows * cols / blocksize + 2);  // blocks touched by `rows` consecutive rows
 }
 
@@ -83,6 +85,19 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
     const auto* q = static_cast<const int8_t*>(w.data);
 #pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
     for (int64_t r = 0; r < nrows; ++r) fn(out + r * cols, q + (row0 + r) * cols, w.row_absmax + row0 + r, 1, cols);
+    return;
+  }
+  if (w.kind == WeightKind::Q8_0) {
+    const auto* blocks = static_cast<const uint8_t*>(w.data);
+    const int64_t nb = cols / 32;  // blocks per row (check_linear: whole blocks)
+#pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
+    for (int64_t r = 0; r < nrows; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = blocks + size_t((row0 + r) * nb + b) * 34;
+        const float d = f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)));
+        float* o = out + r * cols + b * 32;
+        for (int j = 0; j < 32; ++j) o[j] = float(int8_t(blk[2 + j])) * d;
+      }
     return;
   }
   if (nrows == 0) return;
@@ -137,6 +152,7 @@ size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, 
   using cpu::dequant::align64;
   if (k == WeightKind::F16) return size_t(std::min(kHalfTileRows, OC)) * IC * sizeof(float);
   if (k == WeightKind::F32 || k == WeightKind::BF16) return 0;
+  if (k == WeightKind::Q8_0) return align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4);
   LT_CHECK(k == WeightKind::Int8 || (blocksize >= 1 && (blocksize & (blocksize - 1)) == 0),
            "linear_tile_bytes: {} block size {} is not a power of two", weight_kind_name(k), blocksize);
   const int64_t rows = std::min<int64_t>(OC, kQuantTileRows);

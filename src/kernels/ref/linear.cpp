@@ -22,6 +22,10 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
     case WeightKind::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::F16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::Int8: return (float(static_cast<const int8_t*>(w.data)[f]) * w.row_absmax[r]) * kInt8Inv127;
+    case WeightKind::Q8_0: {
+      const auto* blk = static_cast<const uint8_t*>(w.data) + size_t(f / 32) * 34;
+      return float(int8_t(blk[2 + f % 32])) * f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)));
+    }
     case WeightKind::NF4:
     case WeightKind::FP4:
     case WeightKind::Int4: break;
