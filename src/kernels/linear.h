@@ -19,7 +19,7 @@
 //              of 34 bytes (d as f16, then 32 int8 q), block f / 32, q its element f % 32; cols is a
 //              multiple of 32 (rows are whole blocks)
 // What each kind's products are:
-//   F32, NF4, FP4, Int4, Q8_0  f32 products of x with the decoded W.
+//   F32, NF4, FP4, Int4  f32 products of x with the decoded W.
 //   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
 //                  which the fast bf16 GEMM reads); the backward rounds dout to the type once, as
 //                  a 16-bit GEMM's operand; accumulation in f32. dW is an f32 gradient (of the
@@ -29,6 +29,11 @@
 //                  columns are quantized per row, xq = round_half_even(x · ((1/absmax_t) · 127)),
 //                  absmax_t over the non-outlier columns, and y = float(Σ xq·q) · ((absmax_t ·
 //                  row_absmax[o]) · kInt8Inv127Sq). Backward: f32 products with the decoded W.
+//   Q8_0           forward: llama.cpp's q8_0 product. Each row of x is quantized in blocks of 32
+//                  (kernels/q8_0_act.h: codes qx, f16 scales dx), and y[t,o] = Σ_b (dx_b · d_b) ·
+//                  float(Σ_{c in b} qx_c · q_c), the block sums in int32 (exact), the block terms
+//                  summed in f32 in any order (the tiled prefill multiplies qx·dx by the decoded W,
+//                  which equals it up to that rounding). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
 // The LoRA part is f32 throughout (dout is not rounded for it).
 //

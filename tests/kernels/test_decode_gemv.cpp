@@ -9,8 +9,11 @@
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
 // only summed in another order: the reference adds x·(table[q]·s) left to right; the fast loops add
 // x·table[q] into per-lane block sums, scale each block sum once by s, and add lanes and blocks in a
-// tree. Q8_0 is the same with table[q] = q (an integer of at most 7 bits) and s = the f16 scale d: the
-// reference's q·d is exact in f32 (7 + 11 significant bits), the fast loops' x·q is one rounding. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
+// tree. Q8_0 quantizes x too (kernels/q8_0_act.h, the same function on both sides, so the same
+// codes), and both sides form the same block terms (dx·dw)·Σ qx·qw (an exact int32 sum, one rounding
+// of dx·dw, one of the product); the fast loops split each block's sum over 8 lanes (so up to 8 terms
+// per block, each with those two roundings) and add them in another order: the bound above holds with
+// Σ|x̃·w| over the quantized input x̃ = qx·dx in place of Σ|x·w|. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
 // table·scale product, the scale of the block sum, and at most IC - 1 + 2 additions), so by Higham's
 // bound each result is within γ_{IC+4}·Σ|terms| of the exact sum, and the two within twice that.
 #include <gtest/gtest.h>
@@ -26,6 +29,7 @@
 #include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/ops.h"
+#include "kernels/q8_0_act.h"
 #include "kernels/ref/ref.h"
 #include "linear_test_util.h"
 
@@ -110,9 +114,18 @@ std::vector<Isa> isas() {
   return v;
 }
 
-// y_ref from the reference, and the bound 2·γ_{IC+4}·Σ|x·w| per element
+// The scratch a linear_forward / decode_gemv call on c takes (Q8_0: its quantized input).
+struct Scratch {
+  std::vector<float> buf;
+  explicit Scratch(const DecodeCase& c) : buf(linear_tile_bytes(c.kind, c.bs, false, c.T, c.IC, c.OC) / 4 + 16) {}
+  LinearScratch linear() { return {buf.data(), buf.size() * 4}; }
+};
+
+// y_ref from the reference, and the bound 2·γ_{IC+4}·Σ|x·w| per element (Q8_0: x quantized)
 void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
   const WeightView w = c.view();
+  Vec xq = c.x;
+  if (c.kind == WeightKind::Q8_0) fake_quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data());
   y.assign(size_t(c.T) * c.OC, 0.0f);
   LinearWeights lw;
   lw.w = w;
@@ -121,7 +134,7 @@ void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
   for (int t = 0; t < c.T; ++t)
     for (int o = 0; o < c.OC; ++o) {
       double m = 0;
-      for (int i = 0; i < c.IC; ++i) m += std::fabs(double(c.x[size_t(t) * c.IC + i]) * ref::weight_at(w, o, i));
+      for (int i = 0; i < c.IC; ++i) m += std::fabs(double(xq[size_t(t) * c.IC + i]) * ref::weight_at(w, o, i));
       bound[size_t(t) * c.OC + o] = 2 * gamma_n(c.IC + 4) * m;
     }
 }
@@ -143,14 +156,24 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       Vec y(y_ref.size(), NAN);
       LinearWeights lw;
       lw.w = w;
-      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, LinearScratch{});
+      Scratch s(c);
+      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
       expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
       Vec y2(y_ref.size(), NAN);
-      cpu::decode_gemv(isa, y2.data(), c.in(), w);
+      cpu::decode_gemv(isa, y2.data(), c.in(), w, s.buf.data(), s.buf.size() * 4);
       EXPECT_EQ(y2, y) << c.name() << " " << isa_name(isa);
       ++checked;
     }
     // the widening bf16 loop too where vdpbf16ps is what dispatch picks
+    // the AVX2 q8_0 loop too where VNNI's is what dispatch picks on AVX-512
+    if (c.kind == WeightKind::Q8_0 && cpu_supports(Isa::Avx512)) {
+      std::vector<int8_t> xq(c.x.size());
+      Vec xd(c.x.size() / 32);
+      quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
+      Vec y(y_ref.size(), NAN);
+      cpu::gemv::avx2::q8_0_rows(y.data(), xq.data(), xd.data(), c.T, w, 0, c.OC);
+      expect_within(y, y_ref, bound, c.name() + " avx2 on avx512");
+    }
     if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
       Vec y(y_ref.size(), NAN);
       cpu::gemv::avx512::half_rows(y.data(), c.in(), w, 0, c.OC);
@@ -165,11 +188,12 @@ TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {
     if (c.OC < 100) continue;
     for (Isa isa : isas()) {
       Vec y1(size_t(c.T) * c.OC), y2(y1.size());
+      Scratch s(c);
       const int saved = omp_get_max_threads();
       omp_set_num_threads(1);
-      cpu::decode_gemv(isa, y1.data(), c.in(), c.view());
+      cpu::decode_gemv(isa, y1.data(), c.in(), c.view(), s.buf.data(), s.buf.size() * 4);
       omp_set_num_threads(2);
-      cpu::decode_gemv(isa, y2.data(), c.in(), c.view());
+      cpu::decode_gemv(isa, y2.data(), c.in(), c.view(), s.buf.data(), s.buf.size() * 4);
       omp_set_num_threads(saved);
       EXPECT_EQ(y1, y2) << c.name() << " " << isa_name(isa);
     }

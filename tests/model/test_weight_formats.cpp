@@ -160,8 +160,9 @@ TEST(WeightFormats, BadOptionsAreRefused) {
 // --weights q8_0 (llama.cpp's blocks of 32 int8 with an f16 scale, q8_0 lm_head) needs rows of whole
 // blocks, which stories260K's MLP (172 wide) does not have: a random Llama with SmolLM2's layout
 // (GQA, tied embeddings) and dimensions that 32 divides. q8_0's weight error is at most half a step
-// of its block's amax/127 (~0.5% RMS of a Gaussian block), which a random model's logits see at
-// ~1.5% (its layers amplify relative errors); LLM.int8's per-row scales are coarser steps, so q8_0
+// of its block's amax/127 (~0.5% RMS of a Gaussian block), and each product's input is quantized the
+// same way (llama.cpp's q8_0 product), which a random model's logits see at a few % (its layers
+// amplify relative errors); LLM.int8's per-row scales (weights and inputs) are coarser steps, so q8_0
 // must come out closer to f32 than int8 does on the same model.
 namespace {
 
@@ -253,11 +254,12 @@ TEST(WeightFormats, Q8_0StaysCloseToF32InAQuarterOfTheBytesPlusScales) {
   EXPECT_EQ(m->arenas().allocated_bytes(Category::FrozenWeights),
             f32->arenas().allocated_bytes(Category::FrozenWeights) - f32_lin + q8);
   // the fast kernels (decode GEMVs, decoded tiles) against the reference on the same weights: f32
-  // rounding in another order, amplified by two layers
+  // rounding in another order, amplified by two layers; both quantize each product's input to int8,
+  // so, as for int8 above, a last-bit difference upstream can move an input code to the next step
   auto r = LlamaModel::load(dir, q8_options(), ops_ref());
   const double fr = rel_rms(run_ids(*m), run_ids(*r));
   std::printf("q8_0: fast vs reference kernels, relative RMS logit difference %.2e\n", fr);
-  EXPECT_LT(fr, 1e-4);
+  EXPECT_LT(fr, 5e-3);
 }
 
 TEST(WeightFormats, Q8_0NeedsRowsOfWholeBlocks) {

@@ -3,7 +3,8 @@
 // tile scratch and multiplied with the f32 GEMM (gemm.h). The decoding has a scalar reference and
 // AVX2 / AVX-512 versions (dequant_*.cpp), all giving the same bits. The Int8 forward is the
 // LLM.int8 product (int8_linear.cpp). Q8_0 rows are decoded by one plain loop on every ISA (the
-// compiler vectorizes it; a tile's decoding is small next to its GEMM).
+// compiler vectorizes it; a tile's decoding is small next to its GEMM), and multiplied with x
+// quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 product's input.
 #include <algorithm>
 
 #include "core/dtype.h"
@@ -12,6 +13,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/q8_0_act.h"
 
 namespace lt::cpu {
 namespace {
@@ -125,6 +127,12 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
     return;
   }
   const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
+  if (w.kind == WeightKind::Q8_0) {  // the input as the q8_0 product sees it, after the tile
+    char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
+    float* xf = dequant::carve<float>(p, size_t(T) * IC);
+    fake_quantize_act_q8_0(x, int64_t(T) * IC, xf);
+    x = xf;
+  }
   for (int o0 = 0; o0 < OC; o0 += kQuantTileRows) {
     const int rows = std::min(kQuantTileRows, OC - o0);
     dequantize_rows(t.w, w, o0, rows, t.scale, isa);
@@ -152,7 +160,8 @@ size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, 
   using cpu::dequant::align64;
   if (k == WeightKind::F16) return size_t(std::min(kHalfTileRows, OC)) * IC * sizeof(float);
   if (k == WeightKind::F32 || k == WeightKind::BF16) return 0;
-  if (k == WeightKind::Q8_0) return align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4);
+  if (k == WeightKind::Q8_0)  // decoded rows, then x quantized (decode: codes and scales; prefill: as floats)
+    return align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4) + align64(size_t(T) * IC * 4);
   LT_CHECK(k == WeightKind::Int8 || (blocksize >= 1 && (blocksize & (blocksize - 1)) == 0),
            "linear_tile_bytes: {} block size {} is not a power of two", weight_kind_name(k), blocksize);
   const int64_t rows = std::min<int64_t>(OC, kQuantTileRows);
