@@ -30,11 +30,36 @@ from peers import llama_cpp_infer  # noqa: E402
 OURS = {"f16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4"}
 
 
+def write_tokenizer(folder, vocab_size):
+    """A byte-level BPE of exactly vocab_size tokens (the 256 byte symbols, <|endoftext|>, then pairs of
+    them, each with its merge), so the GGUF carries a full gpt2-style vocabulary for llama.cpp."""
+    if (folder / "tokenizer.json").exists():
+        return
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(alphabet)}
+    vocab["<|endoftext|>"] = len(vocab)
+    merges = []
+    for a in alphabet:
+        for b in alphabet:
+            if len(vocab) == vocab_size:
+                break
+            vocab[a + b] = len(vocab)
+            merges.append((a, b))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(folder / "tokenizer.json"))
+
+
 def export(binary, folder, typ, out):
     if out.exists():
         return
-    subprocess.run([binary, "export", "--gguf", str(out), "--type", typ, "--model", str(folder)], check=True,
-                   capture_output=True, text=True)
+    p = subprocess.run([binary, "export", "--gguf", str(out), "--type", typ, "--model", str(folder)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"leantune export --type {typ} failed: {p.stderr.strip()}")
 
 
 def leantune(binary, gguf, weights, threads, prompt, decode, repeats):
@@ -69,6 +94,7 @@ def main():
     cache.mkdir(parents=True, exist_ok=True)
     folder = cache / "smollm2-random-bf16"
     make_model(folder, SHAPES["smollm2"])
+    write_tokenizer(folder, SHAPES["smollm2"]["vocab_size"])
     rows = []
     md = [f"SmolLM2-135M shape, prefill {a.prompt} + decode {a.decode}, median of {a.repeats} after a warm-up", "",
           "| GGUF | leantune --weights | threads | leantune prefill tok/s | llama.cpp prefill tok/s | ratio | "
