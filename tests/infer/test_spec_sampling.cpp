@@ -3,7 +3,7 @@
 //    integrating over a fine grid of uniforms, proposal ~ q then accept-or-resample gives p exactly;
 //  - Sampler::distribution() is the distribution sample() draws from (processors and warpers);
 //  - on stories260K with a perturbed copy of itself as the draft, the first token's distribution over
-//    4000 seeds, and the second token's given the commonest first tokens, match the model's exact
+//    2000 seeds, and the second token's given the commonest first tokens, match the model's exact
 //    distribution by a chi-square test (and the draft's distribution is rejected by the same test,
 //    so the test can fail); with plain sampling and with every processor and warper on;
 //  - seeded determinism: batched, joining late, chunked, preempted, a sampled request gives the
@@ -128,11 +128,11 @@ std::shared_ptr<const LlamaModel> perturbed_draft() {
 std::vector<float> exact(const std::shared_ptr<const LlamaModel>& model, const std::vector<int>& ids,
                          const SamplerOptions& opts) {
   InferenceOptions io;
-  io.context = 64;
+  io.context = 128;
   LlamaModel seq(model, io);
   seq.forward(ids.data(), int(ids.size()), 0);
   const int V = model->config().vocab_size;
-  std::vector<float> l(seq.logits(), seq.logits() + V), p(size_t(V));
+  std::vector<float> l(seq.logits(), seq.logits() + V), p(static_cast<size_t>(V));
   Sampler(opts, V).distribution(l.data(), ids, p.data());
   return p;
 }
@@ -197,7 +197,7 @@ SpecRun run_spec(const std::vector<int>& prompt, const SamplerOptions& opts, int
     reqs.push_back(std::move(r));
   }
   SchedulerOptions so;
-  so.max_context = 64;
+  so.max_context = 128;
   so.max_seqs = 64;
   so.max_batch_tokens = 256;
   so.draft = perturbed_draft();
@@ -207,9 +207,26 @@ SpecRun run_spec(const std::vector<int>& prompt, const SamplerOptions& opts, int
   return out;
 }
 
+// Of kPrompts, the one whose next token is least predictable under opts (the most tokens expected at
+// least 5 times in N draws), so the chi-square test has cells to compare.
+std::vector<int> spread_prompt(const SamplerOptions& opts, int N) {
+  std::vector<int> best;
+  long best_cells = -1;
+  for (const std::string& text : kPrompts) {
+    const std::vector<int> ids = fx().tok->encode(text, true);
+    const std::vector<float> p = exact(fx().model, ids, opts);
+    const long cells = std::count_if(p.begin(), p.end(), [N](float x) { return double(x) * N >= 5; });
+    if (cells > best_cells) {
+      best_cells = cells;
+      best = ids;
+    }
+  }
+  return best;
+}
+
 void expect_target_distribution(const SamplerOptions& opts) {
-  const int N = 4000;
-  const std::vector<int> prompt = fx().tok->encode("Once upon a time", true);
+  const int N = 2000;
+  const std::vector<int> prompt = spread_prompt(opts, N);
   const SpecRun r = run_spec(prompt, opts, N, 2);
   EXPECT_GT(r.stats.spec_accepted, 0u);
   EXPECT_LT(r.stats.spec_accepted, r.stats.spec_proposed);  // rejections happened too
@@ -224,10 +241,14 @@ void expect_target_distribution(const SamplerOptions& opts) {
   // the draft's own distribution is far outside the limit: the test tells them apart
   const ChiSquare d = chi_square(first, exact(perturbed_draft(), prompt, opts), N);
   EXPECT_GT(d.stat, chi_square_limit(d.df)) << "the draft's distribution passes too: the test has no power";
-  // the second token, given each first token drawn at least 400 times
+  // the second token, given each of the three commonest first tokens drawn at least 100 times
+  std::vector<std::pair<int, int>> by_count;
+  for (const auto& [x1, n] : first) by_count.push_back({n, x1});
+  std::sort(by_count.rbegin(), by_count.rend());
+  by_count.resize(std::min<size_t>(by_count.size(), 3));
   int checked = 0;
-  for (const auto& [x1, n] : first) {
-    if (n < 400) continue;
+  for (const auto& [n, x1] : by_count) {
+    if (n < 100) continue;
     std::map<int, int> second;
     for (const auto& t : r.tokens)
       if (t[0] == x1) ++second[t[1]];
@@ -247,7 +268,7 @@ void expect_target_distribution(const SamplerOptions& opts) {
 TEST(SpecSampling, OutputIsDistributedAsTheModelPlainSampling) { expect_target_distribution({.temperature = 1.0f}); }
 
 TEST(SpecSampling, OutputIsDistributedAsTheModelWithEveryProcessor) {
-  expect_target_distribution({.temperature = 0.8f, .top_k = 60, .top_p = 0.95f, .min_p = 0.01f,
+  expect_target_distribution({.temperature = 1.2f, .top_k = 60, .top_p = 0.95f, .min_p = 0.01f,
                               .repetition_penalty = 1.3f, .no_repeat_ngram_size = 2});
 }
 
@@ -261,15 +282,15 @@ TEST(SpecSampling, SeededOutputDependsOnlyOnTheSeed) {
   reqs.push_back(request(kPrompts[0], 40, 1.0f, 5));
   reqs.push_back(request(kPrompts[0], 40, 0));  // greedy, in the same batch
   SchedulerOptions tight;
-  tight.max_context = 128;
+  tight.max_context = 96;
   tight.block_size = 8;
-  tight.num_blocks = 24;       // preemption
+  tight.num_blocks = 12;       // 96 positions for five sequences of up to ~85: preemption
   tight.max_seqs = 5;          // some wait for a slot
-  tight.max_batch_tokens = 9;  // chunked prefill; sampled sequences wait for their 4 rows
+  tight.max_batch_tokens = 14; // chunked prefill; sampled sequences wait for their 4 rows
   tight.draft = perturbed_draft();
   tight.num_speculative = 3;
   SchedStats st;
-  const auto batched = run(reqs, tight, {0, 2, 2, 7, 9, 15, 15, 30}, &st);
+  const auto batched = run(reqs, tight, {0, 0, 1, 1, 2, 3, 3, 5}, &st);
   EXPECT_GT(st.preemptions, 0u);
   EXPECT_GT(st.spec_accepted, 0u);
   SchedulerOptions roomy = tight;
@@ -278,7 +299,7 @@ TEST(SpecSampling, SeededOutputDependsOnlyOnTheSeed) {
   roomy.max_batch_tokens = 256;
   roomy.prefix_caching = false;
   expect_same(batched, each_alone(reqs, roomy));
-  expect_same(batched, run(reqs, tight, {0, 2, 2, 7, 9, 15, 15, 30}));
+  expect_same(batched, run(reqs, tight, {0, 0, 1, 1, 2, 3, 3, 5}));
   EXPECT_NE(batched[0].tokens, batched[6].tokens);  // same prompt, other seed
   for (const auto& o : batched) EXPECT_EQ(o.tokens.size(), 40u);
   // greedy with the draft is the greedy output without it
