@@ -96,6 +96,8 @@ void ZeroOptimizer::write_rank_outputs(const std::string& out_dir, const Arenas&
   j["offloaded_bytes"] = offloaded_bytes();
   j["comm_bytes"] = comm_.stats().total();
   j["comm_bytes_per_step"] = comm_bytes_per_step;  // sent by this rank during the training steps
+  // of which the parameter all-gather of stages 1-2 (the rest: gradients, and the loss and norm scalars)
+  j["param_gather_bytes_per_step"] = param_gather_bytes_per_step();
   j["overlap"] = {{"enabled", opts_.overlap}, {"prefetched_units", ostats_.prefetched},
                   {"gathered_units", ostats_.gathered}, {"reductions_overlapped", ostats_.reductions_overlapped},
                   {"reductions_blocking", ostats_.reductions_blocking}};

@@ -521,6 +521,9 @@ static void plan_weight(MemoryPlan& p, const TrainModelOptions& o, const std::st
   for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
     if (holds_trainable_buffer(o, i))
       p.add(kTrainableBuffers[i].prefix + name, kTrainableBuffers[i].cat, n * sizeof(float));
+  if (o.topk.residuals())  // grad_topk's state, whoever holds the moments (train/grad_topk.h)
+    for (int w = 0; w < o.topk.workers; ++w) p.add(topk_residual_name(w, name), Category::OptimizerState, n * sizeof(float));
+  if (o.topk.ages()) p.add(topk_age_name(name), Category::OptimizerState, n * sizeof(float));
 }
 
 // Projection m of layer l: its weight (f32, 16-bit or quantized storage; a 16-bit working copy
@@ -615,6 +618,16 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
 
 TrainModel::~TrainModel() = default;
 
+TopkBuffers topk_buffers(const std::vector<TrainParam>& params) {
+  TopkBuffers b;
+  for (const auto& p : params) {
+    b.residual.resize(p.topk_residual.size());
+    for (size_t w = 0; w < p.topk_residual.size(); ++w) b.residual[w].push_back(p.topk_residual[w]);
+    if (p.topk_age) b.age.push_back(p.topk_age);
+  }
+  return b;
+}
+
 // About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
 // gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
@@ -664,6 +677,9 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
       if (holds_trainable_buffer(opts_, i))
         tp.*kTrainableBuffers[i].field = arenas_.get_as<float>(kTrainableBuffers[i].prefix + name);
+    if (opts_.topk.residuals())
+      for (int w = 0; w < opts_.topk.workers; ++w) tp.topk_residual.push_back(arenas_.get_as<float>(topk_residual_name(w, name)));
+    if (opts_.topk.ages()) tp.topk_age = arenas_.get_as<float>(topk_age_name(name));
     float* dst = store_->load_buffer(params_.size(), n, sp ? nullptr : tp.p);
     if (!sp) tp.p = dst;
     float* g = tp.g;

@@ -23,6 +23,7 @@
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
 #include "core/train_types.h"
+#include "train/grad_topk.h"
 #include "train/unit_store.h"
 
 namespace lt {
@@ -73,6 +74,10 @@ struct TrainModelOptions {
   // zero_grads(); the weight gradient goes to the master unchanged (straight-through).
   Quantization qat;
   int qat_group_size = 32;
+  // Top-k gradient sparsification (train/grad_topk.h; fraction 0: off): the plan lists each
+  // trainable tensor's error-feedback residuals (one per emulated worker) and AdamW ages as
+  // OptimizerState rows, whoever holds the moments; TrainParam::topk_residual / topk_age point at them.
+  TopkOptions topk;
 };
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
@@ -97,7 +102,12 @@ struct TrainParam {
   bool decay;                    // weight decay applies (not to norms and biases)
   int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
   float lr_factor = 1.0f;        // multiplies the step's lr (LoRA+: loraplus_lr_ratio for B, biases, magnitudes)
+  std::vector<float*> topk_residual;  // grad_topk: one residual per emulated worker (n floats each), else empty
+  float* topk_age = nullptr;          // grad_topk with variance correction: AdamW ages (n floats)
 };
+
+// grad_topk's planned state (TrainParam::topk_residual / topk_age), for GradTopK.
+TopkBuffers topk_buffers(const std::vector<TrainParam>& params);
 
 // The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in
 // decoder layer l ("layers.<l>."), n_layers+1 the rest (final norm, lm_head).
