@@ -229,8 +229,9 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)");
   c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)");
   c->add_option("--seed", a->s.seed, "sampling seed");
-  c->add_option("--draft-model", a->draft_model, "speculative decoding (greedy): a small model of the same vocabulary "
-                "proposing tokens the model checks in one pass; the output is the greedy output");
+  c->add_option("--draft-model", a->draft_model, "speculative decoding: a small model of the same vocabulary "
+                "proposing tokens the model checks in one pass; greedy: the greedy output; sampled: the same "
+                "distribution (rejection sampling)");
   c->add_option("--num-speculative-tokens", a->num_speculative, "draft tokens per step (default 4)");
   c->add_option("--num-beams", a->beam.num_beams, "beam search with this many beams (1 = off; transformers' num_beams)");
   c->add_option("--num-return-sequences", a->beam.num_return, "beam search: hypotheses printed, best first");
