@@ -416,6 +416,14 @@ bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "grad_topk_feedback") c.grad_topk_feedback = kv.S();
   else if (key == "grad_topk_workers") c.grad_topk_workers = kv.I();
   else if (key == "grad_topk_variance_correction") c.grad_topk_variance_correction = kv.B();
+  else if (key == "lora_rank_policy") c.lora_rank_policy = kv.S();
+  else if (key == "lora_target_r") c.lora_target_r = kv.I();
+  else if (key == "lora_rank_importance") c.lora_rank_importance = kv.S();
+  else if (key == "lora_rank_tinit") c.lora_rank_tinit = kv.I();
+  else if (key == "lora_rank_tfinal") c.lora_rank_tfinal = kv.I();
+  else if (key == "lora_rank_delta_t") c.lora_rank_delta_t = kv.I();
+  else if (key == "lora_rank_beta1") c.lora_rank_beta1 = kv.D();
+  else if (key == "lora_rank_beta2") c.lora_rank_beta2 = kv.D();
   else return false;
   return true;
 }

@@ -240,7 +240,7 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
-  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 "
+  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 | q8_0 "
                 "(16-bit as stored; q4 = llama.cpp's q4_0 grid, blocks of 32)");
   c->add_option("--kv-cache", a->kv_cache, "the KV cache's element type: f32 (default) | bf16 (half the bytes)");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
