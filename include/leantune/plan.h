@@ -189,7 +189,7 @@ struct AdaptiveRankPlan {
   size_t trainable_params_init = 0, trainable_params_final = 0;
   size_t gradient_bytes_init = 0, gradient_bytes_final = 0;
   size_t optimizer_bytes_init = 0, optimizer_bytes_final = 0;
-  size_t importance_bytes = 0;  // the two importance EMAs per LoRA entry (outside the arenas)
+  size_t importance_bytes = 0;  // adaptive rank's planned rows: two EMAs per LoRA entry, the masks
 };
 
 struct TrainingPlan {

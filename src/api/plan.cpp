@@ -265,6 +265,7 @@ static AdaptiveRankPlan adaptive_rank_plan(const lt::ModelConfig& mc, lt::TrainM
   a.init_r = o.lora.r;
   a.target_r = target_r;
   o.lora.r = target_r;
+  o.adaptive_rank = false;  // a fixed-rank run at target_r
   const lt::MemoryPlan p1 = lt::plan_training(mc, o);
   using C = lt::Category;
   a.trainable_params_init = p.arena_bytes(C::TrainableParams) / sizeof(float);
@@ -273,12 +274,8 @@ static AdaptiveRankPlan adaptive_rank_plan(const lt::ModelConfig& mc, lt::TrainM
   a.gradient_bytes_final = p1.arena_bytes(C::Grads);
   a.optimizer_bytes_init = p.arena_bytes(C::OptimizerState);
   a.optimizer_bytes_final = p1.arena_bytes(C::OptimizerState);
-  size_t lora = 0;  // A and B floats (DoRA magnitudes and biases have no rank)
-  for (const auto& b : p.buffers)
-    if (b.cat == C::TrainableParams &&
-        (b.name.find(".lora_A.") != std::string::npos || b.name.find(".lora_B.") != std::string::npos))
-      lora += b.bytes / sizeof(float);
-  a.importance_bytes = 2 * lora * sizeof(float);
+  for (const auto& b : p.buffers)  // the plan's rows of adaptive rank's state (optimizer state above)
+    if (b.name.starts_with("rank_ema") || b.name.starts_with("rank_mask.")) a.importance_bytes += b.bytes;
   return a;
 }
 
@@ -294,7 +291,7 @@ std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a) {
                      lt::format_bytes(a.gradient_bytes_final));
     t += fmt::format("{:<22} {:>14} {:>14}\n", "optimizer state", lt::format_bytes(a.optimizer_bytes_init),
                      lt::format_bytes(a.optimizer_bytes_final));
-    t += fmt::format("{:<22} {:>14}  (two EMAs per LoRA entry, outside the arenas)\n", "importance state",
+    t += fmt::format("{:<22} {:>14}  (two EMAs per LoRA entry and masks, planned rows)\n", "importance state",
                      lt::format_bytes(a.importance_bytes));
     return t;
   });

@@ -108,8 +108,9 @@ size_t trainable_floats(const MemoryPlan& plan) {
 MemoryPlan plan_zero_rank(const MemoryPlan& single, int n_layers, int ranks, const ZeroOptions& o) {
   MemoryPlan p;
   for (const auto& b : single.buffers) {
-    // the AdamW moments move to the engine; grad_topk's residuals and ages stay with the model
-    if (b.cat == Category::OptimizerState && !b.name.starts_with("topk_")) continue;
+    // the AdamW moments move to the engine; grad_topk's residuals and ages (and adaptive rank's
+    // state, which ZeRO refuses to run) stay with the model
+    if (b.cat == Category::OptimizerState && !b.name.starts_with("topk_") && !b.name.starts_with("rank_")) continue;
     if (o.stage >= 2 && b.cat == Category::Grads) continue;
     if (o.stage == 3 && b.cat == Category::TrainableParams) continue;
     p.buffers.push_back(b);

@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
+#include "train/output_dir.h"
 #include "core/atomic_file.h"
 
 namespace fs = std::filesystem;
@@ -44,6 +45,13 @@ void ZeroOptimizer::save_checkpoint(const std::string& out_dir, const TrainerSta
 }
 
 TrainerState ZeroOptimizer::load_checkpoint(const std::string& path, const std::string& out_dir) {
+  // sharded checkpoints hold params and moments only: a resumed run would restart grad_topk's
+  // error-feedback residuals (and ages) at zero and silently train differently
+  LT_CHECK(!(topk_ && topk_->options().residuals()) || resolve_checkpoint(path, out_dir).empty(),
+           "resume: a ZeRO run with grad_topk (error feedback) cannot resume yet: sharded checkpoints do not hold the "
+           "top-k residuals{}, so they would restart at zero; rerun from the start, or use grad_topk_feedback: scale "
+           "(no state), or train in a single process, whose checkpoints hold them",
+           topk_->options().ages() ? " and AdamW ages" : "");
   return load_sharded_checkpoint(path, out_dir, *this, *params_);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "train/train_model.h"
@@ -63,16 +64,20 @@ RankAllocator::RankAllocator(const AdaptiveRankOptions& o, std::vector<TrainPara
     m.in = int(A.shape[1]);
     m.out = int(B.shape[0]);
     m.keep.assign(size_t(m.r), 1);
-    ema1_.emplace_back(A.n + B.n, 0.0f);
-    ema2_.emplace_back(A.n + B.n, 0.0f);
-    mask_f_.emplace_back(size_t(m.r), 1.0f);
+    const State st{A.rank.ema1, A.rank.ema2, A.rank.mask};
+    LT_CHECK(st.ema1 && st.ema2 && st.mask, "internal: adaptive rank's state of '{}' is not planned "
+             "(TrainModelOptions::adaptive_rank)", A.name);
+    std::fill(st.ema1, st.ema1 + A.n + B.n, 0.0f);
+    std::fill(st.ema2, st.ema2 + A.n + B.n, 0.0f);
+    std::fill(st.mask, st.mask + m.r, 1.0f);
+    state_.push_back(st);
     modules_.push_back(std::move(m));
   }
   LT_CHECK(!modules_.empty(), "lora_rank_policy: adaptive needs LoRA modules (method: lora)");
 }
 
 // Entry scores' EMAs of module k from its A and B (weights after the step, gradients of the step).
-void RankAllocator::update_importance(size_t k, std::vector<float>& e1, std::vector<float>& e2) {
+void RankAllocator::update_importance(size_t k, float* e1, float* e2) {
   const RankModule& m = modules_[k];
   const float b1 = float(o_.beta1), b2 = float(o_.beta2);
   size_t off = 0;
@@ -99,7 +104,7 @@ std::vector<double> RankAllocator::scores() const {
   std::vector<double> s;
   for (size_t k = 0; k < modules_.size(); ++k) {
     const RankModule& m = modules_[k];
-    const std::vector<float>&e1 = ema1_[k], &e2 = ema2_[k];
+    const float *e1 = state_[k].ema1, *e2 = state_[k].ema2;
     auto entry = [&](size_t j) {
       return o_.importance == RankImportance::Sensitivity ? double(e1[j]) * e2[j]
                                                           : std::max(0.0, double(e2[j]) - double(e1[j]) * e1[j]);
@@ -138,7 +143,7 @@ void RankAllocator::prune_to(int budget) {
     if (active == budget) break;
     if (left[k] == 1) continue;
     modules_[k].keep[size_t(i)] = 0;
-    mask_f_[k][size_t(i)] = 0.0f;
+    state_[k].mask[size_t(i)] = 0.0f;
     --left[k];
     --active;
   }
@@ -148,7 +153,7 @@ void RankAllocator::prune_to(int budget) {
 bool RankAllocator::update(int step) {
   const bool window = step <= o_.total_steps - o_.tfinal;
   if (window)
-    for (size_t k = 0; k < modules_.size(); ++k) update_importance(k, ema1_[k], ema2_[k]);
+    for (size_t k = 0; k < modules_.size(); ++k) update_importance(k, state_[k].ema1, state_[k].ema2);
   bool prune = false;
   const int budget = rank_budget(o_, int(modules_.size()), step, &prune);
   const int before = active_total();
@@ -184,22 +189,24 @@ size_t RankAllocator::init_lora_floats() const {
   return n;
 }
 
+size_t RankAllocator::entries(size_t k) const { return size_t(modules_[k].r) * size_t(modules_[k].in + modules_[k].out); }
+
 std::vector<TensorInfo> RankAllocator::state_tensors() {
   std::vector<TensorInfo> ts;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  auto add = [&](const std::string& name, size_t n, const float* v) {
     TensorInfo t;
     t.name = name;
     t.dtype = DType::F32;
-    t.shape = std::move(shape);
-    t.data = v.data();
-    t.nbytes = v.size() * sizeof(float);
+    t.shape = {int64_t(n)};
+    t.data = v;
+    t.nbytes = n * sizeof(float);
     ts.push_back(t);
   };
   for (size_t k = 0; k < modules_.size(); ++k) {
     const RankModule& m = modules_[k];
-    add("rank_mask." + m.name, {m.r}, mask_f_[k]);
-    add("rank_ema1." + m.name, {int64_t(ema1_[k].size())}, ema1_[k]);
-    add("rank_ema2." + m.name, {int64_t(ema2_[k].size())}, ema2_[k]);
+    add("rank_mask." + m.name, size_t(m.r), state_[k].mask);
+    add("rank_ema1." + m.name, entries(k), state_[k].ema1);
+    add("rank_ema2." + m.name, entries(k), state_[k].ema2);
   }
   return ts;
 }
@@ -208,12 +215,13 @@ void RankAllocator::load_state(const TensorSet& ts) {
   for (size_t k = 0; k < modules_.size(); ++k) {
     RankModule& m = modules_[k];
     if (!ts.find("rank_mask." + m.name)) continue;  // a fixed-rank run's checkpoint: fresh state
-    for (auto [prefix, v] : {std::pair{"rank_mask.", &mask_f_[k]}, std::pair{"rank_ema1.", &ema1_[k]},
-                             std::pair{"rank_ema2.", &ema2_[k]}}) {
-      const TensorInfo& t = ts.get(prefix + m.name, {int64_t(v->size())});
-      convert_to_f32(v->data(), t.data, t.dtype, v->size());
+    const size_t n = entries(k);
+    for (auto [prefix, v, len] : {std::tuple{"rank_mask.", state_[k].mask, size_t(m.r)},
+                                  std::tuple{"rank_ema1.", state_[k].ema1, n}, std::tuple{"rank_ema2.", state_[k].ema2, n}}) {
+      const TensorInfo& t = ts.get(prefix + m.name, {int64_t(len)});
+      convert_to_f32(v, t.data, t.dtype, len);
     }
-    for (int i = 0; i < m.r; ++i) m.keep[size_t(i)] = mask_f_[k][size_t(i)] != 0.0f;
+    for (int i = 0; i < m.r; ++i) m.keep[size_t(i)] = state_[k].mask[size_t(i)] != 0.0f;
     LT_CHECK(m.active() >= 1, "rank_mask.{} masks every component (a module keeps at least one)", m.name);
   }
   apply_masks();

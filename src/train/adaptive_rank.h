@@ -13,7 +13,9 @@
 // index) are masked until the count equals the budget exactly, never a module's last component
 // (PEFT's rank_pattern cannot hold 0). A masked component's A row, B column, their gradients and
 // AdamW moments are zeroed after every step; zero in both factors, it gets zero gradients, so it
-// stays zero. The saved adapter keeps only active components (train/run_outputs.cpp).
+// stays zero. The saved adapter keeps only active components (train/run_outputs.cpp). The EMAs and
+// the masks are memory-plan rows (TrainModelOptions::adaptive_rank), reached through each lora_A's
+// TrainParam::rank.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +27,7 @@
 namespace lt {
 
 struct TrainParam;  // train/train_model.h
+
 
 enum class RankImportance { Sensitivity, Variance };
 // "sensitivity" | "variance"; lt::Error naming the key otherwise.
@@ -81,14 +84,19 @@ class RankAllocator {
   void load_state(const TensorSet& ts);
 
  private:
-  void update_importance(size_t param, std::vector<float>& e1, std::vector<float>& e2);
+  void update_importance(size_t param, float* e1, float* e2);
+  size_t entries(size_t module) const;  // A's and B's entries: r·(in + out)
   void prune_to(int budget);
 
   AdaptiveRankOptions o_;
   std::vector<TrainParam>* params_;
   std::vector<RankModule> modules_;
-  std::vector<std::vector<float>> ema1_, ema2_;  // per module: A's then B's entries (r·in + out·r)
-  std::vector<std::vector<float>> mask_f_;       // per module: keep as floats, for checkpoints
+  // per module, the planned buffers its lora_A's TrainParam::rank points at: the EMAs of A's then B's
+  // entries (r·in + out·r each) and keep as floats (r), the checkpoint's tensors
+  struct State {
+    float *ema1, *ema2, *mask;
+  };
+  std::vector<State> state_;
 };
 
 }  // namespace lt

@@ -222,7 +222,8 @@ nlohmann::json adaptive_rank_json(const RankAllocator& ranks) {
           {"lora_params_init", f0}, {"lora_params_final", f1},
           {"gradient_bytes_init", f0 * b}, {"gradient_bytes_final", f1 * b},
           {"optimizer_bytes_init", 2 * f0 * b}, {"optimizer_bytes_final", 2 * f1 * b},
-          {"importance_bytes", 2 * f0 * b}, {"released_bytes", 0}};
+          {"importance_bytes", (2 * f0 + ranks.modules().size() * size_t(ranks.options().init_r)) * b},
+          {"released_bytes", 0}};  // importance: the plan's rank_ema1 / rank_ema2 / rank_mask rows
 }
 
 void print_memory_summary(const MemoryPlan& plan, size_t baseline, size_t data_bytes) {

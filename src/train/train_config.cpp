@@ -675,6 +675,7 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
   if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
   o.qat_group_size = c.qat_group_size;
+  o.adaptive_rank = c.method == Method::Lora && c.lora_rank_policy == "adaptive";
   if (c.grad_topk > 0)
     o.topk = {c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers, c.grad_topk_variance_correction};
   return o;

@@ -74,6 +74,14 @@ void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
   }
 }
 
+// Adaptive rank's state rows, named as its checkpoint tensors (train/adaptive_rank.h).
+std::array<std::string, 3> adaptive_rank_state_names(const std::string& lora_a) {
+  const std::string suffix = ".lora_A.weight";
+  LT_ASSERT(lora_a.size() > suffix.size() && lora_a.ends_with(suffix));
+  const std::string m = lora_a.substr(0, lora_a.size() - suffix.size());
+  return {"rank_ema1." + m, "rank_ema2." + m, "rank_mask." + m};
+}
+
 namespace {
 
 struct Dims {
@@ -555,6 +563,13 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   if (adapted) {
     plan_weight(p, o, peft_name(c, l, pj, true), size_t(d.R) * in, true);
     plan_weight(p, o, peft_name(c, l, pj, false), size_t(out) * d.R, true);
+    if (o.adaptive_rank) {  // importance EMAs of A's and B's entries, and the component mask
+      const auto names = adaptive_rank_state_names(peft_name(c, l, pj, true));
+      const size_t entries = size_t(d.R) * (size_t(in) + size_t(out));
+      p.add(names[0], Category::OptimizerState, entries * sizeof(float));
+      p.add(names[1], Category::OptimizerState, entries * sizeof(float));
+      p.add(names[2], Category::OptimizerState, size_t(d.R) * sizeof(float));
+    }
     if (o.lora.use_dora) {
       plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
       p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
@@ -682,6 +697,10 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     if (opts_.topk.residuals())
       for (int w = 0; w < opts_.topk.workers; ++w) tp.topk_residual.push_back(arenas_.get_as<float>(topk_residual_name(w, name)));
     if (opts_.topk.ages()) tp.topk_age = arenas_.get_as<float>(topk_age_name(name));
+    if (opts_.adaptive_rank && name.ends_with(".lora_A.weight")) {
+      const auto names = adaptive_rank_state_names(name);
+      tp.rank = {arenas_.get_as<float>(names[0]), arenas_.get_as<float>(names[1]), arenas_.get_as<float>(names[2])};
+    }
     float* dst = store_->load_buffer(params_.size(), n, sp ? nullptr : tp.p);
     if (!sp) tp.p = dst;
     float* g = tp.g;

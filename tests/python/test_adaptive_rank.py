@@ -149,6 +149,22 @@ def test_plan_shows_memory_at_both_ranks(leantune_bin, shared_dir, tmp_path):
     ratio = a["trainable_params_final"] / a["trainable_params_init"]  # LoRA only: linear in r (64-byte rounding)
     assert abs(ratio - 3 / 8) < 0.01, ratio
     assert a["optimizer_bytes_final"] < a["optimizer_bytes_init"] and a["importance_bytes"] > 0
+    # the importance state is rows of the one plan: two EMAs of r·(in + out) and a mask of r per module
+    r = subprocess.run([leantune_bin, "plan", *base, "--json", "--buffers"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = {b["name"]: b for b in json.loads(r.stdout)["buffers"]}
+    state = {n: b for n, b in rows.items() if n.startswith("rank_")}
+    modules = [n[:-len(".lora_A.weight")] for n in rows if n.endswith(".lora_A.weight") and "adam" not in n
+               and rows[n]["category"] == "trainable_params"]
+    assert len(modules) == 5 * 7 and len(state) == 3 * len(modules)
+    for m in modules:
+        entries = (rows[m + ".lora_A.weight"]["bytes"] + rows[m + ".lora_B.weight"]["bytes"]) // 4
+        for name, n in (("rank_ema1.", entries), ("rank_ema2.", entries), ("rank_mask.", 8)):
+            assert rows[name + m]["bytes"] == 4 * n and rows[name + m]["lifetime"] == "persistent"
+            assert rows[name + m]["category"] == "optimizer_state"
+    assert sum(b["bytes"] for b in state.values()) == a["importance_bytes"]
+    r = subprocess.run([leantune_bin, "plan", *base, "--buffers"], capture_output=True, text=True)
+    assert r.returncode == 0 and "rank_mask." + modules[0] in r.stdout, r.stdout
 
 
 def test_adaptive_refusals(leantune_bin, shared_dir, tmp_path):

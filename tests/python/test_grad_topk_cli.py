@@ -114,3 +114,19 @@ def test_topk_refusals(leantune_bin, shared_dir, tmp_path):
     p = subprocess.run([leantune_bin, "train", *args(shared_dir, tmp_path / "c", 2, "--grad_topk", "0.1",
                                                      "--zero_stage", "2", "--warmup_steps", "0")], capture_output=True, text=True)
     assert p.returncode != 0 and "stages 0-1" in p.stderr, p.stderr
+
+
+def test_zero_topk_resume_is_refused_not_restarted(leantune_bin, shared_dir, tmp_path):
+    # sharded checkpoints hold no residuals: resuming would restart them at zero, so it is refused;
+    # "auto" with no checkpoint yet still starts the run
+    out = tmp_path / "z"
+    opts = ("--grad_topk", "0.15", "--zero_stage", "1", "--save_steps", "2", "--warmup_steps", "0", "--resume", "auto")
+    train(leantune_bin, shared_dir, out, *opts, steps=2)
+    p = subprocess.run([leantune_bin, "train", *args(shared_dir, out, 4, *opts)], capture_output=True, text=True)
+    assert p.returncode != 0 and "cannot resume yet" in p.stderr and "top-k residuals and AdamW ages" in p.stderr, p.stderr
+    # compensation scaling keeps no state: its ZeRO runs resume
+    out = tmp_path / "s"
+    opts = ("--grad_topk", "0.15", "--grad_topk_feedback", "scale", "--zero_stage", "1", "--save_steps", "2",
+            "--warmup_steps", "0")
+    train(leantune_bin, shared_dir, out, *opts, steps=2)
+    train(leantune_bin, shared_dir, out, *opts, "--resume", "auto", steps=4)

@@ -5,6 +5,7 @@
 // and the config's checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -12,7 +13,9 @@
 #include "core/error.h"
 #include "train/adaptive_rank.h"
 #include "train/train_config.h"
+#include "kernels/ops.h"
 #include "train/train_model.h"
+#include "tiny_lora_model.h"
 
 namespace lt {
 namespace {
@@ -38,7 +41,17 @@ struct Fixture {
       params.push_back({ts[i].first, ts[i].second, buf[4 * i].data(), buf[4 * i + 1].data(), buf[4 * i + 2].data(),
                         buf[4 * i + 3].data(), n, int(i / 3), true});
     }
+    // each lora_A carries its module's state, as TrainModel points it at the plan's rows
+    state.resize(shapes.size() * 3);
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const size_t entries = size_t(r) * size_t(shapes[k].first + shapes[k].second);
+      state[3 * k].assign(entries, 7.0f);  // garbage the allocator must reset
+      state[3 * k + 1].assign(entries, 7.0f);
+      state[3 * k + 2].assign(size_t(r), 7.0f);
+      params[3 * k].rank = {state[3 * k].data(), state[3 * k + 1].data(), state[3 * k + 2].data()};
+    }
   }
+  std::vector<std::vector<float>> state;  // ema1, ema2, mask per module
   void fill(std::mt19937& rng, bool grads_only = false) {
     std::normal_distribution<float> d;
     for (size_t i = 0; i < buf.size(); ++i)
@@ -215,6 +228,7 @@ TEST(AdaptiveRank, PrunesLowestScoresToTheBudgetExactlyAndMasksStayZero) {
     for (size_t k = 0; k < ra.modules().size(); ++k) {
       const RankModule& m = ra.modules()[k];
       EXPECT_GE(m.active(), 1);
+      for (int i = 0; i < r; ++i) EXPECT_EQ(f.state[3 * k + 2][size_t(i)], m.keep[size_t(i)] ? 1.0f : 0.0f);
       const TrainParam &A = f.params[m.a], &B = f.params[m.b];
       for (int i = 0; i < r; ++i) {
         if (keep0[k][size_t(i)] == 0) {
@@ -284,6 +298,41 @@ TEST(AdaptiveRank, StateRoundTripsThroughACheckpoint) {
   }
 }
 
+// The EMAs and masks are persistent OptimizerState rows of the plan, sized r·(in + out) and r per
+// module; the model allocates exactly the plan and the allocator works in those buffers.
+TEST(AdaptiveRankPlan, StateIsOptimizerStateRowsTheAllocatorUses) {
+  TinyModel tm;
+  TrainModelOptions o = TinyModel::options({});
+  const MemoryPlan fixed = plan_training(tm.cfg, o);
+  o.adaptive_rank = true;
+  const MemoryPlan plan = plan_training(tm.cfg, o);
+  TrainModel m(tm.cfg, tm.ts, o, ops_cpu());
+  for (size_t c = 0; c < kNumCategories; ++c)
+    EXPECT_EQ(m.arenas().allocated_bytes(Category(c)), plan.arena_bytes(Category(c))) << category_name(Category(c));
+  RankAllocator ra(opts(4, 2, 10), m.params());
+  ASSERT_EQ(ra.modules().size(), 7u);
+  size_t extra = 0;
+  auto row = [&](const std::string& name) {
+    auto it = std::find_if(plan.buffers.begin(), plan.buffers.end(), [&](const BufferSpec& b) { return b.name == name; });
+    EXPECT_NE(it, plan.buffers.end()) << name;
+    return it == plan.buffers.end() ? BufferSpec{} : *it;
+  };
+  for (const TensorInfo& t : ra.state_tensors()) {  // the checkpoint's tensors are the plan's rows
+    const BufferSpec b = row(t.name);
+    EXPECT_EQ(b.cat, Category::OptimizerState) << t.name;
+    EXPECT_EQ(b.life, Lifetime::Persistent) << t.name;
+    EXPECT_EQ(b.bytes, t.nbytes) << t.name;
+    EXPECT_EQ(t.data, m.arenas().get(t.name)) << t.name;
+    extra += align_up(t.nbytes);
+  }
+  for (const RankModule& k : ra.modules()) {
+    EXPECT_EQ(row("rank_ema1." + k.name).bytes, size_t(4 * (k.in + k.out)) * sizeof(float)) << k.name;
+    EXPECT_EQ(row("rank_mask." + k.name).bytes, 4 * sizeof(float)) << k.name;
+  }
+  EXPECT_EQ(plan.buffers.size(), fixed.buffers.size() + 3 * 7);
+  EXPECT_EQ(plan.arena_bytes(Category::OptimizerState), fixed.arena_bytes(Category::OptimizerState) + extra);
+}
+
 TEST(AdaptiveRank, RejectsBadOptionsAndConfigs) {
   Fixture f(4, {{6, 5}});
   EXPECT_THROW(RankAllocator(opts(4, 4, 10), f.params), Error);  // target must be below init
@@ -292,6 +341,8 @@ TEST(AdaptiveRank, RejectsBadOptionsAndConfigs) {
   o.tinit = 5;
   o.tfinal = 5;
   EXPECT_THROW(RankAllocator(o, f.params), Error);  // no window
+  f.params[0].rank = {};
+  EXPECT_THROW(RankAllocator(opts(4, 2, 10), f.params), Error);  // its state is not planned
   EXPECT_THROW(parse_rank_importance("fisher"), Error);
   auto config_error = [](const std::string& yaml) {
     try {
