@@ -320,9 +320,15 @@ void Scheduler::verify(Seq& s, int first) {
     if (j == K || s.tokens.back() != s.proposal[size_t(j)]) break;
     ++m;
   }
-  st_.spec_proposed += uint64_t(K);
+  end_round(s, c, m);
+}
+
+// A verification round's end: m of the K proposals accepted plus one emitted token, counted in
+// the acceptance statistics; the draft's cache is valid up to the accepted prefix.
+void Scheduler::end_round(Seq& s, int computed_before, int m) {
+  st_.spec_proposed += uint64_t(o_.num_speculative);
   st_.spec_accepted += uint64_t(m);
-  s.computed = c + m + 1;
+  s.computed = computed_before + m + 1;
   s.draft_computed = std::min(s.draft_computed, s.computed);
   s.take = 0;
 }
@@ -355,11 +361,7 @@ void Scheduler::verify_sampled(Seq& s, int first) {
     if (s.done || s.tokens.size() == before || !accepted) break;
     ++m;
   }
-  st_.spec_proposed += uint64_t(K);
-  st_.spec_accepted += uint64_t(m);
-  s.computed = c + m + 1;
-  s.draft_computed = std::min(s.draft_computed, s.computed);
-  s.take = 0;
+  end_round(s, c, m);
 }
 
 void Scheduler::check_beam(const SchedRequest& r) const {

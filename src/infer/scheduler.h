@@ -158,6 +158,7 @@ class Scheduler {
   void draft_phase(const std::vector<Seq*>& spec);
   void verify(Seq& s, int first_logits);
   void verify_sampled(Seq& s, int first_logits);
+  void end_round(Seq& s, int computed_before, int accepted);
   int propose(Seq& s, const float* draft_logits, int j);
   bool speculates(const Seq& s) const;
   bool sampled_spec(const Seq& s) const;
