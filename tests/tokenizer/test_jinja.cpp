@@ -220,6 +220,8 @@ TEST(Jinja, UnsupportedAndMalformedNameTheLine) {
   // a value of the wrong type is a template error, never std::bad_variant_access (found by the fuzzer)
   expect("{{ 'ab' | indent(r, first=true) }}", "line 1:", "'r' is undefined");
   expect("\n{{ 'ab' | indent([2]) }}", "line 2:", "cannot be interpreted as an integer");
+  expect("{{ [1, 2][:, 1] }}", "line 1:", "not tuple");  // a slice in a tuple subscript has no object
+  EXPECT_EQ(JinjaTemplate("{% if false %}{{ x[:, 1] }}{% endif %}ok", "t").render(ojson::object()).text, "ok");
 }
 
 }  // namespace
