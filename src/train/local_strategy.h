@@ -7,7 +7,9 @@
 // are checkpointed too ("topk_residual.<worker>.<name>", "topk_age.<name>"); with W emulated workers each run of
 // accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
 // With adaptive rank (train/adaptive_rank.h) each step ends with the importance update and the
-// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...).
+// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...); after
+// its release at the final budget AdamW runs over the active components' groups and checkpoints
+// hold the masks and the compacted moments (a resume: masks, release, then moments).
 #pragma once
 #include <optional>
 #include <vector>
