@@ -36,13 +36,27 @@ bash scripts/install-build-deps.sh
 bash scripts/install-test-deps.sh
 export LEANTUNE_SHARED=${LEANTUNE_SHARED:-$(cd .. && pwd)/shared}
 
+# ccache, with its cache in the checkout (.cache/ccache, git-ignored) unless CCACHE_DIR names one:
+# `pip install .` compiles the engine again in build-python/ with the same flags as build/ (CMakeLists.txt,
+# pyproject.toml), and ccache serves it build/'s objects; a second run of this script reuses them all.
+# CCACHE_BASEDIR makes the compile commands relative to each build tree, so they match across trees.
+# ccache also hashes the compiler's name: /usr/bin/c++ (CMake's default) and g++ (scikit-build-core's)
+# would not share, so both builds are told g++.
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+export CC=${CC:-gcc} CXX=${CXX:-g++}
+LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+ccache -z >/dev/null
+
 stage "release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS=ON "${LAUNCHER[@]}" >/dev/null
 failed=()
 if ninja -C build -j"$(nproc)"; then
   # the package tests (tests/python/test_package.py) run in .venv with what this tree builds
   stage "python package install (pip install .)"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-build-isolation . || failed+=("python package install")
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-build-isolation \
+    -C cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache . \
+    || failed+=("python package install")
+  ccache -s | grep -iE '^ *(hits|misses|cacheable)' | sed 's/^/   ccache: /' || true
   stage "release tests (ctest)"
   (cd build && ctest --output-on-failure -j2 --timeout 1800) || failed+=("release tests")
 else
@@ -50,7 +64,7 @@ else
 fi
 
 stage "AddressSanitizer + UBSan build: parsers, kernels, model, training (the long fine-tune excluded)"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON "${LAUNCHER[@]}" >/dev/null
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if ninja -C build-asan -j"$(nproc)" leantune_tests leantune; then
