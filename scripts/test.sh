@@ -72,7 +72,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # tests/fuzz/regressions/ through them (fuzz_replay_*; scripts/fuzz.sh fuzzes with clang + libFuzzer)
 if ninja -C build-asan -j"$(nproc)" leantune_tests leantune fuzz_replay; then
   stage "sanitizer tests (ctest; with the fuzz corpora and regression inputs)"
-  (cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop") || failed+=("sanitizer tests")
+  # left out: the long fine-tunes (TrainAesop*) and the two chi-square tests of speculative sampling
+  # (2,000 sampled requests each: 135 s each under ASan; the release run checks their statistics,
+  # and SpecSampling.SeededOutputDependsOnlyOnTheSeed takes the same code through ASan)
+  (cd build-asan && ctest --output-on-failure -j2 --timeout 1800 -E "TrainAesop|SpecSampling.OutputIsDistributedAsTheModel") \
+    || failed+=("sanitizer tests")
   # the CLI's bad-input and validation tests against the sanitized binary: every bad input must end
   # with a message and a non-zero status, never a signal or a sanitizer report
   stage "sanitizer CLI tests (pytest)"
