@@ -6,36 +6,50 @@
 # kept regression inputs (real fuzzing, with clang and libFuzzer, is scripts/fuzz.sh: not run here).
 # Each stage runs even when an earlier one failed; the summary at the end names every stage that
 # failed and the exit status is non-zero if any did. Every stage's start is printed with the time
-# since the start ("== [12m34s] release build"), and the end prints each stage's duration.
+# since the start ("== [12m34s] release build"), and the end prints each stage's duration and
+# compilations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Stage timing: `stage NAME` ends the running stage and starts NAME; `stage_summary` prints them.
+# Stage timing: `stage NAME` ends the running stage and starts NAME; `stage_summary` prints each
+# stage's time and, where it compiled, ccache's hits and misses (a miss is a compilation).
 T0=$SECONDS
 stage_names=()
 stage_secs=()
+stage_cc=()
 stage_t0=0
+stage_hm0="0 0"
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+ccache_hm() {  # "HITS MISSES" so far in this ccache directory ("0 0" without ccache)
+  { command -v ccache >/dev/null && ccache --print-stats 2>/dev/null; } | awk '
+    $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
+    $1 == "cache_miss" { m += $2 }
+    END { print h + 0, m + 0 }'
+}
 stage_end() {
-  if [ ${#stage_names[@]} -gt ${#stage_secs[@]} ]; then stage_secs+=($((SECONDS - stage_t0))); fi
+  if [ ${#stage_names[@]} -gt ${#stage_secs[@]} ]; then
+    stage_secs+=($((SECONDS - stage_t0)))
+    local h0 m0 h m
+    read -r h0 m0 <<<"$stage_hm0"
+    read -r h m <<<"$(ccache_hm)"
+    if [ $((h + m - h0 - m0)) -gt 0 ]; then stage_cc+=("(ccache: $((h - h0)) hits, $((m - m0)) compiled)"); else stage_cc+=(""); fi
+  fi
 }
 stage() {
   stage_end
   stage_names+=("$1")
   stage_t0=$SECONDS
+  stage_hm0=$(ccache_hm)
   echo "== [$(mmss $((SECONDS - T0)))] $1"
 }
 stage_summary() {
   stage_end
   echo "== stage times (total $(mmss $((SECONDS - T0))))"
   local i
-  for i in "${!stage_names[@]}"; do printf '   %9s  %s\n' "$(mmss "${stage_secs[$i]}")" "${stage_names[$i]}"; done
+  for i in "${!stage_names[@]}"; do
+    printf '   %9s  %s %s\n' "$(mmss "${stage_secs[$i]}")" "${stage_names[$i]}" "${stage_cc[$i]}"
+  done
 }
-
-stage "install build and test dependencies"
-bash scripts/install-build-deps.sh
-bash scripts/install-test-deps.sh
-export LEANTUNE_SHARED=${LEANTUNE_SHARED:-$(cd .. && pwd)/shared}
 
 # ccache, with its cache in the checkout (.cache/ccache, git-ignored) unless CCACHE_DIR names one:
 # `pip install .` compiles the engine again in build-python/ with the same flags as build/ (CMakeLists.txt,
@@ -46,7 +60,11 @@ export LEANTUNE_SHARED=${LEANTUNE_SHARED:-$(cd .. && pwd)/shared}
 export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 export CC=${CC:-gcc} CXX=${CXX:-g++}
 LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-ccache -z >/dev/null
+
+stage "install build and test dependencies"
+bash scripts/install-build-deps.sh
+bash scripts/install-test-deps.sh
+export LEANTUNE_SHARED=${LEANTUNE_SHARED:-$(cd .. && pwd)/shared}
 
 stage "release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_PYTHON_TESTS=ON "${LAUNCHER[@]}" >/dev/null
@@ -57,7 +75,6 @@ if ninja -C build -j"$(nproc)"; then
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q --no-build-isolation \
     -C cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache . \
     || failed+=("python package install")
-  ccache -s | grep -iE '^ *(hits|misses|cacheable)' | sed 's/^/   ccache: /' || true
   stage "release tests (ctest)"
   (cd build && ctest --output-on-failure -j2 --timeout 1800) || failed+=("release tests")
 else
