@@ -98,10 +98,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_leantune(binary, model, threads, context, extra):
+def server_env(threads, wait_policy):
+    """Both servers' OpenMP (leantune's kernels; ggml as llama-cpp-python builds it) wait the same way.
+    On a loaded machine the default spinning costs a scheduling quantum at every barrier."""
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), **({"OMP_WAIT_POLICY": wait_policy} if wait_policy else {}))
+
+
+def start_leantune(binary, model, threads, context, extra, env):
     p = subprocess.Popen([binary, "serve", "--model", str(model), "--served-model-name", "bench", "--port", "0",
                           "--context", str(context), "--max-seqs", "64", "-t", str(threads), *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = ""
     deadline = time.time() + 300
     while time.time() < deadline and "listening on" not in line:
@@ -115,9 +121,8 @@ def start_leantune(binary, model, threads, context, extra):
     return p, f"http://127.0.0.1:{m.group(1)}"
 
 
-def start_llama_cpp(model, threads, context):
+def start_llama_cpp(model, threads, context, env):
     port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     p = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "bench",
                           "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
                           "--n_threads_batch", str(threads), "--n_ctx", str(context), "--n_batch", "512",
@@ -283,6 +288,8 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--prefix-rounds", type=int, default=5)
+    ap.add_argument("--omp-wait-policy", default="passive",
+                    help="OMP_WAIT_POLICY for both servers ('' leaves the environment's)")
     ap.add_argument("--leantune-args", default="", help="extra `leantune serve` flags")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
@@ -302,17 +309,19 @@ def main():
         from tokenizers import Tokenizer
         a.tok = Tokenizer.from_file(str(cache / "smollm2-random-ascii" / "tokenizer.json"))
         prompts = [random_text(rng, a.prompt_tokens, a.tok) for _ in range(16)]
-        print(f"random SmolLM2-135M-shaped Llama, {gguf.name} served by both; {a.threads} threads each")
+        print(f"random SmolLM2-135M-shaped Llama, {gguf.name} served by both; {a.threads} threads each, "
+              f"OMP_WAIT_POLICY={a.omp_wait_policy or os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
         print(header(a.prompt_tokens, a.max_tokens))
         base = {"model": "bench", "max_tokens": a.max_tokens, "temperature": 0}
         bodies = {"leantune": lambda p: {**base, "prompt": p, "ignore_eos": True},
                   "llama.cpp": lambda p: {**base, "prompt": p, "logit_bias": {str(eos): -1e9}}}
         res = {}
+        env = server_env(a.threads, a.omp_wait_policy)
         for name in a.servers.split(","):
             if name == "leantune":
-                proc, url = start_leantune(a.binary, gguf, a.threads, a.context, a.leantune_args.split())
+                proc, url = start_leantune(a.binary, gguf, a.threads, a.context, a.leantune_args.split(), env)
             else:
-                proc, url = start_llama_cpp(gguf, a.threads, a.context)
+                proc, url = start_llama_cpp(gguf, a.threads, a.context, env)
             try:
                 res[name] = run_server(name, url, bodies[name], prompts, a, levels, rng)
             finally:
