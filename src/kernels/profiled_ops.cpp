@@ -47,6 +47,10 @@ void swiglu_forward(float* out, const float* gate, const float* up, int T, int F
   prof::Scope s("swiglu_forward", 6.0 * T * Fd, 3.0 * F * T * Fd);
   g_in->swiglu_forward(out, gate, up, T, Fd);
 }
+void matmul_rows(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
+  prof::Scope s("matmul_rows", 2.0 * T * IC * OC, F * ((double)IC * OC + (double)T * (IC + OC)));
+  g_in->matmul_rows(out, x, w, bias, T, IC, OC);
+}
 void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
   // the GEMM inside records itself; this scope adds the bias and the call's own share
   prof::Scope s("matmul_forward", 0, 0);
@@ -124,6 +128,7 @@ const Ops& ops_profiled(const Ops& inner) {
   t.attention_forward = attention_forward;
   t.swiglu_forward = swiglu_forward;
   t.matmul_forward = matmul_forward;
+  t.matmul_rows = matmul_rows;
   t.linear_forward = linear_forward;
   t.add_inplace = add_inplace;
   return t;
