@@ -159,6 +159,8 @@ class TrainModel {
   };
   void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
+  void attention_forward(LayerActs& a, const int* key_start);   // a.att, a.lse from a.q, a.k, a.v
+  void attention_backward(LayerActs& a, const int* key_start);  // d_q_, d_k_, d_v_ += from d_att_
   void refresh_working_copies();  // 16-bit or fake-quantized (QAT) working copies <- f32 masters (full fine-tuning)
   template <class Begin, class Finish>
   void init_mutating_lora(Linear& lin, const std::string& an, const std::string& bn, Begin& begin, Finish& finish);
@@ -196,6 +198,7 @@ class TrainModel {
   size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
+  float* attn_qkv_ = nullptr;                     // (N, QD + 2 KVD) bf16 precision: q, k, v in f32
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
 };

@@ -18,6 +18,8 @@ const TrainOps& train_ops_ref() {
       ref::linear_backward_input,
       ref::linear_backward_weight,
       ref::lm_head_loss,
+      nullptr,  // attention_train_forward_bf16: the model runs the f32 ops on bf16-rounded values
+      nullptr,  // attention_backward_bf16
   };
   return ops;
 }
