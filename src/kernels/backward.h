@@ -83,7 +83,8 @@ struct TrainOps {
   float (*lm_head_loss)(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
                         const int* labels, int T, int C, int V, int chunk, float loss_scale);
   // The training attention ops above in bf16 (precision bf16 training): q, k, v and the forward's out in
-  // bf16 (round-to-nearest-even copies), dout in f32 (rounded to bf16 inside); products on bf16
+  // bf16 (round-to-nearest-even copies), dout in f32 (rounded to bf16 inside, D from the rounded
+  // dout); products on bf16
   // pairs (vdpbf16ps) with f32 accumulation and an f32 softmax; the probabilities P and dS are
   // rounded to bf16 before their products (as FlashAttention does), so results differ from the
   // f32 entries on the same (widened) inputs by about 2^-8 of the output's scale. Same masks,

@@ -4,16 +4,16 @@
 // T = 1, 5, 37, 130; HS = 64, 12 and 9 (not a multiple of the vector width, odd); GQA groups 1, 3
 // and 7; document masks, a sliding window, unsorted starts.
 //
-// Tolerances. The reference runs in f32 on the same bf16 inputs widened exactly, so the input
-// rounding is no part of the difference; what is left is the kernel's own rounding of P, dO and dS
-// to bf16 (relative error <= 2^-9 each) before their products, the f32 accumulations being far
-// smaller. Forward: out = Σ p̃_j v_j / Σ p̃_j with p̃_j = p_j (1 + e_j), |e_j| <= 2^-9, is still a
+// Tolerances. The reference runs in f32 on the same bf16 inputs widened exactly (q, k, v, out, and
+// dO, which the kernel rounds to bf16 itself), so the input rounding is no part of the difference;
+// what is left is the kernel's own rounding of P and dS to bf16 (relative error <= 2^-9 each)
+// before their products, the f32 accumulations being far smaller. Forward: out = Σ p̃_j v_j / Σ p̃_j with p̃_j = p_j (1 + e_j), |e_j| <= 2^-9, is still a
 // convex combination, off by at most 2 · 2^-9 · max|v| = 2^-8 max|v|; lse = log Σ p̃ is off by at
-// most 2^-9 (absolute). Backward: dv = Σ_t p̃ dÕ has two rounded factors per term, so
-// |error| <= 2 · 2^-9 · Σ_t p |dO| elementwise, the bound being the reference's dv for |dO|. dq, dk go
-// through dS = P ∘ (dP − D), in which dP = dÕ·v carries dO's rounding into a difference that may
-// cancel, and dS is rounded again: three 2^-9 factors, bounded here by 2^-6 of the tensor's largest
-// magnitude. A kernel that dropped, doubled or misplaced one key's contribution errs by O(1/T) of
+// most 2^-9 (absolute). Backward: dv = Σ_t p̃ dO has one rounded factor per term, so
+// |error| <= 2^-9 · Σ_t p |dO| elementwise (tested with 2^-8), the bound being the reference's dv for
+// |dO|. dq, dk: dS = P ∘ (dP − D) is computed in f32 from bf16 operands (D from the same rounded dO,
+// so the difference cancels as in the reference) and rounded once: 2^-9 of |dS| per term, tested
+// against 2^-6 of the tensor's largest magnitude (sums of terms of both signs). A kernel that dropped, doubled or misplaced one key's contribution errs by O(1/T) of
 // the magnitude and fails these bounds on the short sequences, and a masking error fails them all.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -94,15 +94,16 @@ std::vector<Case> cases() {
 }
 
 // One case's bf16 inputs (and their widened f32 values) and the reference results on those.
-struct Run {
+struct Inputs {
   Case c;
   std::vector<int> ds;
   VecF q, k, v, dout, out_r, lse_r, dq_r, dk_r, dv_r, dv_abs;  // dv_abs: Σ_t p |dout_t|
   Vec16 q16, k16, v16, out16;
-  explicit Run(const Case& cs, unsigned seed) : c(cs), ds(make_doc_start(cs.T, cs.docs)) {
+  explicit Inputs(const Case& cs, unsigned seed) : c(cs), ds(make_doc_start(cs.T, cs.docs)) {
     const size_t nq = (size_t)c.T * c.NH * c.HS, nk = (size_t)c.T * c.NKV * c.HS;
     q = random_vec(nq, seed, -2, 2), k = random_vec(nk, seed + 1, -2, 2), v = random_vec(nk, seed + 2);
     dout = random_vec(nq, seed + 3);
+    to_bf16(dout);
     q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
     out_r.assign(nq, 0.0f), lse_r.assign((size_t)c.NH * c.T, 0.0f);
     train_ops_ref().attention_train_forward(out_r.data(), lse_r.data(), q.data(), k.data(), v.data(), ds.data(), c.T,
@@ -123,7 +124,7 @@ struct Run {
 TEST_P(KernelAttentionBf16, ForwardMatchesF32Reference) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level: the model runs the f32 kernels";
   for (const Case& c : cases()) {
-    Run r(c, 100 + c.T + c.HS);
+    Inputs r(c, 100 + c.T + c.HS);
     VecF out(r.out_r.size(), 7.0f), lse(r.lse_r.size(), 7.0f);
     ASSERT_TRUE(t().attention_train_forward_bf16(out.data(), lse.data(), r.q16.data(), r.k16.data(), r.v16.data(),
                                                  r.ds.data(), c.T, c.NH, c.NKV, c.HS));
@@ -139,7 +140,7 @@ TEST_P(KernelAttentionBf16, ForwardMatchesF32Reference) {
 TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level: the model runs the f32 kernels";
   for (const Case& c : cases()) {
-    Run r(c, 200 + c.T + c.HS);
+    Inputs r(c, 200 + c.T + c.HS);
     const size_t nq = r.q.size(), nk = r.k.size();
     VecF dq = random_vec(nq, 200 + c.T + c.HS + 4), dk = random_vec(nk, 200 + c.T + c.HS + 5),
          dv = random_vec(nk, 200 + c.T + c.HS + 6);  // the same "+=" targets as the reference's
@@ -164,7 +165,7 @@ TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
 // Several tiles per document at HS = 64: identical bits on a rerun and on 1 thread vs all.
 TEST_P(KernelAttentionBf16, DeterministicAcrossRunsAndThreads) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level";
-  Run r({300, 9, 3, 64, "irregular"}, 31);
+  Inputs r({300, 9, 3, 64, "irregular"}, 31);
   auto run = [&](VecF& out, VecF& lse, VecF& dq, VecF& dk, VecF& dv) {
     out.assign(r.out_r.size(), 0.0f), lse.assign(r.lse_r.size(), 0.0f);
     dq.assign(r.q.size(), 0.5f), dk.assign(r.k.size(), 0.25f), dv.assign(r.k.size(), -0.5f);

@@ -5,7 +5,9 @@
 //           update dk += dSᵀ·Q, dv += Pᵀ·dO (vdpbf16ps along the queries);
 //   pass 2, item = (head, query tile): dq += dS·K, recomputing P and dS.
 // Every item owns the rows it writes: deterministic for any thread count. dO arrives in f32 and is
-// rounded to bf16 per row as it is packed; D = rowsum(dO ∘ O) uses the f32 dO.
+// rounded to bf16 per row as it is packed; D = rowsum(dO ∘ O) uses the same rounded dO, so that
+// D = Σ_j P_j dP_j holds for what dP used (with the f32 dO the difference dP − D would carry dO's
+// rounding uncancelled: at T = 1, dS is 0 exactly only this way).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -35,12 +37,12 @@ struct BwdArgs {
   float scale;
 };
 
-// D = Σ_d dout[d] * out[d] (out bf16), in f32.
-float row_D(const float* dout, const u16* out, int HS) {
+// D = Σ_d dout[d] * out[d] (both bf16), in f32.
+float row_D(const u16* dout, const u16* out, int HS) {
   __m512 acc = _mm512_setzero_ps();
   for (int d = 0; d < HS; d += 16) {
     __mmask16 m = mask16(HS - d);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, dout + d), widen(_mm256_maskz_loadu_epi16(m, out + d)), acc);
+    acc = _mm512_fmadd_ps(widen(_mm256_maskz_loadu_epi16(m, dout + d)), widen(_mm256_maskz_loadu_epi16(m, out + d)), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
@@ -158,7 +160,7 @@ void kv_batch(const BwdArgs& a, KvScratch& w, const int* pend, int np, int h, in
     const int tq = pend[g];
     const size_t qo = ((size_t)tq * NH + h) * HS;
     const int lo = imax(a.doc_start[tq], kb) - kb, hi = imin(tq, kend) - kb;
-    tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], row_D(a.dout + qo, a.out + qo, HS),
+    tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], row_D(drows[g], a.out + qo, HS),
                range_mask(lo, hi));
   }
   const int npair = (np + 1) / 2;
@@ -226,7 +228,7 @@ void q_item(const BwdArgs& a, int h, int t0) {
     const size_t qo = ((size_t)t * NH + h) * HS;
     copy_row(w.qr + (size_t)(t - t0) * HR, a.q + qo, HS, HR);
     round_row(w.dr + (size_t)(t - t0) * HR, a.dout + qo, HS, HR);
-    D[t - t0] = row_D(a.dout + qo, a.out + qo, HS);
+    D[t - t0] = row_D(w.dr + (size_t)(t - t0) * HR, a.out + qo, HS);
   }
   std::memset(w.dqb, 0, sizeof(float) * nq * HR);
   const float ones[kQG] = {1.0f, 1.0f, 1.0f, 1.0f};
