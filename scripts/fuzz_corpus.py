@@ -32,6 +32,9 @@ DICT_SOURCES = {
     "fuzz_train_yaml": ["src/train/train_config.cpp"],
     "fuzz_jsonl_data": ["src/train/data.cpp", "src/train/chat_template.cpp"],
     "fuzz_trainer_state": ["src/train/trainer_state.cpp"],
+    "fuzz_chat_template": ["src/tokenizer/jinja/parser.cpp", "src/tokenizer/jinja/filters.cpp",
+                           "src/tokenizer/jinja/tests.cpp", "src/tokenizer/jinja/methods.cpp",
+                           "src/tokenizer/jinja/globals.cpp"],
     "fuzz_gguf": ["src/io/gguf_reader.cpp", "src/io/gguf_model.cpp", "src/io/gguf_names.cpp",
                   "src/model/model_tokenizer.cpp", "src/tokenizer/gguf_tokenizer.cpp"],
 }
@@ -41,6 +44,9 @@ EXTRA_DICT = {
     "yaml": ['"- "', '": "', '"\\x0a  "', '"[]"', '"{}"', '"&a "', '"*a"', '"!!str "', '"~"', '"<<: "', '"|\\x0a"',
              '"0x7fffffff"', '"-2147483649"', '".nan"', '".inf"', '"1e400"'],
     # GGUF: the magic and the llama.* keys (the sources build them from "llama." + a suffix)
+    "jinja": ['"{{"', '"}}"', '"{%"', '"%}"', '"{%-"', '"-%}"', '"{#"', '"#}"', '"|"', '"~"', '"**"', '"//"',
+              '"loop."', '"messages"', '"message.content"', '"add_generation_prompt"', '"namespace("', '"endfor"',
+              '"endif"', '"endmacro"', '"raise_exception("'],
     "gguf": ['"GGUF"', '"\\x03\\x00\\x00\\x00"', '"\\xff\\xff\\xff\\xff\\xff\\xff\\xff\\x7f"'] +
             [f'"llama.{k}"' for k in ["context_length", "embedding_length", "block_count", "feed_forward_length",
                                       "attention.head_count", "attention.head_count_kv", "attention.key_length",
@@ -436,6 +442,15 @@ def jsonl_seeds(out, shared_dir):
         put(out, "seed_aesop", "".join(json.dumps({"text": p}) + "\r\n" for p in paras))
 
 
+# ---- chat templates --------------------------------------------------------------------------
+
+def chat_template_seeds(out):
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    from chat_template_cases import TEMPLATES
+    for name, source, _, _ in TEMPLATES:
+        put(out, f"seed_{name}", source)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -451,8 +466,10 @@ def main():
     jsonl_seeds(out / "fuzz_jsonl_data", shared_dir)
     trainer_state_seeds(out / "fuzz_trainer_state")
     gguf_seeds(out / "fuzz_gguf")
+    chat_template_seeds(out / "fuzz_chat_template")
     for name, sources in DICT_SOURCES.items():
-        kind = "yaml" if name == "fuzz_train_yaml" else "gguf" if name == "fuzz_gguf" else "json" if sources else None
+        kind = ("yaml" if name == "fuzz_train_yaml" else "gguf" if name == "fuzz_gguf" else
+                "jinja" if name == "fuzz_chat_template" else "json" if sources else None)
         if kind:
             dictionary(out / f"{name}.dict", sources, EXTRA_DICT[kind])
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -50,6 +50,28 @@ struct EngineOptions {
   bool prefix_caching = true;
   size_t adapter_memory_bytes = 0;  // resident adapters at most (LRU eviction); 0: no limit
   int max_lora_rank = 64;           // largest adapter rank accepted
+  // Speculative decoding: a draft model (same vocabulary; it must outlive the engine) proposes
+  // num_speculative_tokens tokens for each greedy request, checked by the model in one forward; the
+  // output is exactly the greedy output without it. Sampled requests decode as usual.
+  const Model* draft_model = nullptr;
+  int num_speculative_tokens = 4;
+};
+
+// Beam search as transformers' generate(num_beams=K, do_sample=False, length_penalty=...,
+// early_stopping=...): the same hypotheses and scores. The sampling options are not used.
+struct BeamSearchOptions {
+  int num_beams = 1;                     // 1: off; at most EngineOptions::max_seqs (each beam is a row)
+  int num_return = 1;                    // hypotheses returned, best first (1 to num_beams)
+  float length_penalty = 1.0f;           // score = sum of log-probabilities / length ** length_penalty
+  std::string early_stopping = "false";  // "false" (HF's heuristic) | "true" (stop at K finished) | "never"
+};
+
+// One hypothesis of a beam search.
+struct BeamResult {
+  std::vector<int> tokens;  // generated tokens, without the final EOS / stop id
+  std::string text;         // their text, cut before a stop string
+  float score = 0;          // HF's sequences_scores
+  StopReason stop_reason = StopReason::MaxNewTokens;
 };
 
 struct EngineRequest {
@@ -58,6 +80,7 @@ struct EngineRequest {
   GenerateOptions options;      // max_new_tokens, stop strings, stop_at_eos, sampling (add_bos unused)
   std::vector<int> stop_token_ids;  // tokens that end the output as EOS does (e.g. a chat's end of turn)
   bool logprobs = false;        // report each token's log-probability
+  BeamSearchOptions beam;       // num_beams > 1: beam search; no token events, the final event has the beams
 };
 
 struct EngineEvent {
@@ -68,6 +91,7 @@ struct EngineEvent {
   StopReason stop_reason = StopReason::MaxNewTokens;  // when finished (Cancelled also after an error)
   std::string error;       // when finished by an error in the step (non-finite logits ...)
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // when finished
+  std::vector<BeamResult> beams;  // beam search, on the final event: the hypotheses, best first (text: the best's)
 };
 using EventCallback = std::function<void(const EngineEvent&)>;
 
@@ -82,10 +106,12 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0, computed_tokens = 0;
   uint64_t prefix_lookup_blocks = 0, prefix_hit_blocks = 0;
   uint64_t adapter_loads = 0, adapter_evictions = 0;
+  uint64_t spec_proposed = 0, spec_accepted = 0;  // draft tokens proposed / accepted (speculative decoding)
   int waiting = 0, running = 0;
   int kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
   int adapters_resident = 0;
   size_t adapter_bytes = 0, kv_bytes = 0;
+  size_t engine_bytes = 0;  // everything the engine allocated: KV pools and batch buffers (plan_serve's engine part)
 };
 
 class Engine {

@@ -30,5 +30,6 @@
 #include "leantune/quant_dump.h"   // testing aid: one tensor quantized, every part saved
 #include "leantune/quantize.h"     // quantized model folders (NF4, FP4, int8)
 #include "leantune/sequence.h"     // Sequence: one token sequence's KV cache over a Model
+#include "leantune/sweep.h"        // measured LoRA sweeps: a grid of configurations, table and report
 #include "leantune/tokenizer.h"    // Tokenizer: tokenizer.json and llama2.c tokenizers
 #include "leantune/trainer.h"      // Trainer: training runs, bench and demo

@@ -47,6 +47,27 @@ Quantization parse_quantization(std::string_view name);
 // "none", "nf4", "fp4", "int8", "int4", "int4_asym".
 const char* quantization_name(Quantization q);
 
+// How every weight the decode streams is held in memory, for inference (`--weights`). Each sets
+// the seven linear weights of every layer and the lm_head (a fifth of a small model's bytes);
+// the embedding table stays f32 (a decode step reads one row of it).
+enum class Weights {
+  F32,   // as ModelOptions::quantization says (f32 unless quantized)
+  BF16,  // bfloat16 weights, as stored in a 16-bit file (no f32 copy); inputs rounded to bf16
+  F16,   // float16 weights, likewise
+  Int8,  // int8 linear weights per row (LLM.int8, outliers per int8_threshold), int8 lm_head
+  Q4,    // integer 4-bit, one f32 scale per block of 32 (llama.cpp's q4_0 grid), int8 lm_head
+  NF4,   // 4-bit NormalFloat, blocks of 64, int8 lm_head
+};
+// "f32", "bf16", "f16", "int8", "q4", "nf4"; leantune::Error naming the accepted values otherwise.
+Weights parse_weights(std::string_view name);
+const char* weights_name(Weights w);
+
+// The KV cache's element type (each Sequence's cache).
+enum class KvCache {
+  F32,   // as computed
+  BF16,  // half the bytes: keys and values rounded to bf16 when written (decode reads less)
+};
+
 // Which kernel table runs the model.
 enum class Kernels {
   Fast,       // the SIMD / oneDNN kernels for this CPU
@@ -59,6 +80,8 @@ struct ModelOptions {
   bool double_quant = false;                    // NF4 / FP4: quantize the block scales too
   int quant_blocksize = 64;                     // NF4 / FP4 block size: a power of two from 64 to 4096
   float int8_threshold = 6.0f;                  // Int8: activation columns above it stay in f32
+  Weights weights = Weights::F32;               // inference storage; not F32 needs quantization None
+  KvCache kv_cache = KvCache::F32;              // every sequence's KV cache
   Kernels kernels = Kernels::Fast;
   int threads = 0;                              // threads per computing call; 0: one per hardware thread
 };

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "leantune/engine.h"
 #include "leantune/model.h"
 #include "leantune/sequence.h"
 #include "leantune/trainer.h"
@@ -71,6 +72,7 @@ struct InferencePlanOptions {
   SequenceOptions sequence;       // context and prefill block (0: the defaults Sequence uses)
   Quantization quantization = Quantization::None;
   bool double_quant = false;
+  Weights weights = Weights::F32;  // as ModelOptions::weights
   int threads = 0;                // the baseline's thread count (only read when measured)
   bool measure_baseline = true;   // false: baseline_bytes and predicted_peak_bytes stay 0
 };
@@ -89,6 +91,23 @@ InferencePlan plan_inference(const std::string& model_path, const InferencePlanO
 // {"categories": {name: bytes}, "context", "prefill_block", "arena_bytes", "baseline_bytes",
 //  "predicted_peak_bytes"} (one key per line), as `leantune plan --generate --json` prints it.
 std::string to_json(const InferencePlan& plan);
+
+// ---- serving ----
+
+// What `leantune serve` with these options allocates (the 002 seed's inference memory: weights +
+// KV cache growing with concurrency, length and beams): the model's weights (and the draft's), the
+// paged KV pool (its blocks resolved as the Engine resolves them: max_seqs full contexts by
+// default, each beam of a beam search one of max_seqs), the batch buffers, and the adapters'
+// budget ("adapters.resident": loaded on demand up to EngineOptions::adapter_memory_bytes).
+// options.draft_model is not read; give the draft's path instead.
+struct ServePlan {
+  int context = 0, block_size = 0, kv_blocks = 0, max_seqs = 0;
+  size_t engine_bytes = 0;  // the KV pools and batch buffers: what EngineStats::engine_bytes reports
+  MemoryPlan memory;
+};
+ServePlan plan_serve(const std::string& model_path, const EngineOptions& options, const std::string& draft_path = "");
+// {"categories", "context", "block_size", "kv_blocks", "max_seqs", "engine_bytes", "arena_bytes"}.
+std::string to_json(const ServePlan& plan);
 
 // ---- training ----
 

@@ -115,6 +115,7 @@ class Trainer {
   int steps_taken() const;
   int total_steps() const;
   const std::string& output_dir() const;  // the run's output folder (the config's output_dir)
+  size_t trainable_parameters() const;    // elements of every trained tensor (LoRA A/B, magnitudes, ...)
   // The final checkpoint and evaluation, the adapter or model folder, ledger.json, report.html.
   TrainSummary finish();
   // The whole run: step() until done(), then finish().
@@ -154,6 +155,8 @@ struct InferenceBenchOptions {
   int prompt_tokens = 128, decode_tokens = 64, repeats = 3;
   std::string quantization;  // "" | nf4 | fp4 | int8, quantized on load
   bool double_quant = false;
+  std::string weights;       // "" | f32 | bf16 | f16 | int8 | q4 | nf4 (ModelOptions::weights)
+  std::string kv_cache;      // "" | f32 | bf16
   int threads = 0;
 };
 std::string bench_inference(const InferenceBenchOptions& options);

@@ -16,6 +16,8 @@ Ids = Union[Sequence[int], "np.ndarray"]
 
 # `weights=`: how the linear weights are held in memory (the engine's Quantization)
 _WEIGHTS = {"f32": "none", "none": "none", "nf4": "nf4", "fp4": "fp4", "int8": "int8"}
+# `weights=` formats for inference only (the engine's leantune::Weights: lm_head too)
+_INFER_WEIGHTS = {"bf16", "f16", "q4"}
 
 
 def _ids(ids: Ids) -> List[int]:
@@ -295,7 +297,7 @@ def _resolve(model: str, tokenizer: Optional[str]) -> "tuple[str, Optional[str]]
 
 def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "f32", *,
          adapter: Optional[PathLike] = None, double_quant: bool = False, threads: int = 0,
-         reference_kernels: bool = False) -> Model:
+         reference_kernels: bool = False, kv_cache: str = "f32") -> Model:
     """Loads a model for inference, with its tokenizer.
 
     ``model``: a Hugging Face folder (``config.json`` + safetensors), one ``.safetensors`` file in
@@ -306,17 +308,20 @@ def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "
     the checkpoint).
     ``weights``: how the linear weights are held in memory — ``"f32"`` (as stored), or quantized on
     load: ``"nf4"``, ``"fp4"`` (bitsandbytes layouts; ``double_quant`` quantizes their block scales
-    too), ``"int8"`` (LLM.int8). ``adapter``: a PEFT LoRA adapter folder merged into the weights.
+    too), ``"int8"`` (LLM.int8); or, with the lm_head too, ``"bf16"`` / ``"f16"`` (16-bit, as stored in
+    a 16-bit file) and ``"q4"`` (int4 in blocks of 32, llama.cpp's q4_0 grid; int8 lm_head).
+    ``kv_cache``: ``"f32"`` or ``"bf16"`` (half the bytes). ``adapter``: a PEFT LoRA adapter folder merged into the weights.
     ``threads``: threads per computing call (0: one per hardware thread).
 
     Raises :class:`leantune.Error` naming the file, tensor or key that is wrong.
     """
-    if weights not in _WEIGHTS:
-        raise _native.Error(f"weights={weights!r}: expected one of {', '.join(sorted(_WEIGHTS))}")
+    if weights not in _WEIGHTS and weights not in _INFER_WEIGHTS:
+        raise _native.Error(f"weights={weights!r}: expected one of {', '.join(sorted(set(_WEIGHTS) | _INFER_WEIGHTS))}")
     path, tok_path = _resolve(os.fspath(model), None if tokenizer is None else os.fspath(tokenizer))
     native = _native.Model(path, adapter="" if adapter is None else os.fspath(adapter),
-                           quantization=_WEIGHTS[weights], double_quant=double_quant, threads=threads,
-                           reference=reference_kernels)
+                           quantization=_WEIGHTS.get(weights, "none"), double_quant=double_quant, threads=threads,
+                           reference=reference_kernels, weights=weights if weights in _INFER_WEIGHTS else "f32",
+                           kv_cache=kv_cache)
     tok = None
     if tok_path is not None:
         tok = Tokenizer(tok_path)

@@ -12,6 +12,7 @@
 
 #include "bindings.h"
 #include "leantune/chat_template.h"
+#include "leantune/error.h"
 #include "leantune/generator.h"
 #include "leantune/model.h"
 #include "leantune/sequence.h"
@@ -189,17 +190,21 @@ void bind_model(nb::module_& m) {
   bind_tokenizer(m);
   nb::class_<leantune::Model>(m, "Model", "A model's weights loaded for inference (leantune::Model).")
       .def("__init__", [](leantune::Model* self, const std::string& path, const std::string& adapter,
-                          const std::string& quantization, bool double_quant, int threads, bool reference) {
+                          const std::string& quantization, bool double_quant, int threads, bool reference,
+                          const std::string& weights, const std::string& kv_cache) {
              leantune::ModelOptions o;
              o.adapter = adapter;
              o.quantization = leantune::parse_quantization(quantization);
+             o.weights = leantune::parse_weights(weights);
+             if (kv_cache != "f32" && kv_cache != "bf16") throw leantune::Error("kv_cache '" + kv_cache + "': expected f32 or bf16");
+             o.kv_cache = kv_cache == "bf16" ? leantune::KvCache::BF16 : leantune::KvCache::F32;
              o.double_quant = double_quant;
              o.threads = threads;
              o.kernels = reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
              nb::gil_scoped_release release;
              new (self) leantune::Model(path, o);
            }, "path"_a, nb::kw_only(), "adapter"_a = "", "quantization"_a = "none", "double_quant"_a = false,
-           "threads"_a = 0, "reference"_a = false)
+           "threads"_a = 0, "reference"_a = false, "weights"_a = "f32", "kv_cache"_a = "f32")
       .def_prop_ro("path", &leantune::Model::path)
       .def_prop_ro("config", [](const leantune::Model& mo) { return config_dict(mo.config()); })
       .def_prop_ro("parameter_count", &leantune::Model::parameter_count)

@@ -40,6 +40,9 @@ using ModelImpl = Access::ModelImpl;
 // The public quantization choice and the engine's (nullopt: none).
 lt::Quantization engine_quantization(Quantization q);
 Quantization public_quantization(lt::Quantization q);
+// ModelOptions::weights onto the engine's options: the linear weights' storage and the lm_head's
+// (lt::Error when both weights and quantization q are given).
+void apply_weights(Weights w, Quantization q, lt::InferenceOptions& io);
 
 // A new sequence state (KV cache, activations, logits) over the model's weights.
 std::unique_ptr<lt::LlamaModel> new_sequence_state(const ModelImpl& m, const SequenceOptions& o);

@@ -2,11 +2,13 @@
 // synthetic batches, and inference prefill / decode through LlamaModel.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "api/access.h"
 #include "api/run_training.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -119,21 +121,29 @@ std::string bench_inference(const InferenceBenchOptions& a) {
   io.context = a.prompt_tokens + a.decode_tokens + 1;
   io.quantization = lt::parse_quantization(a.quantization);
   io.double_quant = a.double_quant;
+  const Weights weights = a.weights.empty() ? Weights::F32 : parse_weights(a.weights);
+  detail::apply_weights(weights, parse_quantization(a.quantization), io);
+  LT_CHECK(a.kv_cache.empty() || a.kv_cache == "f32" || a.kv_cache == "bf16", "--kv-cache '{}': expected f32 or bf16",
+           a.kv_cache);
+  io.kv_cache = a.kv_cache == "bf16" ? lt::DType::BF16 : lt::DType::F32;
   auto model = lt::LlamaModel::load(a.model, io, lt::ops_cpu());
   std::mt19937 rng(1234);
   std::vector<int> ids(size_t(a.prompt_tokens + a.decode_tokens));
   for (auto& t : ids) t = int(rng() % unsigned(model->config().vocab_size));
-  std::vector<double> pre, dec;
+  std::vector<double> pre, dec, dec_cpu;
   for (int r = 0; r < a.repeats + 1; ++r) {  // the first run is the warm-up
     const auto t0 = Clock::now();
     model->forward(ids.data(), a.prompt_tokens, 0);
     const auto t1 = Clock::now();
+    const std::clock_t c1 = std::clock();
     for (int i = 0; i < a.decode_tokens; ++i)
       model->forward(&ids[size_t(a.prompt_tokens + i)], 1, a.prompt_tokens + i);
     const auto t2 = Clock::now();
+    const std::clock_t c2 = std::clock();
     if (r == 0) continue;
     pre.push_back(std::chrono::duration<double>(t1 - t0).count());
     dec.push_back(std::chrono::duration<double>(t2 - t1).count());
+    dec_cpu.push_back(double(c2 - c1) / CLOCKS_PER_SEC);
   }
   nlohmann::json j;
   j["model"] = a.model;
@@ -143,7 +153,20 @@ std::string bench_inference(const InferenceBenchOptions& a) {
   j["decode_tokens"] = a.decode_tokens;
   j["prefill_tok_s"] = a.prompt_tokens / median(pre);
   j["decode_tok_s"] = a.decode_tokens / median(dec);
-  j["weights_bytes"] = model->arenas().allocated_bytes(lt::Category::FrozenWeights);
+  // per second of the process's CPU time (all threads): on a shared, loaded machine the 1-thread
+  // figure is what the decode would reach alone, where wall time also counts the waits for a core
+  j["decode_tok_per_cpu_s"] = a.decode_tokens / median(dec_cpu);
+  const size_t weight_bytes = model->arenas().allocated_bytes(lt::Category::FrozenWeights);
+  j["weights_bytes"] = weight_bytes;
+  j["weights"] = weights_name(weights);
+  j["kv_cache"] = a.kv_cache == "bf16" ? "bf16" : "f32";
+  // bytes one decode step streams: every weight but the embedding table (one row of it is read),
+  // unless the f32 lm_head is that table; the KV cache is left out (small at these lengths)
+  const lt::ModelConfig& c = model->config();
+  const size_t table = size_t(c.vocab_size) * size_t(c.dim) * sizeof(float);
+  const size_t streamed = weight_bytes - (c.tie_embeddings && model->lm_head_weights() ? 0 : table);
+  j["decode_bytes_per_token"] = streamed;
+  j["decode_gb_s"] = double(streamed) * (a.decode_tokens / median(dec)) / 1e9;
   j["quantization"] = a.quantization.empty() ? "none" : a.quantization;
   j["peak_rss_bytes"] = lt::process_peak_rss_bytes();
   return j.dump();

@@ -13,6 +13,7 @@
 
 #include "api/access.h"
 #include "api/guard.h"
+#include "api/serve_options.h"
 #include "core/error.h"
 #include "infer/adapter_cache.h"
 #include "infer/scheduler.h"
@@ -67,7 +68,22 @@ EngineEvent public_event(const lt::SchedEvent& e) {
   p.prompt_tokens = e.prompt_tokens;
   p.completion_tokens = e.completion_tokens;
   p.cached_tokens = e.cached_tokens;
+  for (const lt::SchedBeam& b : e.beams) p.beams.push_back({b.tokens, b.text, b.score, stop_reason(b.reason)});
   return p;
+}
+
+lt::BeamOptions beam_options(const BeamSearchOptions& b) {
+  lt::BeamOptions o;
+  o.num_beams = b.num_beams;
+  o.num_return = b.num_return;
+  o.length_penalty = b.length_penalty;
+  if (b.early_stopping == "true") o.early_stopping = lt::EarlyStopping::True;
+  else if (b.early_stopping == "never") o.early_stopping = lt::EarlyStopping::Never;
+  else LT_CHECK(b.early_stopping == "false", "early_stopping is '{}'; use false, true or never", b.early_stopping);
+  LT_CHECK(b.num_beams >= 1, "num_beams is {}; it must be 1 or more", b.num_beams);
+  LT_CHECK(b.num_return >= 1 && b.num_return <= b.num_beams, "{} sequences asked of {} beams; ask 1 to {}",
+           b.num_return, b.num_beams, b.num_beams);
+  return o;
 }
 
 void cancelled_event(const lt::SchedRequest& r, const std::string& error) {
@@ -142,19 +158,10 @@ Engine::Engine(const Model& model, const Tokenizer& tok, const EngineOptions& op
     e->threads = m.threads;
     e->o = options;
     LT_CHECK(options.max_queue >= 0, "max_queue is {}; it must be 0 or more", options.max_queue);
-    lt::SchedulerOptions so;
-    so.block_size = options.block_size;
-    so.max_seqs = options.max_seqs;
-    so.max_batch_tokens = options.max_batch_tokens;
-    so.max_context = options.context;
-    so.max_lora_rank = options.max_lora_rank;
-    so.prefix_caching = options.prefix_caching;
-    so.num_blocks = options.kv_blocks;
-    if (so.num_blocks <= 0 && options.kv_memory_bytes > 0) {
-      const size_t per = lt::kv_block_bytes(m.weights->config(), std::max(1, options.block_size));
-      so.num_blocks = int(std::min<size_t>(options.kv_memory_bytes / per, size_t(1) << 30));
-      LT_CHECK(so.num_blocks >= 1, "kv_memory_bytes {} holds no KV block of {} bytes", options.kv_memory_bytes, per);
-    }
+    const lt::ModelConfig* draft = nullptr;
+    if (options.draft_model) draft = &detail::Access::model(*options.draft_model).weights->config();
+    lt::SchedulerOptions so = detail::scheduler_options(m.weights->config(), options, draft);
+    if (options.draft_model) so.draft = detail::Access::model(*options.draft_model).weights;
     e->sch = std::make_unique<lt::Scheduler>(m.weights, *e->tok, so);
     e->adapters = std::make_unique<lt::AdapterCache>(m.weights->config(), options.adapter_memory_bytes);
     e->snapshot = e->sch->stats();
@@ -183,6 +190,8 @@ uint64_t Engine::submit(EngineRequest r, EventCallback on_event) {
     const SamplingOptions& so = r.options.sampling;
     s.sampler = {so.temperature, so.top_k, so.top_p, so.min_p, so.repetition_penalty, so.no_repeat_ngram_size, so.seed};
     lt::Sampler check(s.sampler, 1);  // throws naming the option out of range
+    s.beam = beam_options(r.beam);
+    I.sch->check_beam(s);
     s.on_event = [cb = std::move(on_event)](const lt::SchedEvent& e) {
       if (cb) cb(public_event(e));
     };
@@ -260,6 +269,8 @@ EngineStats Engine::stats() const {
   p.prefix_lookup_blocks = s.prefix_lookup_blocks;
   p.prefix_hit_blocks = s.prefix_hit_blocks;
   p.adapter_loads = a.loads;
+  p.spec_proposed = s.spec_proposed;
+  p.spec_accepted = s.spec_accepted;
   p.adapter_evictions = a.evictions;
   p.waiting = s.waiting;
   p.running = s.running;
@@ -270,6 +281,7 @@ EngineStats Engine::stats() const {
   p.adapters_resident = a.resident;
   p.adapter_bytes = a.resident_bytes;
   p.kv_bytes = impl_->sch->pool().arenas().allocated_bytes(lt::Category::KVCache);
+  p.engine_bytes = impl_->sch->allocated_bytes();
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include "api/guard.h"
 #include "core/error.h"
 #include "model/gguf_export.h"
+#include "io/fused_proj.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "kernels/ops.h"
@@ -27,11 +28,12 @@ std::string default_tokenizer(const std::string& model) {
 }
 
 GgufExportResult export_lora(const std::string& path, const GgufExportOptions& a, lt::gguf::TensorType type) {
-  const lt::LoadedAdapter ad = lt::load_peft_adapter(a.adapter);
+  lt::LoadedAdapter ad = lt::load_peft_adapter(a.adapter);
   const std::string base = a.base.empty() ? ad.base_model : a.base;
   LT_CHECK(!base.empty() && fs::exists(base), "{}: the adapter's base model '{}' is not a local path; pass --base "
            "with the base model (its config gives the shapes and head counts)", a.adapter, base);
   const lt::ModelConfig c = lt::load_model_config(base);
+  lt::split_fused_adapter(ad, c, a.adapter);  // Phi-3: qkv_proj / gate_up_proj as the split projections
   const std::string name = a.name.empty() ? fs::path(a.adapter).filename().string() : a.name;
   GgufExportResult r;
   r.adapter_only = true;

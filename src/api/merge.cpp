@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "core/atomic_file.h"
 #include "io/model_files.h"
+#include "io/fused_proj.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
@@ -39,8 +40,14 @@ void merge_adapter(const std::string& base_model, const std::string& adapter, co
       t.shape = src->shape;
       t.nbytes = b.bytes;
       t.data = model.arenas().get(b.name);
+      // Gemma's norm weights are held as (1 + w); merging leaves them as the file has them
+      const bool offset_norm = files.config.norm_offset && b.name.size() >= 11 &&
+                               b.name.compare(b.name.size() - 11, 11, "norm.weight") == 0;
+      if (offset_norm) t = *src;
       ts.push_back(t);
     }
+    std::vector<std::vector<uint8_t>> fused;
+    lt::fuse_proj_tensors(files.config, ts, fused);  // Phi-3: qkv_proj / gate_up_proj as the base has them
     fs::create_directories(out_dir);
     lt::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), ts, {{"format", "pt"}});
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

@@ -67,6 +67,14 @@ Quantization public_quantization(lt::Quantization q) {
   return Quantization::None;
 }
 
+Weights parse_weights_name(std::string_view name) {
+  static constexpr std::pair<std::string_view, Weights> kNames[] = {{"f32", Weights::F32}, {"bf16", Weights::BF16},
+      {"f16", Weights::F16}, {"int8", Weights::Int8}, {"q4", Weights::Q4}, {"nf4", Weights::NF4}};
+  for (const auto& [n, w] : kNames)
+    if (n == name) return w;
+  lt::fail("weights '{}': expected f32, bf16, f16, int8, q4 or nf4", name);
+}
+
 ModelConfig public_config(const lt::ModelConfig& c) {
   ModelConfig p;
   p.arch = c.arch;
@@ -105,6 +113,22 @@ static uint64_t count_parameters(const lt::ModelConfig& c) {
   return n;
 }
 
+// ModelOptions::weights onto the engine's options (the linear weights' storage and the lm_head's)
+void apply_weights(Weights w, Quantization q, lt::InferenceOptions& io) {
+  if (w == Weights::F32) return;
+  LT_CHECK(q == Quantization::None, "weights {} and quantization {} both given; --weights sets the quantization "
+           "itself: give one of them", weights_name(w), quantization_name(q));
+  switch (w) {
+    case Weights::BF16: io.linear16 = lt::DType::BF16, io.head = lt::WeightKind::BF16; return;
+    case Weights::F16: io.linear16 = lt::DType::F16, io.head = lt::WeightKind::F16; return;
+    case Weights::Int8: io.quantization = lt::QuantType::Int8; break;
+    case Weights::Q4: io.quantization = lt::QuantType::Int4, io.quant_blocksize = 32, io.double_quant = false; break;
+    case Weights::NF4: io.quantization = lt::QuantType::NF4, io.quant_blocksize = 64, io.double_quant = false; break;
+    case Weights::F32: return;
+  }
+  io.head = lt::WeightKind::Int8;
+}
+
 // The engine's inference options for a sequence of `o` over a model loaded with `m`.
 static lt::InferenceOptions inference_options(const ModelOptions& m, int context, int prefill_block) {
   lt::InferenceOptions io;
@@ -114,6 +138,8 @@ static lt::InferenceOptions inference_options(const ModelOptions& m, int context
   io.double_quant = m.double_quant;
   io.quant_blocksize = m.quant_blocksize;
   io.int8_threshold = m.int8_threshold;
+  apply_weights(m.weights, m.quantization, io);
+  io.kv_cache = m.kv_cache == KvCache::BF16 ? lt::DType::BF16 : lt::DType::F32;
   return io;
 }
 
@@ -141,6 +167,22 @@ ModelFileInfo inspect_model(const std::string& path) {
     info.parameter_count = detail::count_parameters(files.config);
     return info;
   });
+}
+
+Weights parse_weights(std::string_view name) {
+  return detail::guard([&] { return detail::parse_weights_name(name); });
+}
+
+const char* weights_name(Weights w) {
+  switch (w) {
+    case Weights::BF16: return "bf16";
+    case Weights::F16: return "f16";
+    case Weights::Int8: return "int8";
+    case Weights::Q4: return "q4";
+    case Weights::NF4: return "nf4";
+    case Weights::F32: break;
+  }
+  return "f32";
 }
 
 Model::Model(const std::string& path, const ModelOptions& options) {

@@ -8,6 +8,7 @@
 
 #include "api/access.h"
 #include "api/guard.h"
+#include "api/serve_options.h"
 #include "api/trainer_config.h"
 #include "core/error.h"
 #include "core/memory_plan.h"
@@ -157,6 +158,7 @@ InferencePlan plan_inference(const std::string& model_path, const InferencePlanO
     io.prefill_block = options.sequence.prefill_block;
     io.quantization = detail::engine_quantization(options.quantization);
     io.double_quant = options.double_quant;
+    detail::apply_weights(options.weights, options.quantization, io);
     lt::resolve_inference_options(mc, io);
     const lt::MemoryPlan p = lt::plan_inference(mc, io);
     out.context = io.context;
@@ -177,6 +179,58 @@ std::string to_json(const InferencePlan& plan) {
     j["arena_bytes"] = p.total_bytes();
     j["baseline_bytes"] = plan.baseline_bytes;
     j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
+    return j.dump(1);
+  });
+}
+
+ServePlan plan_serve(const std::string& model_path, const EngineOptions& options, const std::string& draft_path) {
+  return detail::guard([&] {
+    const lt::ModelConfig mc = lt::load_model_config(model_path);
+    lt::validate_config(mc, model_path);
+    std::optional<lt::ModelConfig> dc;
+    if (!draft_path.empty()) {
+      dc = lt::load_model_config(draft_path);
+      lt::validate_config(*dc, draft_path);
+    }
+    const lt::ModelConfig* draft = dc ? &*dc : nullptr;
+    const lt::SchedulerOptions so =
+        lt::resolve_scheduler_options(mc, detail::scheduler_options(mc, options, draft), draft);
+    lt::MemoryPlan p;
+    auto weights = [&p](const lt::ModelConfig& c, const std::string& prefix) {
+      lt::InferenceOptions io;
+      lt::resolve_inference_options(c, io);
+      for (const auto& b : lt::plan_inference(c, io).buffers)
+        if (b.cat == lt::Category::FrozenWeights || b.cat == lt::Category::MappedWeights)
+          p.add(prefix + b.name, b.cat, b.bytes, b.life);
+    };
+    weights(mc, "");
+    if (draft) weights(*draft, "draft.");
+    const lt::MemoryPlan eng = lt::plan_scheduler(mc, so, draft);
+    for (const auto& b : eng.buffers) p.add(b.name, b.cat, b.bytes, b.life);
+    if (options.adapter_memory_bytes > 0)
+      p.add("adapters.resident", lt::Category::FrozenWeights, options.adapter_memory_bytes);
+    ServePlan out;
+    out.context = so.max_context;
+    out.block_size = so.block_size;
+    out.kv_blocks = so.num_blocks;
+    out.max_seqs = so.max_seqs;
+    out.engine_bytes = eng.total_bytes();
+    out.memory = public_plan(p);
+    return out;
+  });
+}
+
+std::string to_json(const ServePlan& plan) {
+  return detail::guard([&] {
+    const lt::MemoryPlan p = engine_plan(plan.memory);
+    nlohmann::json j;
+    j["categories"] = category_json(p);
+    j["context"] = plan.context;
+    j["block_size"] = plan.block_size;
+    j["kv_blocks"] = plan.kv_blocks;
+    j["max_seqs"] = plan.max_seqs;
+    j["engine_bytes"] = plan.engine_bytes;
+    j["arena_bytes"] = p.total_bytes();
     return j.dump(1);
   });
 }

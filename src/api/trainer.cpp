@@ -104,6 +104,7 @@ bool Trainer::done() const { return impl_->loop->done(); }
 int Trainer::steps_taken() const { return impl_->loop->step_count(); }
 int Trainer::total_steps() const { return impl_->loop->total_steps(); }
 const std::string& Trainer::output_dir() const { return impl_->loop->config().output_dir; }
+size_t Trainer::trainable_parameters() const { return impl_->loop->model().trainable_count(); }
 
 TrainSummary Trainer::finish() {
   return impl_->summary(impl_->collective([&] { return impl_->loop->finish(); }));

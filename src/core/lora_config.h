@@ -17,6 +17,12 @@
 
 namespace lt {
 
+// Phi-3's four linear modules, as PEFT names them ("all-linear" there).
+inline const std::vector<std::string>& phi3_linear_modules() {
+  static const std::vector<std::string> names = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
+  return names;
+}
+
 // The seven Llama projections, in PEFT's module names (kProjs order).
 inline const std::vector<std::string>& llama_linear_modules() {
   static const std::vector<std::string> names = [] {
@@ -55,15 +61,24 @@ std::string parse_lora_init(const std::string& value, const std::string& where);
 
 // "q_proj" -> "self_attn", "gate_proj" -> "mlp".
 inline const char* llama_module_parent(const std::string& module) {
-  return module == "gate_proj" || module == "up_proj" || module == "down_proj" ? "mlp" : "self_attn";
+  return module == "gate_proj" || module == "up_proj" || module == "down_proj" || module == "gate_up_proj" ? "mlp"
+                                                                                                       : "self_attn";
 }
 
-// The one LoRA target matcher: whether `lc` adapts projection p (target_modules names it or is
-// "all-linear"), and whether it adapts decoder layer l (layers_to_transform empty or naming l).
+// The one LoRA target matcher: whether `lc` adapts projection p (target_modules names it, or its
+// fused module for Phi-3, or is "all-linear"), and whether it adapts decoder layer l
+// (layers_to_transform empty or naming l).
 inline bool lora_targets(const LoraConfig& lc, Proj p) {
+  const char* fused = fused_proj_module(p);
   for (const auto& t : lc.target_modules)
-    if (t == proj_module(p) || t == "all-linear") return true;
+    if (t == proj_module(p) || t == "all-linear" || (fused && t == fused)) return true;
   return false;
+}
+// lc with "all-linear" written as PEFT records it after resolving it on a model with fused
+// projections (Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj); lc itself otherwise.
+inline LoraConfig lora_config_for_peft(LoraConfig lc, bool fused_proj) {
+  if (fused_proj && lc.target_modules == std::vector<std::string>{"all-linear"}) lc.target_modules = phi3_linear_modules();
+  return lc;
 }
 inline bool lora_targets_layer(const LoraConfig& lc, int l) {
   return lc.layers_to_transform.empty() ||

@@ -12,7 +12,8 @@
 namespace lt {
 
 void validate_config(const ModelConfig& c, const std::string& where) {
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" ||
+               c.gemma(),
            "unknown architecture '{}' in {}; supported model types: {}", c.arch, where, kSupportedModelTypes);
   auto positive = [&](int v, const char* name) {
     LT_CHECK(v > 0, "{}: {} must be positive, got {}", where, name, v);
@@ -37,6 +38,13 @@ void validate_config(const ModelConfig& c, const std::string& where) {
   LT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta must be a positive number, got {}",
            where, c.rope_theta);
   validate_rope_scaling(c, where);
+  for (auto [v, name] : {std::pair{c.attn_softcap, "attn_logit_softcapping"},
+                         std::pair{c.final_softcap, "final_logit_softcapping"},
+                         std::pair{c.query_pre_attn_scalar, "query_pre_attn_scalar"},
+                         std::pair{c.rope_local_theta, "rope_local_base_freq"}})
+    LT_CHECK(std::isfinite(v) && v >= 0, "{}: {} must be a positive number or null, got {}", where, name, v);
+  LT_CHECK(std::isfinite(c.embed_scale) && c.embed_scale > 0, "{}: embedding scale must be positive, got {}", where,
+           c.embed_scale);
   LT_CHECK(c.sliding_window >= 0, "{}: sliding_window must be positive or null, got {}", where, c.sliding_window);
   LT_CHECK(c.sliding_layers.empty() || c.sliding_layers.size() == size_t(c.n_layers),
            "{}: layer_types lists {} layers; the model has {}", where, c.sliding_layers.size(), c.n_layers);

@@ -23,4 +23,20 @@ std::string proj_hf_name(int layer, Proj p, std::string_view what) {
   return fmt::format("model.layers.{}.{}.{}.{}", layer, proj_parent(p), proj_module(p), what);
 }
 
+const char* fused_proj_module(Proj p) {
+  if (p <= Proj::V) return "qkv_proj";
+  if (p == Proj::Gate || p == Proj::Up) return "gate_up_proj";
+  return nullptr;
+}
+
+std::optional<Proj> parse_fused_proj(std::string_view module) {
+  if (module == "qkv_proj") return Proj::Q;
+  if (module == "gate_up_proj") return Proj::Gate;
+  return std::nullopt;
+}
+
+std::string fused_hf_name(int layer, Proj p, std::string_view what) {
+  return fmt::format("model.layers.{}.{}.{}.{}", layer, proj_parent(p), fused_proj_module(p), what);
+}
+
 }  // namespace lt

@@ -120,6 +120,28 @@ void rope_scale_queries(float* q, size_t n, const ModelConfig& c) {
   for (size_t i = 0; i < n; ++i) q[i] *= a2;
 }
 
+ModelConfig layer_rope_config(const ModelConfig& c, int l) {
+  if (!c.local_rope(l)) return c;
+  ModelConfig local = c;
+  local.rope_theta = c.rope_local_theta;
+  local.rope_scaling = RopeScaling{};
+  local.rope_attention_factor = 1.0f;
+  return local;
+}
+
+float query_factor(const ModelConfig& c, int l) {
+  const float a = c.local_rope(l) ? 1.0f : c.rope_attention_factor;
+  if (c.query_pre_attn_scalar <= 0) return a * a;
+  return float(double(a) * a * std::sqrt(double(c.head_dim) / c.query_pre_attn_scalar));
+}
+
+void scale_queries(float* q, size_t n, const ModelConfig& c, int l) {
+  if (c.query_pre_attn_scalar <= 0 && !c.local_rope(l)) return rope_scale_queries(q, n, c);
+  const float f = query_factor(c, l);
+  if (f == 1.0f) return;
+  for (size_t i = 0; i < n; ++i) q[i] *= f;
+}
+
 void validate_rope_scaling(const ModelConfig& c, const std::string& where) {
   const RopeScaling& s = c.rope_scaling;
   const std::string& t = s.type;

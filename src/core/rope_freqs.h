@@ -39,6 +39,18 @@ float rope_attention_factor(const RopeScaling& s);
 // In a backward pass the same call on dq (before rope_backward) is its gradient. No-op at 1.
 void rope_scale_queries(float* q, size_t n, const ModelConfig& c);
 
+// The RoPE of layer l: c itself, or for a Gemma 3 sliding layer (c.local_rope(l)) c with
+// rope_theta = rope_local_theta, no rope_scaling and attention factor 1.
+ModelConfig layer_rope_config(const ModelConfig& c, int l);
+
+// What layer l multiplies its RoPE'd queries by: the attention factor² of its RoPE (as
+// rope_scale_queries), times sqrt(HS / query_pre_attn_scalar) when the config sets that scalar
+// (Gemma), so the kernels' 1/sqrt(HS) scaling gives query_pre_attn_scalar^-1/2. Its own gradient
+// too (the same call on dq). scale_queries applies it (no-op at 1; exactly rope_scale_queries
+// for the models without query_pre_attn_scalar).
+float query_factor(const ModelConfig& c, int l);
+void scale_queries(float* q, size_t n, const ModelConfig& c, int l);
+
 // Throws lt::Error naming `where` when c.rope_scaling is not usable (unknown type, factors out
 // of range, longrope factor lists of the wrong length, ...). Called by validate_config.
 void validate_rope_scaling(const ModelConfig& c, const std::string& where);

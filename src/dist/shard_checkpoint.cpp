@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
+#include "io/fused_proj.h"
 #include "io/safetensors.h"
 #include "train/output_dir.h"
 
@@ -344,6 +345,8 @@ std::string export_sharded_checkpoint(const std::string& path, const std::string
     out.push_back(f32_tensor(t.name, t.shape, frozen[k].data(), frozen[k].size()));
     ++k;
   }
+  std::vector<std::vector<uint8_t>> fused;
+  fuse_proj_tensors(files.config, out, fused);  // Phi-3: qkv_proj / gate_up_proj as the checkpoint has them
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), out);
   const std::string base_dir = resolve_model_path(base_model);
   if (fs::is_directory(base_dir))

@@ -425,7 +425,39 @@ void ZeroOptimizer::write_params(const float* in, size_t lo, size_t hi) {
   });
 }
 
+void ZeroOptimizer::set_grad_topk(const TopkOptions& o) {
+  LT_CHECK(opts_.stage <= 1 && !opts_.overlap, "grad_topk: ZeRO stage {}{} reduces gradients unit by unit; sparse "
+           "gradients are exchanged at stages 0-1 without zero_overlap", opts_.stage, opts_.overlap ? " with overlap" : "");
+  LT_CHECK(o.workers == 1, "grad_topk_workers: {}: under ZeRO each rank is a worker; grad_topk_workers emulates "
+           "ranks in one process without ZeRO (leave it at 1)", o.workers);
+  topk_.emplace(o, layout_.count);
+  size_t mx = 0;
+  for (size_t i = 0; i < layout_.count.size(); ++i) mx = std::max(mx, topk_->keep(i));
+  topk_send_.resize(2 * mx);
+  topk_recv_.resize(2 * mx * size_t(layout_.ranks));
+}
+
+// Per tensor: this rank's top-k (values, then indices as float bits) all-gathered, the gradient
+// zeroed and every rank's pairs added in rank order: one process with as many workers adds the same.
+void ZeroOptimizer::reduce_sparse_gradients() {
+  const size_t R = size_t(layout_.ranks);
+  for (size_t i = 0; i < layout_.count.size(); ++i) {
+    if (frozen_[i] || layout_.count[i] == 0) continue;
+    const size_t k = topk_->keep(i);
+    float* g = (*params_)[i].g;
+    uint32_t* idx = reinterpret_cast<uint32_t*>(topk_send_.data() + k);
+    topk_->select(i, 0, g, idx, topk_send_.data());
+    comm_.allgather(topk_recv_.data(), topk_send_.data(), 2 * k);
+    std::memset(g, 0, layout_.count[i] * sizeof(float));
+    for (size_t r = 0; r < R; ++r) {
+      const float* part = topk_recv_.data() + r * 2 * k;
+      scatter_add(g, reinterpret_cast<const uint32_t*>(part + k), part, k);
+    }
+  }
+}
+
 void ZeroOptimizer::reduce_gradients() {
+  if (topk_) return reduce_sparse_gradients();
   const size_t R = size_t(layout_.ranks), K = bucket_elems_, total = layout_.total;
   if (R == 1 || opts_.stage >= 2) return;  // stages 2-3: reduced unit by unit in release_grads
   // overlapped all-reduces (grads_ready) done; the tensors they did not cover, one by one

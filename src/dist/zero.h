@@ -32,6 +32,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -172,6 +173,10 @@ class ZeroOptimizer final : public ShardingStrategy {
   // Stages 0-1 with overlap: whether the micro-batch about to run is the step's last (its gradients
   // are then all-reduced unit by unit during its backward).
   void set_last_micro_batch(bool last) override { last_micro_batch_ = last; }
+  // Top-k sparsification (train/grad_topk.h), stages 0-1 without overlap: each rank sparsifies its
+  // gradient with its own residual and the ranks all-gather (value, index) pairs instead of
+  // all-reducing the dense gradient; every rank then adds them up in rank order.
+  void set_grad_topk(const TopkOptions& o) override;
   // Completes every collective in flight (reductions into the shard, prefetches).
   void drain();
   // How the units' collectives ran: parameters found prefetched / gathered on demand (stage 3),
@@ -208,6 +213,7 @@ class ZeroOptimizer final : public ShardingStrategy {
   // fn(tensor index, flat lo, flat hi, pointer offset into the tensor) over the tensors meeting [lo, hi).
   template <class F> void for_pieces(size_t lo, size_t hi, F&& fn) const;
   void reduce_gradients();
+  void reduce_sparse_gradients();  // grad_topk
   void gather_parameters();
   float* grad_at(size_t i, size_t off);     // the gradient AdamW reads for element off of tensor i
   float* param_at(size_t i, size_t off);    // the parameter AdamW updates
@@ -246,6 +252,8 @@ class ZeroOptimizer final : public ShardingStrategy {
   std::vector<Communicator::Handle> overlap_handles_;  // stages 0-1: per tensor, its all-reduce
   std::vector<bool> reduced_;                          // stages 0-1: tensors already all-reduced this step
   size_t bucket_elems_ = 0;
+  std::optional<GradTopK> topk_;
+  std::vector<float> topk_send_, topk_recv_;  // one tensor's k values and k indices (bits), and R of those
 };
 
 // The ZeRO strategy of a run: the engine for the trainable tensors of `single_process` (the

@@ -5,6 +5,8 @@
 //   blocks of its window only);
 //   x += project_o(att); xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last row of each sequence that wants logits.
+// Gemma 2 / 3 as LlamaModel runs them (model/llama_model.h): scaled embeddings, post-attention and
+// post-MLP norms, GeGLU, query_pre_attn_scalar, soft-capped scores and logits, local RoPE.
 #include "infer/batch_forward.h"
 
 #include <algorithm>
@@ -52,12 +54,13 @@ MemoryPlan plan_batch_forward(const ModelConfig& c, const BatchForwardOptions& o
   p.add("batch.lora_a", W, R * size_t(o.max_lora_rank) * f, Lifetime::Layer);
   p.add("batch.lora_b", W, R * widest * f, Lifetime::Layer);
   p.add("batch.inv_freq", W, size_t(c.head_dim / 2) * f);
+  if (c.rope_local_theta > 0) p.add("batch.inv_freq_local", W, size_t(c.head_dim / 2) * f);
   return p;
 }
 
 BatchForward::BatchForward(std::shared_ptr<const LlamaModel> weights, KvPool& pool, BatchForwardOptions o)
     : w_(std::move(weights)), cfg_(w_->config()), pool_(pool), o_(o), plan_(plan_batch_forward(cfg_, o)) {
-  LT_CHECK(!w_->quantized(), "the batch engine runs f32 weights; load the model without quantization to serve it");
+  LT_CHECK(w_->f32_weights(), "the batch engine runs f32 weights; load the model without quantization or 16-bit weights to serve it");
   arenas_.allocate(plan_);
   x_ = arenas_.get_as<float>("batch.x");
   xn_ = arenas_.get_as<float>("batch.xn");
@@ -81,6 +84,13 @@ BatchForward::BatchForward(std::shared_ptr<const LlamaModel> weights, KvPool& po
            "linear, yarn, llama3 (or none). Generate without it (leantune generate) instead", cfg_.rope_scaling.type);
   const auto inv = rope_inv_freq(cfg_, 0);
   std::copy(inv.begin(), inv.end(), inv_freq_);
+  for (int l = 0; l < cfg_.n_layers && cfg_.rope_local_theta > 0; ++l) {
+    if (!cfg_.local_rope(l)) continue;
+    inv_freq_local_ = arenas_.get_as<float>("batch.inv_freq_local");
+    const auto local = rope_inv_freq(layer_rope_config(cfg_, l), 0);
+    std::copy(local.begin(), local.end(), inv_freq_local_);
+    break;
+  }
 }
 
 void BatchForward::project(float* out, const float* x, int layer, int m, std::span<const BatchSeq> seqs, int R) {
@@ -138,8 +148,7 @@ void BatchForward::attend(int layer, std::span<const BatchSeq> seqs) {
       std::memcpy(kbuf_ + p0 * KVD, pool_.k(layer, b), rows * KVD * sizeof(float));
       std::memcpy(vbuf_ + p0 * KVD, pool_.v(layer, b), rows * KVD * sizeof(float));
     }
-    w_->ops().attention_forward(att_ + size_t(row) * QD, nullptr, q_ + size_t(row) * QD, kbuf_, vbuf_, s.n, s.pos0,
-                                cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, window, 0);
+    attention(w_->ops(), cfg_, att_ + size_t(row) * QD, q_ + size_t(row) * QD, kbuf_, vbuf_, s.n, s.pos0, window, 0);
     row += s.n;
   }
 }
@@ -164,8 +173,10 @@ void BatchForward::forward(std::span<const int> tokens, std::span<const BatchSeq
   const Ops& ops = w_->ops();
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   ops.embedding_forward(x_, tokens.data(), w_->embed_weights(), R, C);
+  scale_embeddings(x_, size_t(R) * C, cfg_);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& L = w_->layer_weights()[size_t(l)];
+    const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
     ops.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, R, C, cfg_.norm_eps);
     project(q_, xn_, l, 0, seqs, R);
     project(k_, xn_, l, 1, seqs, R);
@@ -174,18 +185,20 @@ void BatchForward::forward(std::span<const int> tokens, std::span<const BatchSeq
       ops.rmsnorm_forward(q_, nullptr, q_, L.q_norm, R * NH, HS, cfg_.norm_eps);
       ops.rmsnorm_forward(k_, nullptr, k_, L.k_norm, R * NKV, HS, cfg_.norm_eps);
     }
-    ops.rope_forward(q_, pos_, inv_freq_, R, NH, HS, il);
-    ops.rope_forward(k_, pos_, inv_freq_, R, NKV, HS, il);
-    rope_scale_queries(q_, size_t(R) * cfg_.q_dim(), cfg_);  // the yarn attention factor on the scores
+    ops.rope_forward(q_, pos_, inv_freq, R, NH, HS, il);
+    ops.rope_forward(k_, pos_, inv_freq, R, NKV, HS, il);
+    scale_queries(q_, size_t(R) * cfg_.q_dim(), cfg_, l);  // the yarn attention factor, query_pre_attn_scalar
     write_kv(l, seqs);
     attend(l, seqs);
     project(xn_, att_, l, 3, seqs, R);
+    if (L.post_attn_norm) ops.rmsnorm_forward(xn_, nullptr, xn_, L.post_attn_norm, R, C, cfg_.norm_eps);
     ops.add_inplace(x_, xn_, size_t(R) * C);
     ops.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, R, C, cfg_.norm_eps);
     project(gate_, xn_, l, 4, seqs, R);
     project(up_, xn_, l, 5, seqs, R);
-    ops.swiglu_forward(gate_, gate_, up_, R, F);
+    mlp_activation(ops, cfg_, gate_, gate_, up_, R, F);
     project(xn_, gate_, l, 6, seqs, R);
+    if (L.post_ffn_norm) ops.rmsnorm_forward(xn_, nullptr, xn_, L.post_ffn_norm, R, C, cfg_.norm_eps);
     ops.add_inplace(x_, xn_, size_t(R) * C);
   }
   // final norm + lm_head on the last row of each sequence that wants logits
@@ -198,6 +211,8 @@ void BatchForward::forward(std::span<const int> tokens, std::span<const BatchSeq
     ++nl;
   }
   if (nl > 0) rows_linear(ops, logits_, xn_, w_->lm_head_weights(), nullptr, nl, C, cfg_.vocab_size);
+  if (nl > 0 && cfg_.final_softcap > 0)
+    ops.softcap_forward(logits_, size_t(nl) * size_t(cfg_.vocab_size), cfg_.final_softcap);
 }
 
 }  // namespace lt

@@ -53,6 +53,7 @@ class BatchForward {
 
   const BatchForwardOptions& options() const { return o_; }
   const MemoryPlan& plan() const { return plan_; }
+  const Arenas& arenas() const { return arenas_; }
   const ModelConfig& config() const { return cfg_; }
 
  private:
@@ -69,6 +70,7 @@ class BatchForward {
   Arenas arenas_;
   float *x_, *xn_, *q_, *k_, *v_, *att_, *gate_, *up_, *logits_;
   float *kbuf_, *vbuf_, *lora_a_, *lora_b_, *inv_freq_;
+  float* inv_freq_local_ = nullptr;  // Gemma 3 sliding layers' RoPE (null without)
   int* pos_;
 };
 

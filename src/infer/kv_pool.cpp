@@ -42,7 +42,7 @@ uint64_t kv_block_hash(uint64_t parent, std::span<const int> tokens, uint64_t sa
 }
 
 KvPool::KvPool(const ModelConfig& c, int block_size, int num_blocks)
-    : bs_(block_size), nb_(num_blocks), kvd_(c.kv_dim()), plan_(plan_kv_pool(c, block_size, num_blocks)) {
+    : bs_(block_size), nb_(num_blocks), kvd_(c.kv_dim()), nl_(c.n_layers), plan_(plan_kv_pool(c, block_size, num_blocks)) {
   arenas_.allocate(plan_);
   k_ = arenas_.get_as<float>("kv_pool.k");
   v_ = arenas_.get_as<float>("kv_pool.v");
@@ -84,6 +84,15 @@ void KvPool::release(int block) {
     B.lru = lru_.insert(lru_.end(), block);
   } else {
     free_.push_back(block);
+  }
+}
+
+void KvPool::copy_rows(int dst, int src, int rows) {
+  LT_CHECK(rows >= 0 && rows <= bs_, "KV pool: copy of {} rows of a block of {}", rows, bs_);
+  const size_t n = size_t(rows) * size_t(kvd_);
+  for (int l = 0; l < nl_; ++l) {
+    std::copy(k(l, src), k(l, src) + n, k(l, dst));
+    std::copy(v(l, src), v(l, src) + n, v(l, dst));
   }
 }
 

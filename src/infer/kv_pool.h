@@ -49,6 +49,9 @@ class KvPool {
   int cached() const { return int(lru_.size()); }
 
   void retain(int block);
+  int refs(int block) const { return blocks_.at(size_t(block)).refs; }
+  // Copies the first `rows` positions of every layer's keys and values from block src to dst.
+  void copy_rows(int dst, int src, int rows);
   // Drops one reference; at zero a published block goes to the LRU cache, another to the free list.
   void release(int block);
 
@@ -71,7 +74,7 @@ class KvPool {
   };
   void unpublish(int block);
 
-  int bs_, nb_, kvd_;
+  int bs_, nb_, kvd_, nl_;
   MemoryPlan plan_;
   Arenas arenas_;
   float *k_ = nullptr, *v_ = nullptr;

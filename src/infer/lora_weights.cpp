@@ -3,6 +3,7 @@
 #include "infer/lora_weights.h"
 
 #include "core/error.h"
+#include "io/fused_proj.h"
 #include "io/peft_adapter.h"
 #include "core/dtype.h"
 
@@ -10,6 +11,7 @@ namespace lt {
 
 LoraWeights::LoraWeights(const std::string& dir, const ModelConfig& c) : dir_(dir) {
   LoadedAdapter ad = load_peft_adapter(dir);
+  split_fused_adapter(ad, c, dir);  // Phi-3: qkv_proj / gate_up_proj as the split projections
   check_adapter_matches_model(ad, c, dir);
   r_ = ad.config.r;
   s_ = ad.config.scaling();

@@ -14,6 +14,18 @@
 // the adapter), and admission takes the longest run of published blocks matching the prompt
 // instead of computing it.
 //
+// Beam search (SchedRequest::beam): the prompt is prefilled once; its blocks are then shared by the
+// K beams (reference counts), each beam a row of the batch. When beams fork, the new beams retain
+// their parent's block table, and a beam about to write into a block it shares copies it first
+// (copy on write), so only the partial last block is ever copied. A beam search counts K against
+// max_seqs; preempted, it restarts from its prompt (it streams nothing, so nothing is repeated).
+//
+// Speculative decoding (SchedulerOptions::draft): the draft model has a KV pool of its own with the
+// same blocks, so a sequence's block table serves both; each greedy decoding sequence first brings
+// the draft up to date (its prompt, chunked, then the last accepted tokens), then the draft runs K
+// one-row steps over all of them together, then the model verifies the K proposals as K + 1 rows.
+// Rejected positions are simply overwritten later.
+//
 // Not thread-safe: one thread calls add / cancel / step (api/engine.cpp adds the locking).
 #pragma once
 #include <cstdint>
@@ -24,6 +36,7 @@
 #include <vector>
 
 #include "infer/batch_forward.h"
+#include "infer/beam_search.h"
 #include "infer/kv_pool.h"
 #include "infer/lora_weights.h"
 #include "infer/sampler.h"
@@ -31,6 +44,14 @@
 #include "tokenizer/tokenizer.h"
 
 namespace lt {
+
+// One hypothesis of a beam search, on its request's final event.
+struct SchedBeam {
+  std::vector<int> tokens;  // generated, without the final EOS / stop id
+  std::string text;         // decoded, cut before a stop string
+  float score = 0;          // HF's sequences_scores: sum of log-probabilities / length ** length_penalty
+  std::string reason;       // eos | stop_string | max_new_tokens | context
+};
 
 struct SchedEvent {
   int token = -1;             // the generated token (-1: the final event)
@@ -40,6 +61,7 @@ struct SchedEvent {
   std::string reason;         // finished: eos | stop_string | max_new_tokens | context | cancelled | error
   std::string error;          // reason "error": the message
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // on the final event
+  std::vector<SchedBeam> beams;  // beam search: the final event's hypotheses, best first
 };
 using SchedCallback = std::function<void(const SchedEvent&)>;
 
@@ -53,6 +75,8 @@ struct SchedRequest {
   std::vector<int> stop_ids;                   // tokens that end the output like EOS (not emitted)
   bool logprobs = false;
   SamplerOptions sampler;
+  BeamOptions beam;                            // num_beams > 1: beam search (no tokens streamed; the
+                                               // final event holds the hypotheses; sampler unused)
   SchedCallback on_event;                      // called on the stepping thread
 };
 
@@ -64,14 +88,27 @@ struct SchedulerOptions {
   int max_context = 0;         // positions per sequence; 0: the model's, at most 4096
   int max_lora_rank = 64;
   bool prefix_caching = true;
+  // Speculative decoding: a draft model (same vocabulary) proposes num_speculative tokens for each
+  // greedy sequence; the model checks them in one forward (a row per position) and keeps the
+  // longest prefix it agrees with plus its own next token, so the output is the greedy output.
+  std::shared_ptr<const LlamaModel> draft;
+  int num_speculative = 4;
 };
 
 struct SchedStats {
   uint64_t requests = 0, finished = 0, cancelled = 0, preemptions = 0, steps = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0, prefill_tokens = 0;  // prefill: rows computed
   uint64_t prefix_lookup_blocks = 0, prefix_hit_blocks = 0;
+  uint64_t spec_proposed = 0, spec_accepted = 0;  // draft tokens proposed / accepted by the model
   int waiting = 0, running = 0, blocks_total = 0, blocks_in_use = 0, blocks_cached = 0;
 };
+
+// The options with their defaults resolved as the scheduler resolves them (the context, the KV
+// blocks), checked; `draft`: the draft model's config when there is one.
+SchedulerOptions resolve_scheduler_options(const ModelConfig& c, SchedulerOptions o, const ModelConfig* draft);
+// Every buffer a scheduler with these resolved options allocates: the KV pool, the batch forward's
+// buffers, and the draft model's pool and buffers ("draft." names). Weights are not included.
+MemoryPlan plan_scheduler(const ModelConfig& c, const SchedulerOptions& resolved, const ModelConfig* draft);
 
 class Scheduler {
  public:
@@ -83,6 +120,9 @@ class Scheduler {
   uint64_t add(SchedRequest r);
   // Ends a waiting or running request with reason "cancelled" at the next step (no-op when unknown).
   void cancel(uint64_t id);
+  // add()'s checks of a beam search (beams within max_seqs, its blocks within the pool, the
+  // options); reads only the options, so any thread may call it.
+  void check_beam(const SchedRequest& r) const;
   // One scheduling step; returns whether work remains (waiting or running requests).
   bool step();
   bool idle() const { return waiting_.empty() && running_.empty(); }
@@ -90,6 +130,7 @@ class Scheduler {
   SchedStats stats() const;
   const SchedulerOptions& options() const { return o_; }
   const KvPool& pool() const { return *pool_; }
+  size_t allocated_bytes() const;  // the arenas of the pools and batch buffers (== plan_scheduler's total)
 
  private:
   struct Seq;
@@ -97,6 +138,15 @@ class Scheduler {
   void drop_blocks(Seq& s);
   void preempt(size_t index);
   bool ensure_blocks(Seq& s, int upto, size_t self);
+  int allocate_block(size_t self);  // -1 when running_[self] had to be preempted
+  bool ensure_beam_blocks(Seq& s, size_t self);
+  void beam_step(Seq& s, std::span<const float* const> logits);
+  void finish_beams(Seq& s);
+  int running_width() const;
+  void draft_phase(const std::vector<Seq*>& spec);
+  void verify(Seq& s, int first_logits);
+  bool speculates(const Seq& s) const;
+  std::vector<int> beam_eos(const SchedRequest& r) const;
   void publish_blocks(Seq& s);
   void emit_token(Seq& s, float* logits);
   void retire();  // drops finished sequences and their blocks
@@ -109,6 +159,8 @@ class Scheduler {
   SchedulerOptions o_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<BatchForward> fwd_;
+  std::unique_ptr<KvPool> draft_pool_;
+  std::unique_ptr<BatchForward> draft_fwd_;
   int eos_ = -1;
   uint64_t next_id_ = 1;
   std::deque<std::unique_ptr<Seq>> waiting_;

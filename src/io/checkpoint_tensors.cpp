@@ -82,6 +82,9 @@ std::vector<ExpectedTensor> checkpoint_tensors(const ModelConfig& c) {
   for (int l = 0; l < c.n_layers; ++l) {
     v.push_back({fmt::format("model.layers.{}.input_layernorm.weight", l), {C}});
     v.push_back({fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {C}});
+    if (c.sandwich_norms)  // Gemma: the MLP's own pre- and post-norms
+      for (const char* n : {"pre_feedforward_layernorm", "post_feedforward_layernorm"})
+        v.push_back({fmt::format("model.layers.{}.{}.weight", l, n), {C}});
     if (c.qk_norm)
       for (const char* n : {"q_norm", "k_norm"})
         v.push_back({fmt::format("model.layers.{}.self_attn.{}.weight", l, n), {c.head_dim}});

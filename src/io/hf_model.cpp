@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/rope_freqs.h"
+#include "io/fused_proj.h"
 #include "io/safetensors.h"
 
 namespace lt {
@@ -99,7 +100,8 @@ std::vector<float> float_list(const Fields& f, const char* key) {
 // original_max_position_embeddings (llama3, yarn, longrope) from a top-level field first, then the
 // rope dict, then max_position_embeddings; a missing yarn / longrope factor is
 // max_position_embeddings / original_max_position_embeddings.
-RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_pos) {
+// Phi-3's config reads the older names "su" and "yarn" as longrope (Phi3Config).
+RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_pos, bool phi3) {
   RopeScaling rs;
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) it = j.find("rope_parameters");
@@ -110,6 +112,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where, int max_
   std::string type = f.opt_string("rope_type");
   if (type.empty()) type = f.opt_string("type");
   LT_CHECK(!type.empty(), "{}: field 'rope_scaling' has no 'rope_type' (or 'type')", where);
+  if (phi3 && (type == "su" || type == "yarn")) type = "longrope";
   LT_CHECK(f.opt_float("partial_rotary_factor", 1.0f) == 1.0f,
            "{}: rope_scaling.partial_rotary_factor {} is not supported (RoPE on part of each head); supported: 1",
            where, f.opt_float("partial_rotary_factor", 1.0f));
@@ -169,30 +172,97 @@ void refuse_unsupported_variant(const Fields& f, const std::string& arch) {
              "text-only decoder models of model types {}", f.where, excerpt(arch), key, kSupportedModelTypes);
 }
 
+// c.sliding_layers from the config's layer_types ("sliding_attention" / "full_attention", one per
+// layer); false when the field is absent.
+bool read_layer_types(const Fields& f, ModelConfig& c) {
+  const json* types = f.find("layer_types");
+  if (!types) return false;
+  LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
+           "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
+  for (size_t l = 0; l < types->size(); ++l) {
+    const json& t = (*types)[l];
+    LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
+             "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
+    c.sliding_layers[l] = t == "sliding_attention";
+  }
+  return true;
+}
+
 // Sliding-window attention as transformers applies it: Mistral on every layer when sliding_window
 // is set; Qwen2 / Qwen3 only with use_sliding_window, on the layers layer_types names
 // "sliding_attention", else (older configs) on layers max_window_layers (default 28) and up.
 void read_sliding_window(const Fields& f, ModelConfig& c) {
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
-  if (c.arch != "mistral" && !(qwen && f.opt_bool("use_sliding_window", false))) return;
+  const bool every_layer = c.arch == "mistral" || c.arch == "phi3";  // Phi-3: every layer when set
+  if (!every_layer && !(qwen && f.opt_bool("use_sliding_window", false))) return;
   c.sliding_window = f.opt_int("sliding_window", 0);
   LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
            c.sliding_window);
   if (!qwen || c.sliding_window == 0) return;
   c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
-  if (const json* types = f.find("layer_types")) {
-    LT_CHECK(types->is_array() && types->size() == size_t(c.n_layers), "{}: field 'layer_types' must list one type "
-             "per layer ({}), got {}", f.where, c.n_layers, json_excerpt(*types));
-    for (size_t l = 0; l < types->size(); ++l) {
-      const json& t = (*types)[l];
-      LT_CHECK(t == "sliding_attention" || t == "full_attention", "{}: layer_types[{}] is {}; expected "
-               "\"full_attention\" or \"sliding_attention\"", f.where, l, json_excerpt(t));
-      c.sliding_layers[l] = t == "sliding_attention";
-    }
-  } else {
+  if (!read_layer_types(f, c)) {
     const int first = f.opt_int("max_window_layers", 28);
     for (int l = std::max(first, 0); l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = true;
   }
+}
+
+// Gemma 2 / Gemma 3 (text) as transformers' Gemma2Config / Gemma3TextConfig build them: GeGLU
+// (hidden_activation gelu_pytorch_tanh), (1 + w) norms, four norms per layer, embeddings times
+// sqrt(hidden_size), query_pre_attn_scalar, soft-capping, and sliding layers from layer_types, else
+// every other layer (Gemma 2: layers 0, 2, ...) or all but every sliding_window_pattern-th (Gemma 3,
+// default 6). Gemma 3's global and local RoPE: rope_parameters {full_attention, sliding_attention}
+// (transformers >= 5), else rope_theta / rope_scaling and rope_local_base_freq.
+void read_gemma(const json& j, const Fields& f, ModelConfig& c) {
+  const bool g3 = c.arch == "gemma3_text";
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    const std::string act = f.opt_string(key);
+    if (act.empty()) continue;
+    LT_CHECK(act == "gelu_pytorch_tanh", "{}: {} '{}' is not supported for {}; supported: gelu_pytorch_tanh",
+             f.where, key, excerpt(act), c.arch);
+    break;
+  }
+  c.mlp_act = MlpAct::GeluTanh;
+  c.embed_scale = float(std::sqrt(double(c.dim)));
+  c.norm_offset = c.sandwich_norms = true;
+  c.qk_norm = g3;
+  c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
+  c.tie_embeddings = f.opt_bool("tie_word_embeddings", true);
+  c.query_pre_attn_scalar = f.opt_float("query_pre_attn_scalar", 256.0f);
+  c.attn_softcap = f.opt_float("attn_logit_softcapping", g3 ? 0.0f : 50.0f);
+  c.final_softcap = f.opt_float("final_logit_softcapping", g3 ? 0.0f : 30.0f);
+  LT_CHECK(!f.opt_bool("use_bidirectional_attention", false), "{}: use_bidirectional_attention (an embedding "
+           "model) is not supported; supported: causal {} decoders", f.where, c.arch);
+  c.sliding_window = f.find("sliding_window") ? f.opt_int("sliding_window", 0) : 4096;
+  LT_CHECK(c.sliding_window >= 0, "{}: field 'sliding_window' must be positive or null, got {}", f.where,
+           c.sliding_window);
+  c.sliding_layers.assign(size_t(std::max(c.n_layers, 0)), false);
+  if (!read_layer_types(f, c)) {
+    const int pattern = g3 ? f.opt_int("sliding_window_pattern", 6) : 2;
+    LT_CHECK(pattern >= 1, "{}: sliding_window_pattern must be positive, got {}", f.where, pattern);
+    for (int l = 0; l < c.n_layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % pattern != 0;
+  }
+  if (!g3) return;
+  c.head_dim = f.opt_int("head_dim", 256);
+  auto rp = j.find("rope_parameters");
+  if (rp != j.end() && rp->is_object() && rp->contains("full_attention")) {
+    json top = j;  // the global layers' parameters read as a plain config's rope_parameters
+    top["rope_parameters"] = (*rp)["full_attention"];
+    top.erase("rope_scaling");
+    const std::string where = f.where + " (rope_parameters.full_attention)";
+    c.rope_theta = Fields{top["rope_parameters"], where}.opt_float("rope_theta", 1e6f);
+    c.rope_scaling = parse_rope_scaling(top, where, c.max_seq_len, false);
+    const json* local = Fields{*rp, f.where}.find("sliding_attention");
+    LT_CHECK(!local || local->is_object(), "{}: rope_parameters.sliding_attention must be an object", f.where);
+    Fields lf{local ? *local : json::object(), f.where + " (rope_parameters.sliding_attention)"};
+    const std::string type = lf.opt_string("rope_type");
+    LT_CHECK(type.empty() || type == "default", "{}: rope_parameters.sliding_attention.rope_type '{}' is not "
+             "supported; supported: default", f.where, excerpt(type));
+    c.rope_local_theta = lf.opt_float("rope_theta", 10000.0f);
+  } else {
+    c.rope_theta = f.opt_float("rope_theta", 1e6f);
+    c.rope_local_theta = f.opt_float("rope_local_base_freq", 10000.0f);
+  }
+  c.rope_attention_factor = rope_attention_factor(c.rope_scaling);
 }
 
 }  // namespace
@@ -207,7 +277,12 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   LT_CHECK(mt, "{}: missing required field 'model_type'", where);
   c.arch = f.opt_string("model_type");
   refuse_unsupported_variant(f, c.arch);
-  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3",
+  LT_CHECK(c.arch != "gemma3", "{}: model_type 'gemma3' is Gemma 3 with its vision tower "
+           "(Gemma3ForConditionalGeneration), which is not supported; supported: the text-only model_type "
+           "'gemma3_text' (Gemma3ForCausalLM) and {}", where, kSupportedModelTypes);
+  LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" ||
+               c.arch == "gemma2" ||
+               c.arch == "gemma3_text",
            "unknown architecture '{}' in {}; supported model types: {}", excerpt(c.arch), where, kSupportedModelTypes);
 
   c.dim = f.req_int("hidden_size");
@@ -218,16 +293,23 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
   c.vocab_size = f.req_int("vocab_size");
   LT_CHECK(c.n_heads > 0, "{}: field 'num_attention_heads' must be positive, got {}", where, c.n_heads);
   // transformers' Qwen3Config defaults head_dim to 128, the others to hidden_size / heads
-  c.head_dim = f.opt_int("head_dim", c.arch == "qwen3" ? 128 : c.dim / c.n_heads);
+  c.head_dim = f.opt_int("head_dim", c.arch == "qwen3" ? 128 : c.arch == "gemma2" ? 256 : c.dim / c.n_heads);
   c.max_seq_len = f.opt_int("max_position_embeddings", c.max_seq_len);
-  c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
+  c.norm_eps = f.opt_float("rms_norm_eps", c.arch == "phi3" ? 1e-5f : 1e-6f);  // Phi3Config: 1e-5
   c.rope_theta = f.opt_float("rope_theta", 10000.0f);
   if (!f.find("rope_theta")) {
     auto rp = j.find("rope_parameters");
     if (rp != j.end() && rp->is_object())
       c.rope_theta = Fields{*rp, where + " (rope_parameters)"}.opt_float("rope_theta", 10000.0f);
   }
-  c.rope_scaling = parse_rope_scaling(j, where, c.max_seq_len);
+  // Phi-3 (and transformers 5 configs) give partial_rotary_factor at the top level
+  LT_CHECK(f.opt_float("partial_rotary_factor", 1.0f) == 1.0f, "{}: partial_rotary_factor {} is not supported (RoPE "
+           "on part of each head, as Phi-3-small / Phi-4-mini configs use); supported: 1", where,
+           f.opt_float("partial_rotary_factor", 1.0f));
+  // Gemma 3's rope_parameters holds one dict per layer type: read_gemma reads them
+  const auto rp = j.find("rope_parameters");
+  const bool per_layer_type = rp != j.end() && rp->is_object() && rp->contains("full_attention");
+  if (!per_layer_type) c.rope_scaling = parse_rope_scaling(j, where, c.max_seq_len, c.arch == "phi3");
   c.rope_attention_factor = rope_attention_factor(c.rope_scaling);
   c.rope_layout = RopeLayout::Halves;
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
@@ -243,7 +325,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
     c.attention_bias = c.o_proj_bias = f.opt_bool("attention_bias", false);
   }
   c.qk_norm = c.arch == "qwen3";
+  c.fused_proj = c.arch == "phi3";  // qkv_proj and gate_up_proj (io/fused_proj.h); Phi-3 has no biases
   read_sliding_window(f, c);
+  if (c.arch == "gemma2" || c.arch == "gemma3_text") read_gemma(j, f, c);
   c.bos_token_id = f.opt_token_id("bos_token_id");
   c.eos_token_id = f.opt_token_id("eos_token_id");
   if (const json* q = f.find("quantization_config")) {
@@ -307,6 +391,7 @@ HfModelFiles load_hf_folder(const std::string& dir) {
   HfModelFiles m;
   m.config = load_hf_config(dir + "/config.json");
   m.tensors = load_hf_weights(dir);
+  split_fused_tensors(m.config, m.tensors);
   return m;
 }
 

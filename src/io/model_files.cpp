@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/hf_cache.h"
 #include "io/gguf_model.h"
+#include "io/fused_proj.h"
 #include "io/hf_model.h"
 #include "io/llama2c.h"
 #include "io/safetensors.h"
@@ -44,6 +45,7 @@ ModelFiles load_model_files(const std::string& path_or_repo) {
     m.config = load_hf_config(config);
     m.tensors.source = path;
     load_safetensors(path, m.tensors);
+    split_fused_tensors(m.config, m.tensors);
     m.tensors.check_weight_dtypes();
     return m;
   }

@@ -33,9 +33,11 @@ constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr std::string_view kKeyPrefix = "base_model.model.model.layers.";
 
+// A Llama projection, or one of Phi-3's fused modules (qkv_proj, gate_up_proj; io/fused_proj.h
+// splits them for a Phi-3 base).
 bool is_llama_module(const std::string& m) {
   const auto& all = llama_linear_modules();
-  return std::find(all.begin(), all.end(), m) != all.end();
+  return std::find(all.begin(), all.end(), m) != all.end() || parse_fused_proj(m);
 }
 
 // A float as JSON the way Python prints it: integral values as integers (PEFT's lora_alpha is an
@@ -123,13 +125,31 @@ std::string normalized_key(const ParsedKey& k) {
                                    : peft_lora_key(k.layer, k.module, k.kind == ParsedKey::LoraA);
 }
 
+// A module path as PEFT records "all-linear" on a model with under 20 linear modules:
+// "model.layers.{i}.{parent}.{module}" (PEFT shortens longer lists to the module names).
+bool is_module_path(const std::string& t) {
+  ParsedKey pk;
+  const size_t dot = t.rfind('.');
+  return t.rfind("model.layers.", 0) == 0 && dot != std::string::npos &&
+         parse_key("base_model.model." + t + ".lora_A.weight", &pk) && pk.module == t.substr(dot + 1);
+}
+
+// Whether target_modules names `module` of `layer`: as PEFT matches them, the module's path
+// "model.layers.{layer}.{parent}.{module}" equals a target or ends with "." + target.
+bool is_targeted(const LoraConfig& c, int layer, const std::string& module) {
+  if (c.target_modules.size() == 1 && c.target_modules[0] == "all-linear") return true;
+  const std::string path = fmt::format("model.layers.{}.{}.{}", layer, llama_module_parent(module), module);
+  for (const auto& t : c.target_modules)
+    if (t == path || (path.size() > t.size() && path.compare(path.size() - t.size(), t.size(), t) == 0 &&
+                      path[path.size() - t.size() - 1] == '.'))
+      return true;
+  return false;
+}
+
 // Whether PEFT wraps `module` of `layer` under config (target_modules, layers_to_transform).
 bool is_adapted(const LoraConfig& c, int layer, const std::string& module) {
-  const bool all_linear = c.target_modules.size() == 1 && c.target_modules[0] == "all-linear";
-  const auto& tm = c.target_modules;
   const auto& lt = c.layers_to_transform;
-  return (all_linear || std::find(tm.begin(), tm.end(), module) != tm.end()) &&
-         (lt.empty() || std::find(lt.begin(), lt.end(), layer) != lt.end());
+  return is_targeted(c, layer, module) && (lt.empty() || std::find(lt.begin(), lt.end(), layer) != lt.end());
 }
 
 }  // namespace
@@ -293,9 +313,9 @@ std::vector<std::string> read_target_modules(const AdapterJson& a) {
   for (const auto& m : tm) {
     if (!m.is_string()) a.type_error("target_modules", "a list of strings");
     const std::string name = m;
-    LT_CHECK(is_llama_module(name), "{}: target module '{}' is not supported (expected some of {})", path,
-             excerpt(name),
-             fmt::join(llama_linear_modules(), ", "));
+    LT_CHECK(is_llama_module(name) || is_module_path(name), "{}: target module '{}' is not supported (expected "
+             "some of {}, or their paths model.layers.N.self_attn|mlp.MODULE; for Phi-3 {})",
+             path, excerpt(name), fmt::join(llama_linear_modules(), ", "), fmt::join(phi3_linear_modules(), ", "));
     out.push_back(name);
   }
   LT_CHECK(!out.empty(), "{}: target_modules is empty", path);
@@ -416,7 +436,8 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
                t.shape.size());
       magnitudes.insert({pk.layer, pk.module});
     } else {
-      LT_CHECK(all_linear || targets.count(pk.module), "{}: tensor '{}' adapts '{}', which is not in target_modules",
+      LT_CHECK(all_linear || targets.count(pk.module) || is_targeted(c, pk.layer, pk.module), "{}: tensor '{}' adapts "
+               "'{}', which is not in target_modules",
                st_path, name, pk.module);
       LT_CHECK(layers.empty() || layers.count(pk.layer),
                "{}: tensor '{}' adapts layer {}, which is not in layers_to_transform", st_path, name, pk.layer);

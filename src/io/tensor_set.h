@@ -40,6 +40,8 @@ class TensorSet {
   // Adds a tensor; lt::Error if the name is already present.
   void add(TensorInfo t);
   const TensorInfo* find(const std::string& name) const;
+  // Removes `name` (no-op when absent); the memory it points into stays mapped / owned.
+  void erase(const std::string& name) { tensors_.erase(name); }
   // The tensor `name` with exactly `shape`; lt::Error naming file, tensor, and expected vs actual shape.
   const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const std::map<std::string, TensorInfo>& all() const { return tensors_; }

@@ -82,6 +82,28 @@ struct TrainOps {
   // with both null only the loss is computed. Log-sum-exp is max-subtracted, in double.
   float (*lm_head_loss)(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
                         const int* labels, int T, int C, int V, int chunk, float loss_scale);
+
+  // Gemma's ops.
+  // Backward of geglu_forward: dgate, dup (T, F) WRITTEN; dout, gate, up (T, F).
+  // dgate = dout * up * gelu_tanh'(g), dup = dout * gelu_tanh(g), with u = sqrt(2/pi) (g + 0.044715 g³),
+  // gelu_tanh'(g) = 0.5 (1 + tanh u) + 0.5 g (1 - tanh² u) sqrt(2/pi) (1 + 3 * 0.044715 g²).
+  void (*geglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,
+                         int F);
+  // Backward of softcap_forward, in place on dx (n): on entry the gradient wrt y = cap * tanh(x / cap),
+  // on exit wrt x: dx *= 1 - (y / cap)²; y (n) the forward's output.
+  void (*softcap_backward)(float* dx, const float* y, size_t n, float cap);
+  // attention_train_forward / attention_backward with soft-capped scores (cap > 0): s becomes
+  // c = cap * tanh(s / cap) before the softmax; lse is that of the capped scores, and the backward
+  // multiplies dS by dc/ds = 1 - (c / cap)².
+  void (*attention_softcap_train_forward)(float* out, float* lse, const float* q, const float* k, const float* v,
+                                          const int* doc_start, int T, int NH, int NKV, int HS, float cap);
+  void (*attention_softcap_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                     const float* k, const float* v, const float* out, const float* lse,
+                                     const int* doc_start, int T, int NH, int NKV, int HS, float cap);
+  // lm_head_loss with soft-capped logits (Gemma 2 final_logit_softcapping): each logit z becomes
+  // cap * tanh(z / cap) before the softmax, and its gradient is multiplied by 1 - (capped / cap)².
+  float (*lm_head_loss_softcap)(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                                const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap);
   // The training attention ops above in bf16 (precision bf16 training): q, k, v and the forward's out in
   // bf16 (round-to-nearest-even copies), dout in f32 (rounded to bf16 inside, D from the rounded
   // dout); products on bf16
@@ -125,6 +147,15 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
                             const LinearWeights& w, const LinearScratch& s);
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale);
+void geglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int F);
+void softcap_backward(float* dx, const float* y, size_t n, float cap);
+void attention_softcap_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                                     const int* doc_start, int T, int NH, int NKV, int HS, float cap);
+void attention_softcap_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                const float* v, const float* out, const float* lse, const int* doc_start, int T,
+                                int NH, int NKV, int HS, float cap);
+float lm_head_loss_softcap(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                           const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap);
 }  // namespace ref
 
 }  // namespace lt

@@ -57,6 +57,23 @@ struct Ops {
   void (*round_half)(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
   // dst[i] = src[i] widened to f32 (exact).
   void (*widen_half)(DType t, float* dst, const uint16_t* src, size_t n);
+
+  // attention_forward over a bf16 KV cache (inference's half-size cache): k and v hold bf16 bits in
+  // attention_forward's layout and are widened to f32 (exact) as they are read; no lse. Otherwise
+  // exactly attention_forward on the widened values.
+  void (*attention_forward_kv16)(float* out, const float* q, const uint16_t* k, const uint16_t* v, int T, int pos0,
+                                 int NH, int NKV, int HS, int window, int ring);
+
+  // Gemma's ops.
+  // out (T, F) = gelu_tanh(gate) * up (GeGLU), gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g³)))
+  // (PyTorch's gelu(approximate="tanh")); out may be gate.
+  void (*geglu_forward)(float* out, const float* gate, const float* up, int T, int F);
+  // In place on x (n): x = cap * tanh(x / cap) (logit soft-capping), cap > 0.
+  void (*softcap_forward)(float* x, size_t n, float cap);
+  // attention_forward with soft-capped scores: each scaled score s becomes cap * tanh(s / cap)
+  // before the softmax (Gemma 2 attn_logit_softcapping), cap > 0; lse of the capped scores.
+  void (*attention_softcap_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int T,
+                                    int pos0, int NH, int NKV, int HS, int window, int ring, float cap);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

@@ -279,6 +279,9 @@ std::vector<float> permute_qk(const float* w, int64_t rows, int64_t cols, int n_
 
 // The GGUF files written here use llama.cpp's llama architecture, which has no per-head q / k norms.
 static void check_llama_architecture(const ModelConfig& c) {
+  LT_CHECK(!c.gemma(), "GGUF export: a {} model (GeGLU, four norms per layer, (1 + w) norms, soft-capping) does not "
+           "fit the llama architecture these GGUF files use; export is supported for llama, mistral and qwen2 models",
+           c.arch);
   LT_CHECK(!c.qk_norm, "GGUF export: a {} model (q_norm / k_norm per head) does not fit the llama architecture these "
            "GGUF files use; export is supported for llama, mistral and qwen2 models", c.arch);
 }

@@ -5,6 +5,10 @@
 //   rope(q, k); att = attention(q, cache); x += linear_o(att);
 //   xn = rmsnorm(x); x += down(silu(gate(xn)) * up(xn))
 // then the final norm and lm_head on the last token only.
+// Gemma 2 / 3: x = embed * sqrt(C); norms scale by (1 + w); attention's and the MLP's outputs
+// normed (post_attention / post_feedforward_layernorm) before their residual adds; GeGLU; q scaled
+// for query_pre_attn_scalar; scores and final logits soft-capped (Gemma 2); Gemma 3's sliding
+// layers rotate with their own RoPE base.
 #include "model/llama_model.h"
 
 #include <algorithm>
@@ -14,6 +18,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
+#include "io/fused_proj.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
@@ -23,6 +28,26 @@
 namespace lt {
 
 static std::string layer_name(int l, const char* rest) { return fmt::format("model.layers.{}.{}", l, rest); }
+
+void scale_embeddings(float* x, size_t n, const ModelConfig& c) {
+  if (c.embed_scale == 1.0f) return;
+  for (size_t i = 0; i < n; ++i) x[i] *= c.embed_scale;
+}
+
+void mlp_activation(const Ops& ops, const ModelConfig& c, float* out, const float* gate, const float* up, int T,
+                    int F) {
+  if (c.mlp_act == MlpAct::GeluTanh) ops.geglu_forward(out, gate, up, T, F);
+  else ops.swiglu_forward(out, gate, up, T, F);
+}
+
+void attention(const Ops& ops, const ModelConfig& c, float* out, const float* q, const float* k, const float* v,
+               int T, int pos0, int window, int ring) {
+  if (c.attn_softcap > 0)
+    ops.attention_softcap_forward(out, nullptr, q, k, v, T, pos0, c.n_heads, c.n_kv_heads, c.head_dim, window, ring,
+                                  c.attn_softcap);
+  else
+    ops.attention_forward(out, nullptr, q, k, v, T, pos0, c.n_heads, c.n_kv_heads, c.head_dim, window, ring);
+}
 
 
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
@@ -36,6 +61,22 @@ int kv_cache_rows(const ModelConfig& c, const InferenceOptions& o, int l) {
   const int w = c.attention_window(l);
   return w > 0 ? int(std::min<int64_t>(o.context, int64_t(w) + o.prefill_block - 1)) : o.context;
 }
+
+// The checks of the 16-bit and head options (lt::Error naming the option).
+static void check_weight_options(const ModelConfig& c, const InferenceOptions& o) {
+  LT_CHECK(o.linear16 == DType::F32 || o.linear16 == DType::BF16 || o.linear16 == DType::F16,
+           "inference: 16-bit linear weights must be bf16 or f16 (got {})", dtype_name(o.linear16));
+  LT_CHECK(o.linear16 == DType::F32 || (!o.quantization && !c.quantization), "inference: {} linear weights cannot "
+           "be combined with quantization ({}); choose one", dtype_name(o.linear16),
+           c.quantization ? "the model folder is quantized" : quantization_name(o.quantization));
+  LT_CHECK(o.head == WeightKind::F32 || o.head == WeightKind::BF16 || o.head == WeightKind::F16 ||
+           o.head == WeightKind::Int8, "inference: the lm_head can be f32, bf16, f16 or int8 (got {})",
+           weight_kind_name(o.head));
+}
+
+static WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : WeightKind::F16; }
+static DType half_dtype(WeightKind k) { return k == WeightKind::BF16 ? DType::BF16 : DType::F16; }
+static const QuantSpec kHeadInt8{QuantType::Int8, 64, false};
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
   if (c.quantization) {
@@ -57,12 +98,15 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   const size_t TB = o.prefill_block, f = sizeof(float);
   MemoryPlan p;
   const auto W = Category::FrozenWeights;
+  check_weight_options(c, o);
   QuantSpec qs;
   const bool quant = inference_quant_spec(c, o, &qs);
-  // a linear weight: f32, or its quantized storage (the HF name either way)
+  const bool half = o.linear16 != DType::F32;
+  // a linear weight: f32, 16-bit, or its quantized storage (the HF name either way)
   auto lin = [&](int l, Proj pj) {
     auto [in, out] = c.linear_shape(pj);
-    p.add(proj_hf_name(l, pj, "weight"), W, quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * f);
+    p.add(proj_hf_name(l, pj, "weight"), W,
+          quant ? quant_storage_bytes(qs, out, in) : size_t(in * out) * (half ? 2 : f));
   };
   // a linear's bias (f32 whatever the weight), when the model has one
   auto bias = [&](int l, Proj pj) {
@@ -79,15 +123,28 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
     lin(l, Proj::O);
     bias(l, Proj::O);
     p.add(layer_name(l, "post_attention_layernorm.weight"), W, C * f);
+    if (c.sandwich_norms)
+      for (const char* n : {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"})
+        p.add(layer_name(l, n), W, C * f);
     for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) lin(l, pj);
     for (Proj pj : {Proj::Gate, Proj::Up, Proj::Down}) bias(l, pj);
   }
   p.add("model.norm.weight", W, C * f);
-  if (!c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
+  if (o.head == WeightKind::F32 && !c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
+  if (o.head == WeightKind::BF16 || o.head == WeightKind::F16) p.add("lm_head.weight", W, V * C * 2);
+  if (o.head == WeightKind::Int8) {
+    p.add("lm_head.weight", W, quant_storage_bytes(kHeadInt8, int64_t(V), int64_t(C)));
+    p.add("head.load_scratch", Category::Workspace, quantize_chunked_scratch_floats(kHeadInt8, V, C) * f);
+  }
+  LT_CHECK(o.kv_cache == DType::F32 || o.kv_cache == DType::BF16, "inference: the KV cache can be f32 or bf16 (got {})",
+           dtype_name(o.kv_cache));
+  LT_CHECK(o.kv_cache == DType::F32 || c.attn_softcap == 0, "inference: a bf16 KV cache is not supported with "
+           "attention soft-capping (Gemma 2's attn_logit_softcapping); use the f32 KV cache");
+  const size_t kv_es = o.kv_cache == DType::BF16 ? 2 : f;
   for (int l = 0; l < c.n_layers; ++l) {
     const size_t rows = size_t(kv_cache_rows(c, o, l));
-    p.add(fmt::format("kv_cache.{}.k", l), Category::KVCache, rows * KVD * f);
-    p.add(fmt::format("kv_cache.{}.v", l), Category::KVCache, rows * KVD * f);
+    p.add(fmt::format("kv_cache.{}.k", l), Category::KVCache, rows * KVD * kv_es);
+    p.add(fmt::format("kv_cache.{}.v", l), Category::KVCache, rows * KVD * kv_es);
   }
   const auto A = Category::Activations;
   p.add("act.x", A, TB * C * f, Lifetime::Step);
@@ -96,20 +153,35 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   p.add("act.att", A, TB * QD * f, Lifetime::Layer);
   p.add("act.gate", A, TB * F * f, Lifetime::Layer);
   p.add("act.up", A, TB * F * f, Lifetime::Layer);
+  if (o.kv_cache == DType::BF16) {
+    p.add("act.k", A, TB * KVD * f, Lifetime::Layer);
+    p.add("act.v", A, TB * KVD * f, Lifetime::Layer);
+  }
   p.add("logits", Category::LossChunk, V * f, Lifetime::Step);
   p.add("rope.inv_freq", Category::Workspace, size_t(c.head_dim / 2) * f);
+  if (c.rope_local_theta > 0) p.add("rope.inv_freq_local", Category::Workspace, size_t(c.head_dim / 2) * f);
   p.add("positions", Category::Data, TB * sizeof(int), Lifetime::Step);
-  if (quant) {
-    size_t ws = 0, load = 0;
-    for (Proj pj : kProjs) {
-      auto [in, out] = c.linear_shape(pj);
+  const bool head16 = o.head == WeightKind::BF16 || o.head == WeightKind::F16;
+  if (half || head16) {  // the input of a 16-bit product, rounded to the type
+    const size_t widest = std::max({C, QD, F});
+    p.add("act.x16", A, TB * widest * 2, Lifetime::Layer);
+    p.add("act.xr", A, TB * widest * f, Lifetime::Layer);
+  }
+  // the linear op's tile scratch (quantized or F16 weights) and the scratch of quantizing on load
+  size_t ws = 0, load = 0;
+  for (Proj pj : kProjs) {
+    auto [in, out] = c.linear_shape(pj);
+    if (quant) {
       ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, int(TB), int(in),
                                           int(out)));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
+    } else if (half) {
+      ws = std::max(ws, linear_tile_bytes(half_kind(o.linear16), 64, false, int(TB), int(in), int(out)));
     }
-    p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
-    if (!c.quantization) p.add("quant.load_scratch", Category::Workspace, load);
   }
+  if (o.head != WeightKind::F32) ws = std::max(ws, linear_tile_bytes(o.head, 64, false, 1, int(C), int(V)));
+  if (ws) p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
+  if (quant && !c.quantization) p.add("quant.load_scratch", Category::Workspace, load);
   return p;
 }
 
@@ -132,28 +204,28 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaModel> weights, InferenceOptio
   resolve_inference_options(cfg_, opts_);
   // this sequence's buffers only: the weights (and the scratch that quantized them) stay shared
   for (const auto& b : plan_inference(cfg_, opts_).buffers)
-    if (b.cat != Category::FrozenWeights && b.name != "quant.load_scratch") plan_.add(b.name, b.cat, b.bytes, b.life);
+    if (b.cat != Category::FrozenWeights && b.name != "quant.load_scratch" && b.name != "head.load_scratch")
+      plan_.add(b.name, b.cat, b.bytes, b.life);
   arenas_.allocate(plan_);
   bind_state();
   embed_ = weights_->embed_;
   final_norm_ = weights_->final_norm_;
   lm_head_ = weights_->lm_head_;
+  head_ = weights_->head_;
   quant_ = weights_->quant_;
   layers_ = weights_->layers_;
   bind_kv_cache();
-  if (quant_) {
-    quant_ws_ = arenas_.get("quant.workspace");
-    for (const auto& b : plan_.buffers)
-      if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
-  }
 }
 
 void LlamaModel::bind_kv_cache() {
   ring_ = 0;
   for (int l = 0; l < cfg_.n_layers; ++l) {
     LayerWeights& L = layers_[size_t(l)];
-    L.k_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
-    L.v_cache = arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
+    const bool kv16 = opts_.kv_cache == DType::BF16;
+    L.k_cache = kv16 ? nullptr : arenas_.get_as<float>(fmt::format("kv_cache.{}.k", l));
+    L.v_cache = kv16 ? nullptr : arenas_.get_as<float>(fmt::format("kv_cache.{}.v", l));
+    L.k_cache16 = kv16 ? arenas_.get_as<uint16_t>(fmt::format("kv_cache.{}.k", l)) : nullptr;
+    L.v_cache16 = kv16 ? arenas_.get_as<uint16_t>(fmt::format("kv_cache.{}.v", l)) : nullptr;
     L.window = cfg_.attention_window(l);
     const int rows = kv_cache_rows(cfg_, opts_, l);
     L.ring = rows < opts_.context ? rows : 0;
@@ -171,8 +243,21 @@ void LlamaModel::bind_state() {
   logits_ = arenas_.get_as<float>("logits");
   pos_ = arenas_.get_as<int>("positions");
   inv_freq_ = arenas_.get_as<float>("rope.inv_freq");
+  for (const auto& b : plan_.buffers) {
+    if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes, quant_ws_ = arenas_.get("quant.workspace");
+    if (b.name == "act.x16") x16_ = arenas_.get_as<uint16_t>("act.x16"), xr_ = arenas_.get_as<float>("act.xr");
+    if (b.name == "act.k") k_ = arenas_.get_as<float>("act.k"), v_ = arenas_.get_as<float>("act.v");
+  }
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  if (cfg_.rope_local_theta > 0) {  // Gemma 3's sliding layers: default RoPE, its own base
+    inv_freq_local_ = arenas_.get_as<float>("rope.inv_freq_local");
+    ModelConfig local = cfg_;
+    local.rope_theta = cfg_.rope_local_theta;
+    local.rope_scaling = RopeScaling{};
+    const auto inv = rope_inv_freq(local, 0);
+    std::copy(inv.begin(), inv.end(), inv_freq_local_);
+  }
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
@@ -182,16 +267,14 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceO
 
 void LlamaModel::load_weights(const TensorSet& ts) {
   const int64_t C = cfg_.dim, V = cfg_.vocab_size;
+  check_weight_options(cfg_, opts_);
   QuantSpec qs;
   quant_ = inference_quant_spec(cfg_, opts_, &qs);
   const bool stored = cfg_.quantization.has_value();
   float* scratch = nullptr;
   size_t scratch_floats = 0;
-  for (const auto& b : plan_.buffers) {
-    if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes;
+  for (const auto& b : plan_.buffers)
     if (b.name == "quant.load_scratch") scratch_floats = b.bytes / sizeof(float);
-  }
-  if (quant_) quant_ws_ = arenas_.get("quant.workspace");
   if (scratch_floats) scratch = arenas_.get_as<float>("quant.load_scratch");
   auto take = [&](const std::string& name, std::vector<int64_t> shape) {
     const TensorInfo& t = ts.get(name, shape);
@@ -200,11 +283,30 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
-  // a linear weight: f32, the stored quantized parts copied, or quantized on load chunk by chunk
+  // a 16-bit copy: as stored when the file holds that type, else converted a chunk at a time
+  auto take16 = [&](const std::string& name, std::vector<int64_t> shape, DType type) {
+    const TensorInfo& t = ts.get(name, shape);
+    auto* dst = arenas_.get_as<uint16_t>(name);
+    copy_as_half(dst, t, type);
+    return dst;
+  };
+  // a norm weight: Gemma's are offsets from 1, held as the factor (1 + w) the norm applies
+  auto take_norm = [&](const std::string& name, int64_t n) {
+    float* w = take(name, {n});
+    if (cfg_.norm_offset)
+      for (int64_t i = 0; i < n; ++i) w[i] = 1.0f + w[i];
+    return w;
+  };
+  // a linear weight: f32, 16-bit, the stored quantized parts copied, or quantized on load chunk by chunk
   auto take_linear = [&](LayerWeights& L, int l, Proj m) -> float* {
     const std::string name = proj_hf_name(l, m, "weight");
     const auto [in, out] = cfg_.linear_shape(m);
     const std::vector<int64_t> shape = {out, in};
+    L.w16[size_t(m)] = nullptr;
+    if (opts_.linear16 != DType::F32) {
+      L.w16[size_t(m)] = take16(name, shape, opts_.linear16);
+      return nullptr;
+    }
     if (!quant_) return take(name, shape);
     void* dst = arenas_.get(name);
     const size_t bytes = quant_storage_bytes(qs, shape[0], shape[1]);
@@ -231,23 +333,87 @@ void LlamaModel::load_weights(const TensorSet& ts) {
   layers_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     auto& L = layers_[l];
-    L.attn_norm = take(layer_name(l, "input_layernorm.weight"), {C});
+    L.attn_norm = take_norm(layer_name(l, "input_layernorm.weight"), C);
     for (Proj p : {Proj::Q, Proj::K, Proj::V}) L.w[size_t(p)] = take_linear(L, l, p);
     for (Proj p : kProjs)
       L.bias[size_t(p)] = cfg_.has_bias(p) ? take(proj_hf_name(l, p, "bias"), {cfg_.linear_shape(p).second}) : nullptr;
-    L.q_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.q_norm.weight"), {cfg_.head_dim}) : nullptr;
-    L.k_norm = cfg_.qk_norm ? take(layer_name(l, "self_attn.k_norm.weight"), {cfg_.head_dim}) : nullptr;
+    L.q_norm = cfg_.qk_norm ? take_norm(layer_name(l, "self_attn.q_norm.weight"), cfg_.head_dim) : nullptr;
+    L.k_norm = cfg_.qk_norm ? take_norm(layer_name(l, "self_attn.k_norm.weight"), cfg_.head_dim) : nullptr;
     L.w[size_t(Proj::O)] = take_linear(L, l, Proj::O);
-    L.ffn_norm = take(layer_name(l, "post_attention_layernorm.weight"), {C});
+    L.ffn_norm = take_norm(layer_name(l, cfg_.ffn_norm_name()), C);
+    if (cfg_.sandwich_norms) {
+      L.post_attn_norm = take_norm(layer_name(l, "post_attention_layernorm.weight"), C);
+      L.post_ffn_norm = take_norm(layer_name(l, "post_feedforward_layernorm.weight"), C);
+    }
     for (Proj p : {Proj::Gate, Proj::Up, Proj::Down}) L.w[size_t(p)] = take_linear(L, l, p);
   }
   if (scratch) std::memset(scratch, 0, scratch_floats * sizeof(float));  // keep the ledger's view honest
-  final_norm_ = take("model.norm.weight", {C});
-  if (cfg_.tie_embeddings) {
-    lm_head_ = embed_;
+  final_norm_ = take_norm("model.norm.weight", C);
+  load_head(ts);
+}
+
+// dst (n) = t's elements in the 16-bit `type`: copied when t holds that type, else rounded from
+// f32 a chunk at a time (never the whole tensor in f32)
+void LlamaModel::copy_as_half(uint16_t* dst, const TensorInfo& t, DType type) const {
+  const size_t n = size_t(t.numel());
+  LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+           "{}: tensor '{}' is {}; 16-bit weights are made from F32, F16 or BF16 tensors", t.file, t.name,
+           dtype_name(t.dtype));
+  if (t.dtype == type) {
+    std::memcpy(dst, t.data, n * 2);
   } else {
-    lm_head_ = take("lm_head.weight", {V, C});
+    constexpr size_t kChunk = 1 << 16;
+    std::vector<float> buf(std::min(n, kChunk));
+    const auto* src = static_cast<const uint8_t*>(t.data);
+    for (size_t i = 0; i < n; i += kChunk) {
+      const size_t k = std::min(kChunk, n - i);
+      const float* f = reinterpret_cast<const float*>(src + i * 4);
+      if (t.dtype != DType::F32) convert_to_f32(buf.data(), src + i * 2, t.dtype, k), f = buf.data();
+      ops_.round_half(type, dst + i, nullptr, f, k);
+    }
   }
+  release_mapped_pages(t.data, t.nbytes);
+}
+
+void LlamaModel::load_head(const TensorSet& ts) {
+  const int64_t C = cfg_.dim, V = cfg_.vocab_size;
+  const std::string name = cfg_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  lm_head_ = nullptr;
+  if (opts_.head == WeightKind::F32) {
+    if (cfg_.tie_embeddings) {
+      lm_head_ = embed_;
+    } else {
+      const TensorInfo& t = ts.get(name, {V, C});
+      lm_head_ = arenas_.get_as<float>("lm_head.weight");
+      convert_to_f32(lm_head_, t.data, t.dtype, size_t(t.numel()));
+      release_mapped_pages(t.data, t.nbytes);
+    }
+    head_ = f32_weight(lm_head_, int(V), int(C));
+    return;
+  }
+  const TensorInfo& t = ts.get(name, {V, C});
+  if (opts_.head != WeightKind::Int8) {
+    auto* dst = arenas_.get_as<uint16_t>("lm_head.weight");
+    copy_as_half(dst, t, half_dtype(opts_.head));
+    head_ = half_weight(opts_.head, dst, int(V), int(C));
+    return;
+  }
+  LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+           "{}: tensor '{}' is {}; an int8 lm_head is quantized from F32, F16 or BF16", t.file, name,
+           dtype_name(t.dtype));
+  size_t scratch_floats = 0;
+  for (const auto& b : plan_.buffers)
+    if (b.name == "head.load_scratch") scratch_floats = b.bytes / sizeof(float);
+  float* scratch = arenas_.get_as<float>("head.load_scratch");
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  const size_t es = dtype_size(t.dtype);
+  head_q_ = quantize_weight_chunked(arenas_.get("lm_head.weight"), quant_storage_bytes(kHeadInt8, V, C), V, C,
+                                    kHeadInt8, scratch, scratch_floats, [&](float* out, int64_t first, int64_t count) {
+                                      convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
+                                    });
+  release_mapped_pages(t.data, t.nbytes);
+  std::memset(scratch, 0, scratch_floats * sizeof(float));
+  head_ = weight_view(head_q_, 0.0f);  // per-row int8 for every column: no outlier pass over the vocabulary
 }
 
 // DoRA, after W += s·B·A: each row scaled by m / ||row|| (PEFT's merge: the magnitude over the norm
@@ -270,7 +436,10 @@ void LlamaModel::merge_adapter(const std::string& dir, float sign) {
            "it into the model that holds them", dir);
   LT_CHECK(!quant_, "{}: cannot merge a LoRA adapter into quantized weights; load the model unquantized to merge "
            "(or train with the quantized base and keep the adapter separate)", dir);
+  LT_CHECK(f32_weights(), "{}: cannot merge a LoRA adapter into 16-bit weights; load the model with f32 weights "
+           "to merge", dir);
   LoadedAdapter ad = load_peft_adapter(dir);
+  split_fused_adapter(ad, cfg_, dir);  // Phi-3: qkv_proj / gate_up_proj as the split projections
   check_adapter_matches_model(ad, cfg_, dir);  // every tensor used, every shape this model's (io/peft_adapter.h)
   const float s = sign * ad.config.scaling();
   const int64_t R = ad.config.r;
@@ -338,21 +507,33 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   const int C = cfg_.dim;
   int last = n - 1;
   ops_.rmsnorm_forward(xn_, nullptr, x_ + size_t(last) * C, final_norm_, 1, C, cfg_.norm_eps);
-  LinearWeights head;
-  head.w = f32_weight(lm_head_, cfg_.vocab_size, C);
-  ops_.linear_forward(logits_, nullptr, {xn_, nullptr, 1}, head, LinearScratch{});
+  run_linear(logits_, xn_, head_, nullptr, 1);
+  if (cfg_.final_softcap > 0) ops_.softcap_forward(logits_, size_t(cfg_.vocab_size), cfg_.final_softcap);
 }
 
 void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj p, int T) {
   const size_t m = size_t(p);
   const auto [in, out_features] = cfg_.linear_shape(p);
-  LinearWeights w;
-  w.w = quant_ ? weight_view(L.q[m], opts_.int8_threshold) : f32_weight(L.w[m], int(out_features), int(in));
-  w.bias = L.bias[m];
+  WeightView w;
+  if (quant_) w = weight_view(L.q[m], opts_.int8_threshold);
+  else if (L.w16[m]) w = half_weight(half_kind(opts_.linear16), L.w16[m], int(out_features), int(in));
+  else w = f32_weight(L.w[m], int(out_features), int(in));
+  run_linear(out, x, w, L.bias[m], T);
+}
+
+void LlamaModel::run_linear(float* y, const float* x, const WeightView& w, const float* bias, int T) {
+  LinearWeights lw;
+  lw.w = w;
+  lw.bias = bias;
   LinearScratch s;
   s.tile = quant_ws_;
   s.tile_bytes = quant_ws_bytes_;
-  ops_.linear_forward(out, nullptr, {x, nullptr, T}, w, s);
+  LinearInput in{x, nullptr, T};
+  if (w.half()) {  // the 16-bit contract: x holds values of the type (x16 their bits)
+    ops_.round_half(half_dtype(w.kind), x16_, xr_, x, size_t(T) * size_t(w.cols));
+    in = {xr_, x16_, T};
+  }
+  ops_.linear_forward(y, nullptr, in, lw, s);
 }
 
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
@@ -361,10 +542,14 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
   const bool interleaved = cfg_.rope_layout == RopeLayout::Interleaved;
   for (int t = 0; t < T; ++t) pos_[t] = pos0 + t;
   ops_.embedding_forward(x_, tokens, embed_, T, C);
-  for (auto& L : layers_) {
+  scale_embeddings(x_, size_t(T) * C, cfg_);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+    const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
     const size_t row = size_t(L.ring ? pos0 % L.ring : pos0);  // (T, KVD) rows of the cache
-    float* k = L.k_cache + row * KVD;
-    float* v = L.v_cache + row * KVD;
+    const bool kv16 = L.k_cache16 != nullptr;  // keys / values made in f32, then rounded into the cache
+    float* k = kv16 ? k_ : L.k_cache + row * KVD;
+    float* v = kv16 ? v_ : L.v_cache + row * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
     linear(q_, xn_, L, Proj::Q, T);
     linear(k, xn_, L, Proj::K, T);
@@ -373,17 +558,25 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
       ops_.rmsnorm_forward(q_, nullptr, q_, L.q_norm, T * NH, HS, cfg_.norm_eps);
       ops_.rmsnorm_forward(k, nullptr, k, L.k_norm, T * NKV, HS, cfg_.norm_eps);
     }
-    ops_.rope_forward(q_, pos_, inv_freq_, T, NH, HS, interleaved);
-    ops_.rope_forward(k, pos_, inv_freq_, T, NKV, HS, interleaved);
-    rope_scale_queries(q_, size_t(T) * QD, cfg_);  // yarn / longrope attention factor on the scores
-    ops_.attention_forward(att_, nullptr, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS, L.window, L.ring);
+    ops_.rope_forward(q_, pos_, inv_freq, T, NH, HS, interleaved);
+    ops_.rope_forward(k, pos_, inv_freq, T, NKV, HS, interleaved);
+    scale_queries(q_, size_t(T) * QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
+    if (kv16) {
+      ops_.round_half(DType::BF16, L.k_cache16 + row * KVD, nullptr, k, size_t(T) * KVD);
+      ops_.round_half(DType::BF16, L.v_cache16 + row * KVD, nullptr, v, size_t(T) * KVD);
+      ops_.attention_forward_kv16(att_, q_, L.k_cache16, L.v_cache16, T, pos0, NH, NKV, HS, L.window, L.ring);
+    } else {
+      attention(ops_, cfg_, att_, q_, L.k_cache, L.v_cache, T, pos0, L.window, L.ring);
+    }
     linear(xn_, att_, L, Proj::O, T);
+    if (L.post_attn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_attn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
     linear(gate_, xn_, L, Proj::Gate, T);
     linear(up_, xn_, L, Proj::Up, T);
-    ops_.swiglu_forward(gate_, gate_, up_, T, F);
+    mlp_activation(ops_, cfg_, gate_, gate_, up_, T, F);
     linear(xn_, gate_, L, Proj::Down, T);
+    if (L.post_ffn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_ffn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
   }
 }

@@ -1,5 +1,5 @@
 // LlamaModel: the Llama-family forward pass for inference (Llama 1/2/3, Mistral, Qwen2, Qwen3,
-// SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
+// Gemma 2 / 3 text, SmolLM2, TinyLlama) over a KV cache. Weights are converted to f32 into the frozen-weights arena; every
 // buffer comes from one MemoryPlan built by plan_inference() before anything is allocated, and
 // forward() allocates nothing.
 // Dimension letters: TB prefill block, P context (cache positions), C, QD = NH*HS, KVD = NKV*HS, F, V.
@@ -29,6 +29,18 @@ struct InferenceOptions {
   bool double_quant = false;
   int quant_blocksize = 64;
   float int8_threshold = 6.0f;
+  // 16-bit inference (--weights bf16 | f16): the seven linear weights of every layer kept in BF16
+  // or F16 (copied as stored from a 16-bit file, rounded once from f32); each product rounds its
+  // input to the type (the linear op's 16-bit contract, as llama.cpp does) and accumulates in f32.
+  // F32: as `quantization` says.
+  DType linear16 = DType::F32;
+  // The lm_head's storage: F32 (as loaded), BF16 / F16, or Int8 (per-row int8, no outlier
+  // columns). A fifth of a small model's bytes: --weights sets it with the linear weights, while
+  // `quantization` alone leaves it f32 (QLoRA's layout).
+  WeightKind head = WeightKind::F32;
+  // The KV cache's element: F32, or BF16 (half the bytes a decode step reads from the cache; keys
+  // and values rounded once when written, attention widens them exactly when reading).
+  DType kv_cache = DType::F32;
 };
 
 // The spec the linear weights use (stored folder first, then the options); false when f32.
@@ -46,16 +58,31 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& o);
 
 struct LayerWeights {
   float* attn_norm;                 // (C)
-  float* ffn_norm;                  // (C)
+  float* ffn_norm;                  // (C) the norm before the MLP
+  // Gemma (sandwich_norms): the norms of the attention's and the MLP's outputs (null without).
+  // Every norm weight of a norm_offset model is held as (1 + w), the factor the norm applies.
+  float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;
   // Per projection (index: Proj), shapes from ModelConfig::linear_shape:
-  float* w[kNumProj];               // the f32 weight (out, in); null when the model is quantized
+  float* w[kNumProj];               // the f32 weight (out, in); null when quantized or 16-bit
+  uint16_t* w16[kNumProj];          // the BF16 / F16 weight (InferenceOptions::linear16), else null
   QuantTensor q[kNumProj];          // the quantized weight (when the model is quantized)
   float* bias[kNumProj];            // (out), null where the model has none
   float *q_norm, *k_norm;           // (HS) each: Qwen3's per-head RMSNorm of q and k (null without)
-  float *k_cache, *v_cache;         // (kv_cache_rows, KVD) each
+  float *k_cache, *v_cache;         // (kv_cache_rows, KVD) each, f32 cache (else null)
+  uint16_t *k_cache16, *v_cache16;  // (kv_cache_rows, KVD) each, bf16 cache (else null)
   int window = 0;                   // the layer's sliding attention window (0: every key)
   int ring = 0;                     // > 0: a rolling cache of this many rows (position p in row p % ring)
 };
+
+// Pieces of the forward pass that differ by family, shared by LlamaModel and the batch engine.
+// x (n) *= c.embed_scale (Gemma's sqrt(C), in f32 as transformers); no-op at 1.
+void scale_embeddings(float* x, size_t n, const ModelConfig& c);
+// out (T, F) = act(gate) * up: SwiGLU or GeGLU by c.mlp_act (out may be gate).
+void mlp_activation(const Ops& ops, const ModelConfig& c, float* out, const float* gate, const float* up, int T,
+                    int F);
+// Ops::attention_forward, or with c.attn_softcap its soft-capped variant.
+void attention(const Ops& ops, const ModelConfig& c, float* out, const float* q, const float* k, const float* v,
+               int T, int pos0, int window, int ring);
 
 class LlamaModel {
  public:
@@ -97,7 +124,9 @@ class LlamaModel {
   const std::vector<LayerWeights>& layer_weights() const { return layers_; }
   const float* embed_weights() const { return embed_; }
   const float* final_norm_weights() const { return final_norm_; }
-  const float* lm_head_weights() const { return lm_head_; }
+  const float* lm_head_weights() const { return lm_head_; }  // null unless the head is f32
+  // true when every linear weight and the lm_head are f32 (what merge_adapter and the batch engine need)
+  bool f32_weights() const { return !quant_ && opts_.linear16 == DType::F32 && opts_.head == WeightKind::F32; }
   const Ops& ops() const { return ops_; }
   bool quantized() const { return quant_; }
 
@@ -105,6 +134,10 @@ class LlamaModel {
   void bind_state();     // points the activations and logits at this model's arenas
   void bind_kv_cache();  // points each layer at its KV cache rows, with its window and ring
   void load_weights(const TensorSet& tensors);
+  void load_head(const TensorSet& tensors);  // head_ (and lm_head_ when f32)
+  void copy_as_half(uint16_t* dst, const TensorInfo& t, DType type) const;
+  // y (T, OC) = x·Wᵀ through the op table's linear op; a 16-bit W gets x rounded to its type first
+  void run_linear(float* y, const float* x, const WeightView& w, const float* bias, int T);
   void forward_block(const int* tokens, int T, int pos0);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
   // the op table's linear_forward
@@ -117,15 +150,21 @@ class LlamaModel {
   Arenas arenas_;
   float* embed_ = nullptr;       // (V, C)
   float* final_norm_ = nullptr;  // (C)
-  float* lm_head_ = nullptr;     // (V, C), = embed_ when tied
+  float* lm_head_ = nullptr;     // (V, C), = embed_ when tied; null when the head is not f32
+  WeightView head_;              // the lm_head as the linear op reads it (any InferenceOptions::head)
+  QuantTensor head_q_;           // Int8 head storage
   std::vector<LayerWeights> layers_;
   float* inv_freq_ = nullptr;    // (HS/2) the frequencies of the current call, from rope_
+  float* inv_freq_local_ = nullptr;  // (HS/2) Gemma 3's sliding layers' RoPE (null without)
   // transformers' per-call RoPE frequencies (dynamic, longrope): one state per sequence, as one
   // rotary module per model instance in transformers
   std::optional<RopeFreqState> rope_;
   // activations, one prefill block at a time
   float *x_, *xn_, *q_, *att_, *gate_, *up_;  // (TB,C) (TB,C) (TB,QD) (TB,QD) (TB,F) (TB,F)
   int* pos_ = nullptr;                        // (TB)
+  float *k_ = nullptr, *v_ = nullptr;         // (TB, KVD) this block's keys / values before a bf16 cache
+  uint16_t* x16_ = nullptr;                   // (TB, max(C, QD, F)) 16-bit input of a 16-bit weight's product
+  float* xr_ = nullptr;                       // (TB, max(C, QD, F)) the same values in f32
   bool quant_ = false;
   void* quant_ws_ = nullptr;                  // tile / activation workspace of the quantized linears
   size_t quant_ws_bytes_ = 0;

@@ -52,7 +52,7 @@ size_t model_weight_bytes(const ModelConfig& m) {
   if (m.quantization) {  // a quantized base trains only with LoRA: its frozen weights as stored
     o.method = Method::Lora;
     o.lora.r = 1;
-    o.lora.target_modules = {"q_proj"};
+    o.lora.target_modules = {m.fused_proj ? "o_proj" : "q_proj"};  // Phi-3 has no q_proj
     return plan_training(m, o).arena_bytes(Category::FrozenWeights);
   }
   MemoryPlan p = plan_training(m, o);

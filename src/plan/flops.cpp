@@ -155,10 +155,13 @@ const GpuProfile& find_gpu_profile(const std::string& name) {
 
 std::vector<RankRow> rank_rows(const ModelConfig& m, const TrainModelOptions& base) {
   std::vector<RankRow> rows;
-  const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
-      {"q_proj,v_proj", {"q_proj", "v_proj"}},
-      {"attention (q,k,v,o)", {"q_proj", "k_proj", "v_proj", "o_proj"}},
-      {"all-linear", {"all-linear"}}};
+  using Sets = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  const Sets sets = m.fused_proj ? Sets{{"qkv_proj", {"qkv_proj"}},  // Phi-3's fused modules
+                                        {"attention (qkv,o)", {"qkv_proj", "o_proj"}},
+                                        {"all-linear", {"all-linear"}}}
+                                 : Sets{{"q_proj,v_proj", {"q_proj", "v_proj"}},
+                                        {"attention (q,k,v,o)", {"q_proj", "k_proj", "v_proj", "o_proj"}},
+                                        {"all-linear", {"all-linear"}}};
   for (const auto& [label, mods] : sets) {
     for (int r : {4, 8, 16, 32, 64}) {
       TrainModelOptions o = base;

@@ -1,21 +1,10 @@
-// Internal to src/quant: how quantized storage is carved into parts (each 64-byte aligned), and
-// the size below which the format loops stay on the calling thread.
+// Internal to src/quant: the carving of quantized storage into 64-byte aligned parts and the
+// single-thread threshold, as the kernels define them (kernels/carve.h).
 #pragma once
-#include <cstddef>
-#include <cstdint>
+#include "kernels/carve.h"
 
 namespace lt::quant {
-
-// Workspace carving: every part starts on a 64-byte boundary.
-inline size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
-template <class T>
-T* carve(char*& p, size_t count) {
-  T* r = reinterpret_cast<T*>(p);
-  p += align64(count * sizeof(T));
-  return r;
-}
-
-// Loops over fewer elements than this run on the calling thread (a parallel region costs more).
-constexpr int64_t kParallelMin = 1 << 15;
-
+using kernels::align64;
+using kernels::carve;
+using kernels::kParallelMin;
 }  // namespace lt::quant

@@ -1,9 +1,12 @@
 // Tokenizer::load dispatches on the name, then the content: a folder (tokenizer.json + optional
 // tokenizer_config.json), *.json (tokenizer.json), *.bin / *.model (llama2.c), else a JSON file
 // when the first non-blank byte is '{' or '[', a llama2.c tokenizer otherwise.
-// StreamDecoder re-decodes the ids so far and returns the new complete text, holding back a
+// StreamDecoder decodes a window of ids and returns the new complete text, holding back a
 // trailing U+FFFD or incomplete character that later tokens may still complete, and everything
-// while the last token is a "<0xNN>" byte piece.
+// while the last token is a "<0xNN>" byte piece. Once the text is complete after an ordinary
+// token, the window restarts at that token: it stays as context, so the next token decodes as in
+// the whole sequence (a SentencePiece decoder strips the leading space of the first piece only,
+// and that is the context token's, already emitted), and each push costs O(window), not O(all).
 #include "tokenizer/tokenizer.h"
 
 #include <filesystem>
@@ -96,9 +99,10 @@ std::string Tokenizer::StreamDecoder::push(int id) {
   // for the partial byte run of a byte-fallback / byte-level character.
   if (utf8::incomplete_tail_len(v) > 0) return {};
   if (v.size() >= 3 && v.substr(v.size() - 3) == utf8::kReplacement) return {};
-  if (text.size() <= emitted_) return {};
-  std::string out = text.substr(emitted_);
-  emitted_ = text.size();
+  std::string out = text.size() > emitted_ ? text.substr(emitted_) : std::string();
+  // Everything so far is final and ends with this ordinary token: restart the window at it.
+  ids_.assign(1, id);
+  emitted_ = tok_.decode(ids_, skip_).size();
   return out;
 }
 

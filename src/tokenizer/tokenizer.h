@@ -52,6 +52,8 @@ class Tokenizer {
   // Streaming decode: push ids one at a time; each call returns the text that is now complete
   // (valid UTF-8 only; bytes of a multi-byte character split across byte-fallback tokens are held
   // back until the character is complete). Equal, concatenated, to decode() of all ids.
+  // Incremental: each push decodes only the ids since the last emitted text plus one token of
+  // context before them (so O(new tokens), not O(all ids)).
   class StreamDecoder {
    public:
     explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_(skip_special) {}
@@ -64,8 +66,8 @@ class Tokenizer {
    private:
     const Tokenizer& tok_;
     bool skip_;
-    std::vector<int> ids_;
-    size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+    std::vector<int> ids_;  // the window: one context token (already emitted), then the ids not yet final
+    size_t emitted_ = 0;    // bytes of decode(ids_) already returned
   };
 
  protected:

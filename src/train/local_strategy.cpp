@@ -1,7 +1,10 @@
 // One process without sharding (train/local_strategy.h).
 #include "train/local_strategy.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -34,7 +37,47 @@ void LocalStrategy::set_frozen(size_t i, bool frozen, float lr_factor) {
   groups_[i].lr_factor = lr_factor;
 }
 
+void LocalStrategy::set_grad_topk(const TopkOptions& o) {
+  LT_CHECK(params_, "internal: set_grad_topk before attach");
+  std::vector<size_t> counts;
+  size_t mx = 0, total = 0;
+  for (const auto& p : *params_) {
+    counts.push_back(p.n);
+    mx = std::max(mx, p.n);
+    total += p.n;
+  }
+  topk_.emplace(o, counts);
+  idx_.resize(mx);
+  val_.resize(mx);
+  if (o.workers > 1) topk_sum_.assign(total, 0.0f);
+}
+
+void LocalStrategy::sparsify(int worker, float* into) {
+  for (size_t i = 0, off = 0; i < groups_.size(); off += groups_[i].n, ++i) {
+    ParamGroup& g = groups_[i];
+    if (g.frozen || g.n == 0) continue;
+    const size_t k = topk_->keep(i);
+    topk_->select(i, worker, g.grad, idx_.data(), val_.data());
+    std::memset(g.grad, 0, g.n * sizeof(float));
+    scatter_add(into ? into + off : g.grad, idx_.data(), val_.data(), k);
+  }
+}
+
+// W emulated workers: worker w's run of accum/W micro-batches is sparsified when it ends; after the
+// last one the gradients are the sum of the workers' sparse gradients, in worker order.
+void LocalStrategy::micro_batch_done(int a, int accum) {
+  if (!topk_ || topk_->options().workers == 1) return;
+  const int per = accum / topk_->options().workers;
+  if ((a + 1) % per != 0) return;
+  sparsify(a / per, topk_sum_.data());
+  if (a + 1 < accum) return;
+  for (size_t i = 0, off = 0; i < groups_.size(); off += groups_[i].n, ++i)
+    if (!groups_[i].frozen && groups_[i].n) std::memcpy(groups_[i].grad, topk_sum_.data() + off, groups_[i].n * sizeof(float));
+  std::fill(topk_sum_.begin(), topk_sum_.end(), 0.0f);
+}
+
 OptimizerStepResult LocalStrategy::optimizer_step(const OptimizerStepArgs& a) {
+  if (topk_ && topk_->options().workers == 1) sparsify(0, nullptr);
   if (a.grad_scale != 1.0f) {  // unscale (exact for a power of two), as LossScaler::unscale
     const float inv = 1.0f / a.grad_scale;
     for (ParamGroup& g : groups_) {
@@ -70,6 +113,18 @@ void LocalStrategy::save_checkpoint(const std::string& out_dir, const TrainerSta
         t.nbytes = p.n * sizeof(float);
         ts.push_back(t);
       }
+    if (topk_ && topk_->residual(0, 0))  // error feedback's residuals: a resumed run repeats an uninterrupted one
+      for (int w = 0; w < topk_->options().workers; ++w)
+        for (size_t i = 0; i < params_->size(); ++i) {
+          const auto& p = (*params_)[i];
+          TensorInfo t;
+          t.name = fmt::format("topk_residual.{}.{}", w, p.name);
+          t.dtype = DType::F32;
+          t.shape = p.shape;
+          t.data = topk_->residual(i, w);
+          t.nbytes = p.n * sizeof(float);
+          ts.push_back(t);
+        }
     save_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
     write_text_file_atomic((fs::path(dir) / "trainer_state.json").string(), trainer_state_json(state).dump(1));
   });
@@ -92,6 +147,15 @@ TrainerState LocalStrategy::load_checkpoint(const std::string& path, const std::
       const TensorInfo& t = ts.get(prefix + p.name, p.shape);
       convert_to_f32(ptr, t.data, t.dtype, p.n);
     }
+  if (topk_ && topk_->residual(0, 0))  // a checkpoint of a dense run: the residuals start at zero
+    for (int w = 0; w < topk_->options().workers; ++w)
+      for (size_t i = 0; i < params_->size(); ++i) {
+        const auto& p = (*params_)[i];
+        const std::string name = fmt::format("topk_residual.{}.{}", w, p.name);
+        if (!ts.find(name)) continue;
+        const TensorInfo& t = ts.get(name, p.shape);
+        convert_to_f32(topk_->residual(i, w), t.data, t.dtype, p.n);
+      }
   return r;
 }
 

@@ -3,7 +3,11 @@
 // unscales (fp16), clips the global norm and runs AdamW over them; a checkpoint is one folder
 // OUT/checkpoint-<step>/ with state.safetensors ("param.<name>", "adam_m.<name>", "adam_v.<name>")
 // and trainer_state.json, published by atomically replacing OUT/LATEST (train/output_dir.h).
+// With grad_topk (train/grad_topk.h) the step's gradient is sparsified first, and the residuals
+// are checkpointed too ("topk_residual.<worker>.<name>"); with W emulated workers each run of
+// accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "train/sharding.h"
@@ -20,9 +24,17 @@ class LocalStrategy final : public ShardingStrategy {
                        const TrainHooks& hooks) override;
   TrainerState load_checkpoint(const std::string& path, const std::string& out_dir) override;
   TrainedTensorFn trained_tensors() override;
+  void set_grad_topk(const TopkOptions& o) override;
+  void micro_batch_done(int a, int accum) override;
 
  private:
+  void sparsify(int worker, float* into);  // every trained gradient, top-k of it added to into (or in place)
+
   SelfCommunicator self_;
+  std::optional<GradTopK> topk_;
+  std::vector<float> topk_sum_;  // workers > 1: the step's sum of the workers' sparse gradients (flat)
+  std::vector<uint32_t> idx_;
+  std::vector<float> val_;
   std::vector<TrainParam>* params_ = nullptr;
   std::vector<ParamGroup> groups_;
 };

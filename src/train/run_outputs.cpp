@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
+#include "io/fused_proj.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -87,7 +88,7 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
     const auto& p = params[i];
     ts.push_back({p.name.rfind("base_model.", 0) == 0 ? p.name : "base_model.model." + p.name, p.shape, trained(i)});
   }
-  LoraConfig lc = c.lora;
+  LoraConfig lc = lora_config_for_peft(c.lora, model.config().fused_proj);  // Phi-3's all-linear as PEFT names it
   std::vector<std::vector<float>> converted;
   if (lc.mutates_base()) convert_mutated_lora(lc, ts, converted, model);
   const std::string adir = (fs::path(c.output_dir) / "adapter").string();
@@ -129,8 +130,10 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
     t.data = it != trainable.end() ? trained(it->second) : model.weight(b.name);
     ts.push_back(t);
   }
-  save_safetensors((mdir / "model.safetensors").string(), ts);
   if (c.qat != "none") write_int4_model(c, model, ts);
+  std::vector<std::vector<uint8_t>> fused;
+  fuse_proj_tensors(model.config(), ts, fused);  // Phi-3: qkv_proj / gate_up_proj as the base has them
+  save_safetensors((mdir / "model.safetensors").string(), ts);
   const std::string base_path = resolve_model_path(c.base_model);
   const fs::path base_dir = fs::is_directory(base_path) ? fs::path(base_path) : fs::path(base_path).parent_path();
   const bool hf = fs::exists(base_dir / "config.json");

@@ -18,4 +18,8 @@ float* ShardingStrategy::acquire_grads(int u) {
   fail("internal: acquire_grads({}) on a sharding strategy that holds no gradients", u);
 }
 
+void ShardingStrategy::set_grad_topk(const TopkOptions&) {
+  fail("grad_topk: this run's sharding ({}) does not sparsify gradients; leave grad_topk at 0", describe());
+}
+
 }  // namespace lt

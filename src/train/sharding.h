@@ -20,6 +20,7 @@
 #include "core/comm.h"
 #include "core/memory_plan.h"
 #include "core/train_types.h"
+#include "train/grad_topk.h"
 #include "train/optimizer.h"
 #include "train/trainer_state.h"
 
@@ -87,6 +88,11 @@ class ShardingStrategy {
   virtual void grads_ready(int u) {}
   // Whether the micro-batch about to run is its step's last.
   virtual void set_last_micro_batch(bool last) {}
+  // Micro-batch a (of this rank's accum in the step) has finished its backward.
+  virtual void micro_batch_done(int a, int accum) {}
+  // Top-k gradient sparsification from the next step on (train/grad_topk.h); lt::Error when this
+  // strategy cannot run it (the default).
+  virtual void set_grad_topk(const TopkOptions& o);
 
   // ---- The optimizer. Per tensor, as ParamGroup::frozen / lr_factor (staged unfreezing).
   virtual void set_frozen(size_t i, bool frozen, float lr_factor) = 0;

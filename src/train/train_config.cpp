@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "train/grad_topk.h"
 #include "core/mapped_file.h"
 #include "core/threads.h"
 #include "train/chat_template.h"
@@ -192,7 +193,8 @@ const char* const kKnownKeys[] = {
     "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
     "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
     "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
-    "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir"};
+    "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir",
+    "grad_topk", "grad_topk_feedback", "grad_topk_workers"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -408,6 +410,9 @@ bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "offload_optimizer") c.offload_optimizer = kv.S();
   else if (key == "offload_dir") c.offload_dir = kv.S();
   else if (key == "zero_overlap") c.zero_overlap = kv.B();
+  else if (key == "grad_topk") c.grad_topk = kv.D();
+  else if (key == "grad_topk_feedback") c.grad_topk_feedback = kv.S();
+  else if (key == "grad_topk_workers") c.grad_topk_workers = kv.I();
   else return false;
   return true;
 }
@@ -549,6 +554,17 @@ void validate_train_config(const TrainConfig& c) {
            "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
   LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
            "a folder for the optimizer state file", c.source);
+  if (c.grad_topk != 0) {
+    LT_CHECK(std::isfinite(c.grad_topk) && c.grad_topk > 0 && c.grad_topk <= 1, "{}: grad_topk: {} is out of range: "
+             "it must be in (0, 1] (the fraction of each tensor's gradient kept per step; 0: off)", c.source, c.grad_topk);
+    parse_topk_feedback(c.grad_topk_feedback);
+    LT_CHECK(c.grad_topk_workers >= 1 && c.gradient_accumulation_steps % c.grad_topk_workers == 0,
+             "{}: grad_topk_workers: {} must be >= 1 and divide gradient_accumulation_steps ({}): each emulated "
+             "worker sparsifies its own run of micro-batches", c.source, c.grad_topk_workers,
+             c.gradient_accumulation_steps);
+    LT_CHECK(c.precision != Precision::FP16, "{}: grad_topk keeps a residual of unscaled gradients; with precision: "
+             "fp16 the loss scale changes it. Use precision: bf16 or fp32", c.source);
+  }
   LT_CHECK(c.qat == "none" || c.qat == "int4", "{}: qat '{}' is not one of none, int4", c.source, excerpt(c.qat));
   if (c.qat != "none") {
     LT_CHECK(c.method == Method::Full, "{}: qat: int4 trains the base weights through their 4-bit version: it needs "

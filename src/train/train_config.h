@@ -74,6 +74,11 @@ struct TrainConfig {
   std::string offload_optimizer = "none"; // none | disk: AdamW moments in a file under offload_dir (ZeRO runs)
   std::string offload_dir;                // the folder for offload_optimizer: disk
   bool zero_overlap = false;              // ZeRO: nonblocking collectives overlapping the compute (dist/zero.h)
+  // Top-k gradient sparsification (train/grad_topk.h): the fraction of each tensor's entries kept per
+  // step (0: off, dense gradients); residual (error feedback) | scale; workers emulated in one process
+  double grad_topk = 0;
+  std::string grad_topk_feedback = "residual";
+  int grad_topk_workers = 1;
 
   std::string source;                     // where it was read from, for messages
 };

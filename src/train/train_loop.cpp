@@ -105,11 +105,15 @@ void TrainLoop::build_model() {
   else
     say(fmt::format("memory plan ({}):\n{}", shape, plan.format_table(false)));
   model_ = std::make_unique<TrainModel>(mc, files_.tensors, o, ops_cpu(), store_.get());
+  if (c.grad_topk > 0)  // top-k gradient sparsification (train/grad_topk.h)
+    st.set_grad_topk({c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers});
   if (lead_) {  // the first step's timeline of the model's arenas
     ledger_.emplace(model_->arenas(), size_t(4 * mc.n_layers + 16));
     ledger_->mark("loaded");
   }
-  info_ = {c.method, c.base_model, c.method == Method::Lora ? peft_adapter_config_json(c.lora, c.base_model) : std::string()};
+  info_ = {c.method, c.base_model,
+           c.method == Method::Lora ? peft_adapter_config_json(lora_config_for_peft(c.lora, mc.fused_proj), c.base_model)
+                                    : std::string()};
 }
 
 // B x T pseudo-random token ids, each row one document, every token but a row's last labelled.
@@ -277,6 +281,7 @@ StepStats TrainLoop::step() {
                                              loss_scale, uint64_t(step_) * global + uint64_t(j), labels);
     LT_CHECK(std::isfinite(l), "loss is {} at step {} (micro-batch {}); stopping. The last good checkpoint in {} is "
              "intact; try a lower learning_rate", l, step_ + 1, j, config_.output_dir);
+    strategy().micro_batch_done(a, accum);
     sums[0] += double(l) * b.n_label_tokens;
     sums[1] += double(b.B) * b.T;
   }

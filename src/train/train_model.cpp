@@ -3,6 +3,10 @@
 //   att = attention(q,k,v | doc_start)
 //   x_mid = res[l] + lin_o(att); xn2 = rmsnorm(x_mid); h = silu(lin_gate(xn2)) * lin_up(xn2)
 //   res[l+1] = x_mid + lin_down(h)
+// Gemma 2 / 3: res[0] = embed * sqrt(C); every norm scales by (1 + w) (norm_weight); x_mid =
+// res[l] + rmsnorm(lin_o(att)) and res[l+1] = x_mid + rmsnorm(lin_down(h)) (o_out / down_out
+// saved); h = gelu_tanh(gate) * up; q scaled for query_pre_attn_scalar; soft-capped attention
+// scores and loss logits (Gemma 2); Gemma 3's sliding layers rotate with their own RoPE base.
 // Backward walks it in reverse with d_res holding the gradient of the residual stream. With
 // checkpointing, only res[l] is kept for a recomputed block; its forward is replayed into one
 // shared activation set just before its backward. Linear layers: y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ,
@@ -74,7 +78,8 @@ namespace {
 
 struct Dims {
   int N, C, QD, KVD, F, V, R, L, NH, NKV, HS, max_io;
-  bool qk_norm;  // Qwen3: per-head RMSNorm of q and k before RoPE
+  bool qk_norm;   // Qwen3, Gemma 3: per-head RMSNorm of q and k before RoPE
+  bool sandwich;  // Gemma: post-attention and post-MLP norms
 };
 
 Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
@@ -85,6 +90,7 @@ Dims dims_of(const ModelConfig& c, const TrainModelOptions& o) {
   d.L = c.n_layers; d.NH = c.n_heads; d.NKV = c.n_kv_heads; d.HS = c.head_dim;
   d.max_io = std::max({d.C, d.QD, d.F});
   d.qk_norm = c.qk_norm;
+  d.sandwich = c.sandwich_norms;
   return d;
 }
 
@@ -97,6 +103,13 @@ std::pair<int, int> proj_shape(const ModelConfig& c, Proj p) {
 // PEFT's name of projection p's LoRA A or B in layer l.
 std::string peft_name(int l, Proj p, bool A) {
   return "base_model.model." + proj_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
+}
+
+// The same in model c: Phi-3's fused projections share their fused module's A and B
+// (io/fused_proj.h), named as PEFT names them.
+std::string peft_name(const ModelConfig& c, int l, Proj p, bool A) {
+  if (!c.is_fused(p)) return peft_name(l, p, A);
+  return "base_model.model." + fused_hf_name(l, p, A ? "lora_A.weight" : "lora_B.weight");
 }
 
 // DoRA's magnitude: "base_model.model.model.layers.{l}.{parent}.{module}.lora_magnitude_vector"
@@ -144,11 +157,21 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
     LT_CHECK(lc.dropout >= 0 && lc.dropout < 1, "lora_dropout must be in [0, 1) (got {})", lc.dropout);
     LT_CHECK(!lc.target_modules.empty(), "lora_target_modules is empty");
     for (const auto& t : lc.target_modules) {
-      LT_CHECK(t == "all-linear" || parse_proj(t),
+      LT_CHECK(t == "all-linear" || parse_proj(t) || parse_fused_proj(t),
                "unknown LoRA target module '{}'; expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-               "down_proj or all-linear",
+               "down_proj or all-linear (Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj)",
                t);
+      const auto p = parse_proj(t);
+      LT_CHECK(!c.fused_proj || !p || !c.is_fused(*p), "LoRA target module '{}': this {} model has no {} module; it "
+               "fuses q/k/v into qkv_proj and gate/up into gate_up_proj, which PEFT adapts as one module each (use "
+               "qkv_proj, o_proj, gate_up_proj, down_proj or all-linear)", t, c.arch, t);
+      LT_CHECK(c.fused_proj || !parse_fused_proj(t), "LoRA target module '{}' is a Phi-3 fused module; this {} model "
+               "has separate q_proj, k_proj, v_proj (gate_proj, up_proj)", t, c.arch);
     }
+    if (c.fused_proj)
+      LT_CHECK(!lc.use_dora && !lc.mutates_base(), "{} on Phi-3's fused qkv_proj / gate_up_proj is not supported yet "
+               "(plain LoRA, LoRA+ and rsLoRA are); use init_lora_weights true without use_dora",
+               lc.use_dora ? "use_dora" : "init_lora_weights " + lc.init);
     for (int l : lc.layers_to_transform)
       LT_CHECK(l >= 0 && l < c.n_layers, "layers_to_transform: layer {} does not exist (the model has {})", l,
                c.n_layers);
@@ -208,6 +231,7 @@ WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : Wei
 struct Linear {
   int layer;
   Proj p;
+  Proj mask_p;  // the LoRA dropout mask's module: p, or (Phi-3) the first projection of its fused module
   int in, out;
   const QuantTensor* q = nullptr;  // quantized frozen weight (then w is null)
   QuantTensor qt;
@@ -231,6 +255,8 @@ struct TrainModel::LayerActs {
   float *rstd1, *xn1, *q, *k, *v, *att, *lse, *x_mid, *rstd2, *xn2, *gate, *up, *h;
   // Qwen3 (qk_norm): q and k before their per-head RMSNorm, and its 1/rms per (token, head)
   float *q_pre = nullptr, *k_pre = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
+  // Gemma (sandwich norms): o_proj's and down_proj's outputs before their norms, and those 1/rms
+  float *o_out = nullptr, *rstd_po = nullptr, *down_out = nullptr, *rstd_pf = nullptr;
   float* xa[kNumProj];  // (N, R) per adapted projection (index: Proj), else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
@@ -396,6 +422,10 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   const size_t f = sizeof(float), N = d.N;
   const auto W = Category::Workspace;
   r.push_back({"rope.inv_freq", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_>});
+  if (c.rope_local_theta > 0)
+    r.push_back({"rope.inv_freq_local", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_local_>});
+  if (c.norm_offset)
+    r.push_back({"norm.offset_weight", W, size_t(std::max(d.C, d.HS)) * f, Lifetime::Layer, to<&M::norm_eff_>});
   QuantSpec qs;
   const bool quant = quantized_base(c, o, &qs);
   if (quant) {
@@ -446,6 +476,12 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
     v.push_back({"k_pre", N * d.KVD, 1, &Acts::k_pre});
     v.push_back({"rstd_q", N * d.NH, 1, &Acts::rstd_q});
     v.push_back({"rstd_k", N * d.NKV, 1, &Acts::rstd_k});
+  }
+  if (d.sandwich) {
+    v.push_back({"o_out", N * d.C, 1, &Acts::o_out});
+    v.push_back({"rstd_po", N, 1, &Acts::rstd_po});
+    v.push_back({"down_out", N * d.C, 2, &Acts::down_out});
+    v.push_back({"rstd_pf", N, 2, &Acts::rstd_pf});
   }
   for (Proj p : kProjs)
     if (adapted[size_t(p)])
@@ -521,9 +557,12 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
     const bool train_bias = full || o.lora.bias == "all" || (o.lora.bias == "lora_only" && adapted);
     plan_weight(p, o, proj_hf_name(l, pj, "bias"), out, train_bias);
   }
+  // Phi-3: one A and one B for the fused module, planned with its first projection
+  if (adapted && c.is_fused(pj) && fused_group_head(pj) != pj) return;
+  if (adapted && c.is_fused(pj)) out = int(c.fused_rows(pj).second);
   if (adapted) {
-    plan_weight(p, o, peft_name(l, pj, true), size_t(d.R) * in, true);
-    plan_weight(p, o, peft_name(l, pj, false), size_t(out) * d.R, true);
+    plan_weight(p, o, peft_name(c, l, pj, true), size_t(d.R) * in, true);
+    plan_weight(p, o, peft_name(c, l, pj, false), size_t(out) * d.R, true);
     if (o.lora.use_dora) {
       plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
       p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
@@ -542,6 +581,9 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
+    if (c.sandwich_norms)
+      for (const char* n : {"pre_feedforward_layernorm", "post_feedforward_layernorm"})
+        plan_weight(p, o, fmt::format("model.layers.{}.{}.weight", l, n), d.C, full);
     if (c.qk_norm)
       for (const char* n : {"q_norm", "k_norm"})
         plan_weight(p, o, fmt::format("model.layers.{}.self_attn.{}.weight", l, n), d.HS, full);
@@ -601,6 +643,9 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
            "sharded parameters (ZeRO stage 3) with full fine-tuning in {} are not supported yet: the 16-bit working "
            "copies are refreshed from whole f32 masters; use precision: fp32, or LoRA, or zero_stage 2",
            precision_name(opts_.precision));
+  LT_CHECK(!(cfg_.fused_proj && opts_.method == Method::Lora && (opts_.store_params || opts_.store_grads)),
+           "LoRA on Phi-3 with sharded parameters or gradients (ZeRO stage 2 / 3) is not supported yet: the fused "
+           "modules' A and B are shared by their projections; use zero_stage 0 or 1");
   plan_ = plan_training(cfg_, opts_);
   arenas_.allocate(plan_);
   lin_scratch_ = {};  // bound below when planned
@@ -715,11 +760,18 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   d_q_norm_.assign(size_t(d.L), nullptr);
   k_norm_.assign(size_t(d.L), nullptr);
   d_k_norm_.assign(size_t(d.L), nullptr);
+  for (auto* v : {&post_attn_norm_, &d_post_attn_norm_, &post_ffn_norm_, &d_post_ffn_norm_}) v->assign(size_t(d.L), nullptr);
   for (int l = 0; l < d.L; ++l) {
     auto n1 = fmt::format("model.layers.{}.input_layernorm.weight", l);
-    auto n2 = fmt::format("model.layers.{}.post_attention_layernorm.weight", l);
+    auto n2 = fmt::format("model.layers.{}.{}", l, cfg_.ffn_norm_name());
     load(n1, {C}, l, false, &attn_norm_[size_t(l)], &d_attn_norm_[size_t(l)]);
     load(n2, {C}, l, false, &ffn_norm_[size_t(l)], &d_ffn_norm_[size_t(l)]);
+    if (cfg_.sandwich_norms) {  // Gemma: the attention's and the MLP's output norms
+      load(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {C}, l, false,
+           &post_attn_norm_[size_t(l)], &d_post_attn_norm_[size_t(l)]);
+      load(fmt::format("model.layers.{}.post_feedforward_layernorm.weight", l), {C}, l, false,
+           &post_ffn_norm_[size_t(l)], &d_post_ffn_norm_[size_t(l)]);
+    }
     if (cfg_.qk_norm) {
       load(fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {d.HS}, l, false, &q_norm_[size_t(l)],
            &d_q_norm_[size_t(l)]);
@@ -742,14 +794,24 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
         if (opts_.qat && full) lin->wq = arenas_.get_as<float>(qat_buffer_name(wn));  // filled by zero_grads()
       }
       if (cfg_.has_bias(p)) load(proj_hf_name(l, p, "bias"), {out}, l, false, &lin->b, &lin->db);
-      auto an = peft_name(l, p, true), bn = peft_name(l, p, false);
+      auto an = peft_name(cfg_, l, p, true), bn = peft_name(cfg_, l, p, false);
+      lin->mask_p = cfg_.is_fused(p) ? fused_group_head(p) : p;  // a fused module has one dropout mask
+      const int lora_out = cfg_.is_fused(p) ? int(cfg_.fused_rows(p).second) : out;  // B's rows
+      const bool shared = !full && is_trainable(an) && cfg_.is_fused(p) && fused_group_head(p) != p;
+      if (shared) {
+        // Phi-3: the fused module's A, and B's row block of this projection (its head was made first)
+        const Linear& head = *linears_[linears_.size() - size_t(int(p) - int(fused_group_head(p)))];
+        const size_t row0 = size_t(cfg_.fused_rows(p).first) * size_t(d.R);
+        lin->A = head.A; lin->dA = head.dA;
+        lin->B = head.B + row0; lin->dB = head.dB + row0;
+      }
       if (!full && is_trainable(an) && opts_.lora.use_dora) {  // DoRA's m starts at ||W|| (= ||W_res + s·B₀·A₀||)
         lin->norm = arenas_.get_as<float>(dora_norm_name(l, p));
         dora_weight_norm(lin->norm, lin->view(half_, opts_.int8_threshold), LoraView{});
       }
       if (!full && is_trainable(an) && opts_.lora.mutates_base()) {
         init_mutating_lora(*lin, an, bn, begin_trainable, finish_trainable);
-      } else if (!full && is_trainable(an)) {
+      } else if (!full && is_trainable(an) && !shared) {
         // PEFT init: A kaiming-uniform(a=sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), or N(0, 1/r); B = 0
         float* A = begin_trainable(an, {d.R, in}, l, true, &lin->A, &lin->dA);
         if (opts_.lora.init == "gaussian") {
@@ -761,8 +823,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
           for (size_t i = 0; i < size_t(d.R) * in; ++i) A[i] = ud(rng);
         }
         finish_trainable();
-        float* B = begin_trainable(bn, {out, d.R}, l, true, &lin->B, &lin->dB);
-        std::memset(B, 0, size_t(out) * d.R * sizeof(float));
+        float* B = begin_trainable(bn, {lora_out, d.R}, l, true, &lin->B, &lin->dB);
+        std::memset(B, 0, size_t(lora_out) * d.R * sizeof(float));
         finish_trainable();
       }
       if (!full && is_trainable(an) && opts_.lora.use_dora) {
@@ -791,6 +853,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   store_->set_backward_reads_params(0, false);  // the embedding's backward scatters gradients only
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  for (int l = 0; l < d.L && inv_freq_local_; ++l)
+    if (cfg_.local_rope(l)) {  // Gemma 3's sliding layers: default RoPE with their own base
+      const auto local = rope_inv_freq(layer_rope_config(cfg_, l), 0);
+      std::copy(local.begin(), local.end(), inv_freq_local_);
+      break;
+    }
 
   recompute_ = recompute_layers(cfg_, opts_);
   for (int l = 0; l < d.L; ++l) {
@@ -811,7 +879,7 @@ size_t TrainModel::trainable_count() const {
 }
 
 void TrainModel::lora_tensors(int layer, const std::string& module, float** A, float** B) const {
-  const std::optional<Proj> p = parse_proj(module);
+  const std::optional<Proj> p = parse_fused_proj(module) ? parse_fused_proj(module) : parse_proj(module);
   LT_CHECK(p && layer >= 0 && layer < cfg_.n_layers, "no linear module {} in layer {}", module, layer);
   const Linear& lin = linear(layer, *p);
   *A = lin.A;
@@ -846,19 +914,13 @@ const float* TrainModel::initial_lora(const std::string& name) const {
 void TrainModel::load_lora(const TensorSet& adapter) {
   LT_CHECK(!opts_.store_params, "load_lora: the parameters are sharded (ZeRO stage 3); load the adapter through the "
            "sharded checkpoint instead");
-  for (auto& lin : linears_) {
-    if (!lin->A) continue;
-    const int64_t R = opts_.lora.r;
-    for (bool isA : {true, false}) {
-      auto name = peft_name(lin->layer, lin->p, isA);
-      std::vector<int64_t> shape = isA ? std::vector<int64_t>{R, lin->in} : std::vector<int64_t>{lin->out, R};
-      const TensorInfo& t = adapter.get(name, shape);
-      convert_to_f32(isA ? lin->A : lin->B, t.data, t.dtype, size_t(t.numel()));
-    }
-    if (lin->mag) {
-      const TensorInfo& t = adapter.get(peft_mag_name(lin->layer, lin->p), {int64_t(lin->out)});
-      convert_to_f32(lin->mag, t.data, t.dtype, size_t(t.numel()));
-    }
+  // every A, B and DoRA magnitude by its PEFT name (Phi-3: the fused modules' tensors)
+  for (auto& p : params_) {
+    const bool lora = p.name.find(".lora_A.") != std::string::npos || p.name.find(".lora_B.") != std::string::npos ||
+                      p.name.find(".lora_magnitude_vector") != std::string::npos;
+    if (!lora) continue;
+    const TensorInfo& t = adapter.get(p.name, p.shape);
+    convert_to_f32(p.p, t.data, t.dtype, size_t(t.numel()));
   }
   for (auto& p : params_) {  // trainable biases saved with the adapter
     if (p.name.find(".bias") == std::string::npos) continue;
@@ -911,7 +973,7 @@ struct LinearRunner {
   const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
-    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.p)));
+    return lora_mix64(seed ^ lora_mix64(step * 131 + uint64_t(L.layer) * 7 + uint64_t(L.mask_p)));
   }
   LinearWeights weights(const Linear& L, uint64_t step) const {
     LinearWeights w;
@@ -939,26 +1001,31 @@ struct LinearRunner {
 }  // namespace
 
 // The attention of a layer: in bf16 precision q, k, v are rounded to bf16 and saved so, and the bf16
-// kernels run where the CPU has them; elsewhere (or for a head size they decline) the f32 kernels
-// run on the same rounded values, widened.
+// kernels run where the CPU has them; elsewhere (or for a head size they decline, or soft-capped
+// scores) the f32 kernels run on the same rounded values, widened.
 void TrainModel::attention_forward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
+  const float cap = cfg_.attn_softcap;
   if (a.q_h) {
     ops_.round_half(DType::BF16, a.q_h, a.q, a.q, size_t(N_) * d.QD);
     ops_.round_half(DType::BF16, a.k_h, a.k, a.k, size_t(N_) * d.KVD);
     ops_.round_half(DType::BF16, a.v_h, a.v, a.v, size_t(N_) * d.KVD);
-    if (tops_.attention_train_forward_bf16 &&
+    if (cap <= 0 && tops_.attention_train_forward_bf16 &&
         tops_.attention_train_forward_bf16(a.att, a.lse, a.q_h, a.k_h, a.v_h, key_start, N_, d.NH, d.NKV, d.HS))
       return;
   }
-  tops_.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start, N_, d.NH, d.NKV, d.HS);
+  if (cap > 0)
+    tops_.attention_softcap_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start, N_, d.NH, d.NKV, d.HS, cap);
+  else
+    tops_.attention_train_forward(a.att, a.lse, a.q, a.k, a.v, key_start, N_, d.NH, d.NKV, d.HS);
 }
 
 // d_q_, d_k_, d_v_ += the attention's input gradients for d_att_ (a.att holds the saved output).
 void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
+  const float cap = cfg_.attn_softcap;
   if (a.q_h) {
-    if (tops_.attention_backward_bf16 &&
+    if (cap <= 0 && tops_.attention_backward_bf16 &&
         tops_.attention_backward_bf16(d_q_, d_k_, d_v_, d_att_, a.q_h, a.k_h, a.v_h, a.att_h, a.lse, key_start, N_,
                                       d.NH, d.NKV, d.HS))
       return;
@@ -966,7 +1033,12 @@ void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
     ops_.widen_half(DType::BF16, a.k, a.k_h, size_t(N_) * d.KVD);
     ops_.widen_half(DType::BF16, a.v, a.v_h, size_t(N_) * d.KVD);
   }
-  tops_.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start, N_, d.NH, d.NKV, d.HS);
+  if (cap > 0)
+    tops_.attention_softcap_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start, N_, d.NH,
+                                     d.NKV, d.HS, cap);
+  else
+    tops_.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start, N_, d.NH, d.NKV,
+                             d.HS);
 }
 
 void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t step, int parts) {
@@ -982,34 +1054,52 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     if (x16) ops_.round_half(half_, x16, x32, x32, size_t(N) * cols);
   };
   const float* x = res_[l];
+  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
   if (parts & 1) {
-  ops_.rmsnorm_forward(a.xn1, a.rstd1, x, attn_norm_[l], N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(a.xn1, a.rstd1, x, norm_weight(attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
   lr.forward(d.qk_norm ? a.q_pre : a.q, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
   lr.forward(d.qk_norm ? a.k_pre : a.k, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   lr.forward(a.v, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
-  if (d.qk_norm) {  // Qwen3: each head's q and k RMS-normalized over HS
-    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, q_norm_[l], N * d.NH, d.HS, cfg_.norm_eps);
-    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, k_norm_[l], N * d.NKV, d.HS, cfg_.norm_eps);
+  if (d.qk_norm) {  // Qwen3, Gemma 3: each head's q and k RMS-normalized over HS
+    ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, norm_weight(q_norm_[l], d.HS), N * d.NH, d.HS, cfg_.norm_eps);
+    ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, norm_weight(k_norm_[l], d.HS), N * d.NKV, d.HS, cfg_.norm_eps);
   }
-  ops_.rope_forward(a.q, b.positions, inv_freq_, N, d.NH, d.HS, il);
-  ops_.rope_forward(a.k, b.positions, inv_freq_, N, d.NKV, d.HS, il);
-  rope_scale_queries(a.q, size_t(N) * d.QD, cfg_);  // yarn / longrope attention factor on the scores
+  ops_.rope_forward(a.q, b.positions, inv_freq, N, d.NH, d.HS, il);
+  ops_.rope_forward(a.k, b.positions, inv_freq, N, d.NKV, d.HS, il);
+  scale_queries(a.q, size_t(N) * d.QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
   attention_forward(a, key_start(l, b));
   store(a.att_h, a.att, d.QD);
-  lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  if (d.sandwich) {  // Gemma: x_mid = x + rmsnorm(o_proj(att))
+    lr.forward(a.o_out, a.att, a.att_h, lin(Proj::O), a.xa, step);
+    ops_.rmsnorm_forward(a.x_mid, a.rstd_po, a.o_out, norm_weight(post_attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+  } else {
+    lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  }
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
   }
   if (!(parts & 2)) return;
-  ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, ffn_norm_[l], N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn2_h, a.xn2, d.C);
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
-  ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
+  if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
+  else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
   store(a.h_h, a.h, d.F);
   float* y = res_[l + 1];
-  lr.forward(y, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  if (d.sandwich) {  // Gemma: y = x_mid + rmsnorm(down_proj(h))
+    lr.forward(a.down_out, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+    ops_.rmsnorm_forward(y, a.rstd_pf, a.down_out, norm_weight(post_ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+  } else {
+    lr.forward(y, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  }
   ops_.add_inplace(y, a.x_mid, size_t(N) * d.C);
+}
+
+const float* TrainModel::norm_weight(const float* w, int n) {
+  if (!cfg_.norm_offset) return w;
+  for (int i = 0; i < n; ++i) norm_eff_[i] = 1.0f + w[i];
+  return norm_eff_;
 }
 
 void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t step) {
@@ -1025,44 +1115,59 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   auto load = [&](const uint16_t* x16, float* x32, int cols) {
     if (x16) ops_.widen_half(half_, x32, x16, size_t(N) * cols);
   };
+  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
+  // Gemma: the gradient of an output norm's input (o_out / down_out) into d_xn_, from d_res_
+  auto post_norm_backward = [&](float* dw, const float* x, const float* w, const float* rstd) {
+    std::memset(d_xn_, 0, NC * sizeof(float));
+    t.rmsnorm_backward(d_xn_, dw, d_res_, x, norm_weight(w, d.C), rstd, N, d.C);
+    return d_xn_;
+  };
   // MLP: d_res is the gradient of res[l+1]
   std::memset(d_h_, 0, size_t(N) * d.F * sizeof(float));
   load(a.h_h, a.h, d.F);
-  lr.backward(d_h_, d_res_, a.h, a.h_h, lin(Proj::Down), a.xa, step);
-  t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
+                                   : d_res_;
+  lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  else t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
   lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
-  t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, ffn_norm_[l], a.rstd2, N, d.C);  // now d x_mid
+  t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, norm_weight(ffn_norm_[l], d.C), a.rstd2, N,
+                     d.C);  // now d x_mid
   // attention
   std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
   load(a.att_h, a.att, d.QD);
-  lr.backward(d_att_, d_res_, a.att, a.att_h, lin(Proj::O), a.xa, step);
+  const float* d_o = d.sandwich ? post_norm_backward(d_post_attn_norm_[l], a.o_out, post_attn_norm_[l], a.rstd_po)
+                                : d_res_;
+  lr.backward(d_att_, d_o, a.att, a.att_h, lin(Proj::O), a.xa, step);
   std::memset(d_q_, 0, size_t(N) * d.QD * sizeof(float));
   std::memset(d_k_, 0, size_t(N) * d.KVD * sizeof(float));
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
   attention_backward(a, key_start(l, b));
-  rope_scale_queries(d_q_, size_t(N) * d.QD, cfg_);  // the attention factor's gradient
-  t.rope_backward(d_q_, b.positions, inv_freq_, N, d.NH, d.HS, il);
-  t.rope_backward(d_k_, b.positions, inv_freq_, N, d.NKV, d.HS, il);
+  scale_queries(d_q_, size_t(N) * d.QD, cfg_, l);  // the query factor's gradient
+  t.rope_backward(d_q_, b.positions, inv_freq, N, d.NH, d.HS, il);
+  t.rope_backward(d_k_, b.positions, inv_freq, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
   if (d.qk_norm) {
     // Qwen3: through the per-head RMSNorms first; d_att_ (read by the attention backward above)
     // holds the gradient of each projection's output in turn
     std::memset(d_att_, 0, size_t(N) * d.QD * sizeof(float));
-    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, q_norm_[l], a.rstd_q, N * d.NH, d.HS);
+    t.rmsnorm_backward(d_att_, d_q_norm_[l], d_q_, a.q_pre, norm_weight(q_norm_[l], d.HS), a.rstd_q, N * d.NH, d.HS);
     lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
     std::memset(d_att_, 0, size_t(N) * d.KVD * sizeof(float));
-    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, k_norm_[l], a.rstd_k, N * d.NKV, d.HS);
+    t.rmsnorm_backward(d_att_, d_k_norm_[l], d_k_, a.k_pre, norm_weight(k_norm_[l], d.HS), a.rstd_k, N * d.NKV,
+                       d.HS);
     lr.backward(d_xn_, d_att_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   } else {
     lr.backward(d_xn_, d_q_, a.xn1, a.xn1_h, lin(Proj::Q), a.xa, step);
     lr.backward(d_xn_, d_k_, a.xn1, a.xn1_h, lin(Proj::K), a.xa, step);
   }
   lr.backward(d_xn_, d_v_, a.xn1, a.xn1_h, lin(Proj::V), a.xa, step);
-  t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], attn_norm_[l], a.rstd1, N, d.C);  // now d res[l]
+  t.rmsnorm_backward(d_res_, d_attn_norm_[l], d_xn_, res_[l], norm_weight(attn_norm_[l], d.C), a.rstd1, N,
+                     d.C);  // now d res[l]
 }
 
 void TrainModel::check_batch(const BatchView& b) const {
@@ -1097,6 +1202,8 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   s.begin_pass(backward);
   s.before(0, Pass::Forward);
   ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  if (cfg_.embed_scale != 1.0f)  // Gemma: times sqrt(C)
+    for (size_t i = 0; i < size_t(N) * d.C; ++i) res_[0][i] *= cfg_.embed_scale;
   s.after(0, Pass::Forward);
   for (int l = 0; l < d.L; ++l) {
     s.before(l + 1, Pass::Forward);
@@ -1105,19 +1212,24 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
     if (ledger_) ledger_->mark("forward", l);
   }
   s.before(head, Pass::Forward);
-  ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], final_norm_, N, d.C, cfg_.norm_eps);
+  ops_.rmsnorm_forward(xnf_, rstdf_, res_[d.L], norm_weight(final_norm_, d.C), N, d.C, cfg_.norm_eps);
   s.after(head, Pass::Forward);
   // the chunked lm_head + cross-entropy; with backward it also writes d_lm_head and d_xnf
   const Pass loss_pass = backward ? Pass::Loss : Pass::Forward;
   s.before(lm, loss_pass);
-  const float loss = t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
-                                    lm_head_, b.labels, N, d.C, d.V, std::min(opts_.loss_chunk, N), loss_scale);
+  const int chunk = std::min(opts_.loss_chunk, N);
+  const float loss =
+      cfg_.final_softcap > 0
+          ? t.lm_head_loss_softcap(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                                   lm_head_, b.labels, N, d.C, d.V, chunk, loss_scale, cfg_.final_softcap)
+          : t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
+                           lm_head_, b.labels, N, d.C, d.V, chunk, loss_scale);
   s.after(lm, loss_pass);
   if (ledger_) ledger_->mark("loss");
   if (backward) {
     std::memset(d_res_, 0, size_t(N) * d.C * sizeof(float));
     s.before(head, Pass::Backward);
-    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], final_norm_, rstdf_, N, d.C);
+    t.rmsnorm_backward(d_res_, d_final_norm_, d_xnf_, res_[d.L], norm_weight(final_norm_, d.C), rstdf_, N, d.C);
     s.after(head, Pass::Backward);
     for (int l = d.L - 1; l >= 0; --l) {
       s.before(l + 1, Pass::Backward);
@@ -1127,6 +1239,8 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
       if (ledger_) ledger_->mark("backward", l);
     }
     s.before(0, Pass::Backward);
+    if (d_embed_ && cfg_.embed_scale != 1.0f)  // Gemma: the scale's gradient
+      for (size_t i = 0; i < size_t(N) * d.C; ++i) d_res_[i] *= cfg_.embed_scale;
     if (d_embed_) t.embedding_backward(d_embed_, d_res_, b.tokens, N, d.C);
     s.after(0, Pass::Backward);
   }

@@ -188,7 +188,15 @@ class TrainModel {
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
   std::vector<float*> q_norm_, d_q_norm_, k_norm_, d_k_norm_;  // Qwen3 (HS each), else null
+  // Gemma (sandwich_norms): post_attention_layernorm (on the attention's output) and
+  // post_feedforward_layernorm; ffn_norm_ is then pre_feedforward_layernorm. Null without.
+  std::vector<float*> post_attn_norm_, d_post_attn_norm_, post_ffn_norm_, d_post_ffn_norm_;
+  float* norm_eff_ = nullptr;  // (max(C, HS)) Gemma: the (1 + w) of the norm in use (norm_weight)
+  // The factor a norm with weights w applies: w, or (1 + w) written to norm_eff_ (Gemma; valid
+  // until the next call). Its gradient is w's.
+  const float* norm_weight(const float* w, int n);
   float* inv_freq_;  // (HS/2) the frequencies of the current pass, from rope_
+  float* inv_freq_local_ = nullptr;  // (HS/2) Gemma 3's sliding layers' RoPE, else null
   std::optional<RopeFreqState> rope_;  // transformers' per-call frequencies (dynamic, longrope)
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)

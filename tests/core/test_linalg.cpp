@@ -171,9 +171,14 @@ void check_lora_init(bool pissa, int niter, int out, int in) {
       double bb = 0, aa = 0;
       for (int o = 0; o < out; ++o) bb += double(B[size_t(o) * r + a]) * B[size_t(o) * r + b];
       for (int i = 0; i < in; ++i) aa += double(A[size_t(a) * in + i]) * A[size_t(b) * in + i];
-      if (pissa) EXPECT_NEAR(bb, aa, 1e-5 * (1 + std::fabs(aa)));
-      else EXPECT_NEAR(bb, a == b, 1e-6);
-      if (pissa && a != b) EXPECT_NEAR(bb, 0, 1e-5);
+      if (pissa) {
+        EXPECT_NEAR(bb, aa, 1e-5 * (1 + std::fabs(aa)));
+      } else {
+        EXPECT_NEAR(bb, a == b, 1e-6);
+      }
+      if (pissa && a != b) {
+        EXPECT_NEAR(bb, 0, 1e-5);
+      }
     }
 }
 

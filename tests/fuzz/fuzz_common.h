@@ -46,6 +46,7 @@ void train_yaml(std::string_view bytes);
 void jsonl_data(std::string_view bytes);
 void trainer_state(std::string_view bytes);
 void gguf(std::string_view bytes);
+void chat_template(std::string_view bytes);
 
 // Runs `h` on the input: lt::Error is a clean rejection; any other exception is reported once
 // per type on stderr (and aborts when LT_FUZZ_STRICT=1 is set, so libFuzzer keeps the input).

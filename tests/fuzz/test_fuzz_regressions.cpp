@@ -30,7 +30,8 @@ const std::map<std::string, lt::fuzz::Harness>& harnesses() {
       {"fuzz_tokenizer_json", lt::fuzz::tokenizer_json},   {"fuzz_llama2c_model", lt::fuzz::llama2c_model},
       {"fuzz_llama2c_tokenizer", lt::fuzz::llama2c_tokenizer}, {"fuzz_adapter_config", lt::fuzz::adapter_config},
       {"fuzz_train_yaml", lt::fuzz::train_yaml},           {"fuzz_jsonl_data", lt::fuzz::jsonl_data},
-      {"fuzz_trainer_state", lt::fuzz::trainer_state},     {"fuzz_gguf", lt::fuzz::gguf}};
+      {"fuzz_trainer_state", lt::fuzz::trainer_state},     {"fuzz_gguf", lt::fuzz::gguf},
+      {"fuzz_chat_template", lt::fuzz::chat_template}};
   return m;
 }
 
@@ -144,7 +145,9 @@ TEST(FuzzRegressions, HarnessesAcceptValidInputs) {
       {jsonl_data, "{\"text\": \"the cat\"}\n\n{\"prompt\": \"a\", \"completion\": \"b\"}\n"},
       {train_yaml, "base_model: m.bin\ndatasets:\n  - path: d.jsonl\nlora_r: 4\n"},
       {trainer_state, R"({"step": 2, "epoch": 0, "position": 4, "losses": [3.5, 3.25], "metrics_records": 3})"},
-      {gguf, tiny_gguf()}};
+      {gguf, tiny_gguf()},
+      {chat_template, "{% for m in messages %}<{{ m.role }}>{{ m.content | default('') | tojson }}{% endfor %}"
+                      "{% if add_generation_prompt %}<assistant>{% endif %}"}};
   for (const auto& [h, bytes] : valid) {
     try {
       h(bytes);

@@ -141,6 +141,7 @@ CONFIGS = {
     "replace_regex_nfkc": ("byte_level", N.Sequence([N.NFKC(), N.Replace(Regex(r"\s+"), " "), N.Lowercase()])),
     "sp_nfkc": ("sentencepiece", N.Sequence([N.NFKC()] + SP_REPLACE)),  # Gemma-like with NFKC
     "sp_nfc": ("sentencepiece", N.Sequence([N.NFC()] + SP_REPLACE)),
+    "sp_phi3": ("sentencepiece", N.Sequence(SP_REPLACE)),  # Phi-3 / Llama 2 tokenizer.json exactly
     "sp_nfd_lower": ("sentencepiece", N.Sequence(SP_REPLACE + [N.NFD(), N.Lowercase()])),
     "byte_level_normalizer": ("no_pretokenizer", N.ByteLevel()),
 }

@@ -253,3 +253,71 @@ TEST(HfTokenizer, BadFilesNameTheFile) {
 }
 
 }  // namespace
+
+namespace {
+// Forwards to another tokenizer and records the longest id list decode() was given.
+class DecodeLengthProbe : public lt::Tokenizer {
+ public:
+  explicit DecodeLengthProbe(const lt::Tokenizer& t) : t_(t) {}
+  std::vector<int> encode(std::string_view s, bool add) const override { return t_.encode(s, add); }
+  std::string decode(std::span<const int> ids, bool skip) const override {
+    longest = std::max(longest, ids.size());
+    return t_.decode(ids, skip);
+  }
+  int vocab_size() const override { return t_.vocab_size(); }
+  int bos_id() const override { return t_.bos_id(); }
+  int eos_id() const override { return t_.eos_id(); }
+  bool is_special(int id) const override { return t_.is_special(id); }
+  std::string token_text(int id) const override { return t_.token_text(id); }
+  mutable size_t longest = 0;
+
+ private:
+  const lt::Tokenizer& t_;
+};
+}  // namespace
+
+// Long random streams (ids drawn mostly from byte pieces / single bytes, so multi-byte characters
+// are split across tokens and often left partial), after a primed prompt: the pieces concatenated
+// equal decode() of the whole continuation in context, and no push decodes more than the ids
+// since the last complete text (plus one context token), so a stream is O(new tokens).
+TEST(HfTokenizer, StreamDecoderIsIncrementalAndEqualsDecode) {
+  auto sp = lt::Tokenizer::load(write(temp_dir() / "sp" / "tokenizer.json", sentencepiece_json().dump()));
+  auto bl = lt::Tokenizer::load(write(temp_dir() / "bl.json", bytelevel_json().dump()));
+  auto l2 = lt::Tokenizer::load(std::string(LT_SHARED_DIR) + "/models/stories260K/tok512.bin");
+  std::mt19937 rng(23);
+  for (auto* base : {sp.get(), bl.get(), l2.get()}) {
+    DecodeLengthProbe tok(*base);
+    const int V = tok.vocab_size();
+    for (int iter = 0; iter < 60; ++iter) {
+      // a prompt of whole text (so its decode is a prefix of the whole decode), then random ids
+      static const char* kPrompts[] = {"", "hi", "hi hi", "h\xC3\xA9 hi"};
+      const std::vector<int> prompt = tok.encode(kPrompts[rng() % 4], false);
+      std::vector<int> ids(100 + rng() % 200);
+      for (int& id : ids) id = int(rng() % 3 == 0 ? rng() % V : (rng() % 2 ? 3 + 0xC0 + rng() % 64 : 3 + 0x80 + rng() % 64));
+      for (bool skip : {false, true}) {
+        lt::Tokenizer::StreamDecoder sd(tok, skip);
+        sd.prime(prompt);
+        std::string all;
+        size_t worst = 0;      // the most ids a push decoded beyond its bound
+        size_t since = 0;      // ids pushed since the last push that returned text
+        bool restarted = false;  // some push returned text (the window restarted after the prompt)
+        for (int id : ids) {
+          tok.longest = 0;
+          const std::string piece = sd.push(id);
+          all += piece;
+          ++since;
+          const size_t bound = since + 1 + (restarted ? 0 : prompt.size());
+          if (tok.longest > bound) worst = std::max(worst, tok.longest - bound);
+          if (!piece.empty()) since = 0, restarted = true;
+        }
+        all += sd.flush();
+        std::vector<int> whole = prompt;
+        whole.insert(whole.end(), ids.begin(), ids.end());
+        const std::string full = tok.decode(whole, skip), head = tok.decode(prompt, skip);
+        ASSERT_EQ(full.compare(0, head.size(), head), 0) << "the prompt's text is not a prefix";
+        EXPECT_EQ(all, full.substr(head.size())) << "iteration " << iter;
+        EXPECT_EQ(worst, 0u) << "a push decoded " << worst << " ids more than those since the last text";
+      }
+    }
+  }
+}

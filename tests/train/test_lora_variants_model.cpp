@@ -88,8 +88,9 @@ TEST(QatModel, LossAndGradientsAreThoseOfTheFakeQuantizedModel) {
       const TrainParam &p = qat.params()[i], &r = ref.params()[i];
       ASSERT_EQ(p.name, r.name);
       EXPECT_EQ(0, std::memcmp(p.g, r.g, p.n * 4)) << p.name << ": not the gradient of the fake-quantized model";
-      if (is_linear(p.name))  // the master stays f32: it is not the fake-quantized weight
+      if (is_linear(p.name)) {  // the master stays f32: it is not the fake-quantized weight
         EXPECT_NE(0, std::memcmp(p.p, r.p, p.n * 4)) << p.name;
+      }
     }
     // an update of the masters reaches the forward after zero_grads()
     for (auto& p : qat.params())

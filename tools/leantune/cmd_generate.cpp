@@ -1,7 +1,11 @@
 // `leantune generate`: load a model and tokenizer, stream a completion of the prompt to stdout,
 // then print prefill and decode speed to stderr. With --chat the prompt is a user message,
 // formatted by the model's chat template (or --chat-template), and only the reply is printed.
+// With --num-beams K: beam search through the batch engine (transformers' num_beams), the best
+// hypothesis printed (--num-return-sequences: that many, one per line).
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -10,6 +14,7 @@
 
 #include "commands.h"
 #include "flag_check.h"
+#include "leantune/engine.h"
 #include "leantune/files.h"
 #include "leantune/generator.h"
 #include "leantune/memory.h"
@@ -20,14 +25,16 @@ namespace lt::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string model, tokenizer, prompt, adapter, system, chat_template, prompt_ids, ids_out;
+  std::string model, tokenizer, prompt, adapter, system, chat_template, prompt_ids, ids_out, draft_model;
+  int num_speculative = 4;
   bool chat = false;
   int threads = 0, context = 0, max_new_tokens = 256;
   bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
   std::vector<std::string> stop;
-  std::string quantize;
+  std::string quantize, weights, kv_cache;
   bool double_quant = false;
   leantune::SamplingOptions s;
+  leantune::BeamSearchOptions beam;
 };
 
 std::string default_tokenizer(const std::string& model) {
@@ -61,6 +68,70 @@ void check_generate_flags(const GenerateArgs& a) {
   if (!a.prompt_ids.empty() && !a.prompt.empty()) fail("--prompt-ids: give either --prompt or --prompt-ids, not both");
 }
 
+// Beam search or speculative decoding, over the engine. Beam search prints the num_return best
+// hypotheses (one per line; --ids-out: one line of ids each); speculative decoding streams its one
+// output and reports the draft's acceptance rate.
+void run_beam_search(const GenerateArgs& a, const leantune::Model& model, const leantune::Tokenizer& tok,
+                     std::vector<int> prompt, const leantune::GenerateOptions& g) {
+  leantune::EngineOptions eo;
+  eo.max_seqs = a.beam.num_beams;
+  eo.context = a.context;
+  eo.prefix_caching = false;
+  std::unique_ptr<leantune::Model> draft;
+  if (!a.draft_model.empty()) {
+    leantune::ModelOptions mo;
+    mo.threads = a.threads;
+    draft = std::make_unique<leantune::Model>(a.draft_model, mo);
+    eo.draft_model = draft.get();
+    eo.num_speculative_tokens = a.num_speculative;
+  }
+  leantune::Engine engine(model, tok, eo);
+  const auto t0 = std::chrono::steady_clock::now();
+  leantune::EngineRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.options = g;
+  r.beam = a.beam;
+  leantune::EngineEvent last;
+  std::string ids_text;
+  engine.submit(std::move(r), [&](const leantune::EngineEvent& e) {
+    if (e.token >= 0) ids_text += (ids_text.empty() ? "" : ",") + std::to_string(e.token);
+    if (!e.text.empty()) {
+      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (e.finished) last = e;
+  });
+  while (engine.step()) {
+  }
+  if (!last.error.empty()) fail("generate: {}", last.error);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (last.beams.empty()) {  // speculative decoding: one output, streamed by the callback
+    std::fputc('\n', stdout);
+    const leantune::EngineStats st = engine.stats();
+    if (!a.ids_out.empty()) leantune::write_text_file(a.ids_out, ids_text + "\n");
+    if (!a.quiet)
+      std::fprintf(stderr, "%s", fmt::format("[{} tokens in {:.3f} s: {:.1f} tok/s | speculative: {} of {} draft tokens "
+                                             "accepted ({:.1f}%) | stop: {}]\n", last.completion_tokens, secs,
+                                             last.completion_tokens / std::max(secs, 1e-9), st.spec_accepted,
+                                             st.spec_proposed, 100.0 * double(st.spec_accepted) /
+                                             double(std::max<uint64_t>(st.spec_proposed, 1)),
+                                             leantune::stop_reason_name(last.stop_reason)).c_str());
+    return;
+  }
+  ids_text.clear();
+  for (const leantune::BeamResult& b : last.beams) {
+    std::fwrite(b.text.data(), 1, b.text.size(), stdout);
+    std::fputc('\n', stdout);
+    std::string line;
+    for (int id : b.tokens) line += (line.empty() ? "" : ",") + std::to_string(id);
+    ids_text += line + "\n";
+    if (!a.quiet)
+      std::fprintf(stderr, "%s", fmt::format("[beam score {:.6f} | {} tokens | stop: {}]\n", b.score, b.tokens.size(),
+                                             leantune::stop_reason_name(b.stop_reason)).c_str());
+  }
+  if (!a.ids_out.empty()) leantune::write_text_file(a.ids_out, ids_text);
+}
+
 void run_generate(const GenerateArgs& a) {
   check_generate_flags(a);
   std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.model) : a.tokenizer;
@@ -71,6 +142,9 @@ void run_generate(const GenerateArgs& a) {
   mo.adapter = a.adapter;
   mo.quantization = leantune::parse_quantization(a.quantize);
   mo.double_quant = a.double_quant;
+  if (!a.weights.empty()) mo.weights = leantune::parse_weights(a.weights);
+  if (a.kv_cache == "bf16") mo.kv_cache = leantune::KvCache::BF16;
+  else if (!a.kv_cache.empty() && a.kv_cache != "f32") fail("--kv-cache '{}': expected f32 or bf16", a.kv_cache);
   mo.kernels = a.reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
   leantune::Model model(a.model, mo);
   tok.check_fits(model);
@@ -81,6 +155,15 @@ void run_generate(const GenerateArgs& a) {
   g.stop_at_eos = !a.ignore_eos;
   g.add_bos = !a.no_bos;
   g.sampling = a.s;
+  if (a.beam.num_beams > 1 || !a.draft_model.empty()) {
+    std::vector<int> ids = parse_ids(a.prompt_ids, "--prompt-ids");
+    if (a.chat) fail("--num-beams / --draft-model: not with --chat; give --prompt or --prompt-ids");
+    if (ids.empty()) {
+      ids = tok.encode(a.prompt, g.add_bos);
+      if (a.beam.num_beams <= 1) std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // as plain generate
+    }
+    return run_beam_search(a, model, tok, std::move(ids), g);
+  }
   auto print = [](int, std::string_view piece) {
     if (!piece.empty()) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -146,10 +229,20 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)");
   c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)");
   c->add_option("--seed", a->s.seed, "sampling seed");
+  c->add_option("--draft-model", a->draft_model, "speculative decoding (greedy): a small model of the same vocabulary "
+                "proposing tokens the model checks in one pass; the output is the greedy output");
+  c->add_option("--num-speculative-tokens", a->num_speculative, "draft tokens per step (default 4)");
+  c->add_option("--num-beams", a->beam.num_beams, "beam search with this many beams (1 = off; transformers' num_beams)");
+  c->add_option("--num-return-sequences", a->beam.num_return, "beam search: hypotheses printed, best first");
+  c->add_option("--length-penalty", a->beam.length_penalty, "beam search: score = logprob sum / length^this");
+  c->add_option("--early-stopping", a->beam.early_stopping, "beam search: false (HF's heuristic) | true | never");
   c->add_option("--stop", a->stop, "stop string (repeatable)");
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
+  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 "
+                "(16-bit as stored; q4 = llama.cpp's q4_0 grid, blocks of 32)");
+  c->add_option("--kv-cache", a->kv_cache, "the KV cache's element type: f32 (default) | bf16 (half the bytes)");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
   c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");

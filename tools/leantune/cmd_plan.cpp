@@ -58,7 +58,8 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
       threads = int(x);
     }
     else if (a == "--quantize") o.quantization = leantune::parse_quantization(v);
-    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --double-quant)", a);
+    else if (a == "--weights") o.weights = leantune::parse_weights(v);
+    else fail("plan --generate: unknown option '{}' (expected --model, --context, --prefill-block, --threads, --quantize, --weights, --double-quant)", a);
   }
   if (model.empty()) fail("plan --generate: --model is required");
   o.threads = threads;
@@ -75,6 +76,68 @@ void plan_generate(const std::vector<std::string>& args, bool json, bool buffers
              p.prefill_block, p.memory.format_table(buffers));
   fmt::print("peak: with the process baseline of {} (measured once and cached): {}\n",
              leantune::format_bytes(p.baseline_bytes), leantune::format_bytes(p.predicted_peak_bytes));
+}
+
+// `plan --serve --model M [--concurrency C] [--beams K] [--max-seqs N] [--context P] [--block-size B]
+// [--kv-memory MiB] [--max-batch-tokens T] [--max-lora-rank R] [--adapter-memory MiB] [--draft-model D]
+// [--num-speculative-tokens K]`: what `leantune serve` with the same flags allocates. C concurrent
+// requests of K beams each run as max_seqs = C x K rows, each holding a full context of KV blocks
+// (unless --kv-memory fixes the pool).
+double number_flag(const std::string& flag, const std::string& v);
+
+void plan_serve(const std::vector<std::string>& args, bool json, bool buffers) {
+  std::string model, draft;
+  leantune::EngineOptions o;
+  int concurrency = 0, beams = 1;
+  double kv_mib = 0, adapter_mib = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "--serve") continue;
+    if (i + 1 >= args.size()) fail("plan --serve: {} needs a value", a);
+    const std::string& v = args[++i];
+    auto whole = [&](double lo, double hi, const char* meaning) {
+      const double x = number_flag(a, v);
+      check_flag_range(a.c_str(), x, lo, hi, meaning);
+      if (x != std::floor(x)) fail("{}: {} is not a whole number", a, v);
+      return int(x);
+    };
+    if (a == "--model" || a == "-m") model = v;
+    else if (a == "--draft-model") draft = v;
+    else if (a == "--concurrency") concurrency = whole(1, 1 << 16, "requests running at once");
+    else if (a == "--beams") beams = whole(1, 128, "beams per request");
+    else if (a == "--max-seqs") o.max_seqs = whole(1, 1 << 16, "rows running at once");
+    else if (a == "--context") o.context = whole(0, 1 << 24, "positions per request; 0: the model's, at most 4096");
+    else if (a == "--block-size") o.block_size = whole(1, 4096, "positions per KV block");
+    else if (a == "--max-batch-tokens") o.max_batch_tokens = whole(1, 1 << 20, "tokens per forward step");
+    else if (a == "--max-lora-rank") o.max_lora_rank = whole(1, 1 << 16, "largest adapter rank");
+    else if (a == "--num-speculative-tokens") o.num_speculative_tokens = whole(1, 32, "draft tokens per step");
+    else if (a == "--kv-memory" || a == "--memory-budget") {
+      kv_mib = number_flag(a, v);
+      check_flag_range(a.c_str(), kv_mib, 0, 1e12, "MiB of KV cache; 0: max-seqs full contexts");
+    } else if (a == "--adapter-memory") {
+      adapter_mib = number_flag(a, v);
+      check_flag_range(a.c_str(), adapter_mib, 0, 1e12, "MiB of resident adapters");
+    } else {
+      fail("plan --serve: unknown option '{}' (expected --model, --concurrency, --beams, --max-seqs, --context, "
+           "--block-size, --kv-memory, --max-batch-tokens, --max-lora-rank, --adapter-memory, --draft-model, "
+           "--num-speculative-tokens)", a);
+    }
+  }
+  if (model.empty()) fail("plan --serve: --model is required");
+  if (concurrency > 0) o.max_seqs = concurrency * beams;
+  else if (beams > 1) fail("plan --serve: --beams needs --concurrency (max_seqs = concurrency x beams)");
+  o.kv_memory_bytes = size_t(kv_mib * 1024 * 1024);
+  o.adapter_memory_bytes = size_t(adapter_mib * 1024 * 1024);
+  const leantune::ServePlan p = leantune::plan_serve(model, o, draft);
+  if (json) {
+    fmt::print("{}\n", leantune::to_json(p));
+    return;
+  }
+  fmt::print("serving plan: {}{}, {} rows at once (requests x beams), context {} positions, KV pool {} blocks of {} "
+             "positions\n{}", model, draft.empty() ? "" : " with draft " + draft, p.max_seqs, p.context, p.kv_blocks,
+             p.block_size, p.memory.format_table(buffers));
+  fmt::print("engine (KV pools + batch buffers, what `serve` allocates besides the weights): {}\n",
+             leantune::format_bytes(p.engine_bytes));
 }
 
 // A number flag's value: the whole text must be a number ("12abc" and "nan" are errors).
@@ -102,7 +165,8 @@ void add_plan_command(CLI::App& app) {
   probe->callback([] { fmt::print("{}\n", leantune::probe_process_baseline(probe_threads)); });
 
   auto* c = app.add_subcommand("plan", "Print the memory plan of a training run (same arguments as train), or with "
-                               "--generate of inference (--model, --context)");
+                               "--generate of inference (--model, --context), or with --serve of `leantune serve` (--model, --concurrency, "
+                               "--beams, --context, ...)");
   c->prefix_command();
   c->footer("Extra flags: --json (machine-readable), --buffers (every buffer), --actuary [--tokens N] "
             "[--price-per-hour USD] (FLOPs, time and cost estimates), --rank-report (what each LoRA rank costs), "
@@ -141,6 +205,10 @@ void add_plan_command(CLI::App& app) {
         else check_flag_range("--price-per-hour", x, 0, 1e9, "US dollars per hour of this machine");
         (a == "--tokens" ? tokens : price) = x;
       } else args.push_back(a);
+    }
+    if (std::find(args.begin(), args.end(), "--serve") != args.end()) {
+      plan_serve(args, json, buffers);
+      return;
     }
     if (std::find(args.begin(), args.end(), "--generate") != args.end()) {
       plan_generate(args, json, buffers);

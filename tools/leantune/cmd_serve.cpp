@@ -24,7 +24,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop = true; }
 
 struct ServeArgs {
-  std::string model, tokenizer, name;
+  std::string model, tokenizer, name, draft_model;
   std::vector<std::string> adapters;  // NAME=DIR
   lt::serve::ServerOptions server;
   leantune::EngineOptions engine;
@@ -77,6 +77,11 @@ void run_serve(ServeArgs a) {
   mo.threads = a.threads;
   leantune::Model model(a.model, mo);
   tok.check_fits(model);
+  std::unique_ptr<leantune::Model> draft;
+  if (!a.draft_model.empty()) {
+    draft = std::make_unique<leantune::Model>(a.draft_model, mo);
+    a.engine.draft_model = draft.get();
+  }
   a.engine.kv_memory_bytes = size_t(a.kv_memory_mib * 1024 * 1024);
   a.engine.adapter_memory_bytes = size_t(a.adapter_memory_mib * 1024 * 1024);
   a.engine.prefix_caching = !a.no_prefix_cache;
@@ -131,6 +136,9 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--kv-memory,--memory-budget", a->kv_memory_mib, "MiB of KV cache (default: max-seqs contexts, at most 1 GiB)");
   c->add_option("--adapter-memory", a->adapter_memory_mib, "MiB of resident adapters, LRU beyond (0: no limit)");
   c->add_option("--max-lora-rank", a->engine.max_lora_rank, "largest adapter rank accepted (default 64)");
+  c->add_option("--draft-model", a->draft_model, "speculative decoding: a smaller model of the same vocabulary that "
+                "proposes tokens for greedy requests");
+  c->add_option("--num-speculative-tokens", a->engine.num_speculative_tokens, "draft tokens per step (default 4)");
   c->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not share KV blocks between prompts");
   c->add_option("--chat-template", a->server.chat_template, "auto (the model's own, else by its tokens) | model | chatml | llama3 | llama2 | plain | FILE.jinja | "
                 "a named template of the model (default auto)");

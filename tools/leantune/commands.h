@@ -12,6 +12,7 @@ void add_logits_command(CLI::App& app);    // cmd_logits.cpp
 void add_bench_command(CLI::App& app);     // cmd_bench.cpp
 void add_grad_command(CLI::App& app);      // cmd_grad.cpp
 void add_train_command(CLI::App& app);     // cmd_train.cpp
+void add_sweep_command(CLI::App& app);     // cmd_sweep.cpp
 void add_demo_command(CLI::App& app);      // cmd_demo.cpp
 void add_merge_command(CLI::App& app);     // cmd_merge.cpp
 void add_plan_command(CLI::App& app);      // cmd_plan.cpp

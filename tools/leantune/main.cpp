@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   lt::cli::add_bench_command(app);
   lt::cli::add_grad_command(app);
   lt::cli::add_train_command(app);
+  lt::cli::add_sweep_command(app);
   lt::cli::add_demo_command(app);
   lt::cli::add_merge_command(app);
   lt::cli::add_plan_command(app);

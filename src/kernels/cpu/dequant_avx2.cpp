@@ -61,4 +61,31 @@ void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows
   }
 }
 
+void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
+               int IC, int OC) {
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma omp parallel for schedule(static) if (int64_t(T) * IC * OC >= kParallelMin)
+  for (int o = 0; o < OC; ++o) {
+    const int8_t* w = wq + int64_t(o) * IC;
+    for (int t = 0; t < T; ++t) {
+      const int8_t* x = xq + int64_t(t) * IC;
+      __m256i acc = _mm256_setzero_si256();
+      int c = 0;
+      for (; c + 32 <= IC; c += 32) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c));
+        // |w| <= 128, |x| <= 127 (the activations are clamped): a pair sums to at most 32512, no saturation
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ones));
+      }
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      int32_t s = _mm_cvtsi128_si32(s4);
+      for (; c < IC; ++c) s += int32_t(x[c]) * int32_t(w[c]);
+      y[int64_t(t) * OC + o] = float(s) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq);
+    }
+  }
+}
+
 }  // namespace lt::cpu::dequant::avx2

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include "kernels/carve.h"
 
 namespace lt::cpu::dequant {
 
@@ -24,6 +25,9 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
                int IC, int OC);
 }  // namespace scalar
 namespace avx2 {
+// scalar::int8_gemm's bits (exact int32 sums) with vpmaddubsw: |w| (u8) times x carrying w's sign
+void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
+               int IC, int OC);
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
@@ -36,16 +40,8 @@ void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int
                     int T, int IC, int OC);  // needs AVX512-VNNI
 }  // namespace avx512
 
-// Workspace carving: every part starts on a 64-byte boundary.
-inline size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
-template <class T>
-T* carve(char*& p, size_t count) {
-  T* r = reinterpret_cast<T*>(p);
-  p += align64(count * sizeof(T));
-  return r;
-}
-
-// Loops over fewer elements than this run on the calling thread (a parallel region costs more).
-constexpr int64_t kParallelMin = 1 << 15;
+using kernels::align64;
+using kernels::carve;
+using kernels::kParallelMin;
 
 }  // namespace lt::cpu::dequant

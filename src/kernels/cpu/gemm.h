@@ -24,6 +24,9 @@ void linear_f32(float* out, const float* x, const float* w, int T, int IC, int O
 // its three products as GEMMs per chunk (cross_entropy.cpp).
 float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
                    int T, int C, int V, int chunk, float loss_scale);
+// The same with soft-capped logits (TrainOps::lm_head_loss_softcap).
+float lm_head_loss_softcap(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                           const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap);
 // The same with the per-row softmax + loss (+ gradient) done by row_fn (one per ISA).
 using XentRowFn = double (*)(float* logits_row, int V, int label, float gscale, bool want_grad);
 float lm_head_loss_rows(XentRowFn row_fn, float* dx, float* dw, float* logits_chunk, const float* x, const float* w,

@@ -69,6 +69,13 @@ void int8_gemm_scaled(float* y, const int8_t* xq, const float* x_absmax, const i
   }
 }
 
+void int8_gemm_isa(Isa isa, float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq,
+                   const float* w_absmax, int T, int IC, int OC) {
+  if (int8_vnni_available(isa)) return dequant::avx512::int8_gemm_vnni(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  if (isa != Isa::Scalar && cpu_supports(Isa::Avx2)) return dequant::avx2::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  dequant::scalar::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+}
+
 size_t int8_linear_workspace_bytes(int T, int IC, int OC) {
   using dequant::align64;
   const size_t chunk = size_t(std::min(IC, kOutlierChunk)), rows = size_t(std::min(OC, kTileRows));
@@ -77,7 +84,7 @@ size_t int8_linear_workspace_bytes(int T, int IC, int OC) {
 }
 
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
-                         size_t workspace_bytes, bool use_vnni) {
+                         size_t workspace_bytes, Isa isa) {
   const int IC = w.cols, OC = w.rows;
   const auto* wq = static_cast<const int8_t*>(w.data);
   const float* w_absmax = w.row_absmax;
@@ -93,7 +100,7 @@ void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, v
   float* w_out = dequant::carve<float>(p, size_t(tile) * chunk);     // (rows, nc) their weights, f32
 
   const int n_out = quantize_int8_activations(xq, x_absmax, cols, x, T, IC, w.int8_threshold);
-  int8_gemm_scaled(y, xq, x_absmax, wq, w_absmax, T, IC, OC, use_vnni);
+  int8_gemm_isa(isa, y, xq, x_absmax, wq, w_absmax, T, IC, OC);
 
   for (int j0 = 0; j0 < n_out; j0 += chunk) {
     const int nc = std::min(chunk, n_out - j0);

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"

@@ -1,9 +1,11 @@
 // The fast linear op (kernels/linear.h) behind ops_cpu().linear_forward and
 // train_ops_cpu().linear_backward_*: the weight's product by kind (f32: the ISA's matmul_forward
-// and matmul_backward's GEMMs; 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
+// and matmul_backward's GEMMs; a few tokens against 16-bit / 4-bit weights: decode_gemv.h; else
+// 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
 // products as f32 GEMMs. The order of every accumulation is fixed (base product, then LoRA), so a
 // step's results do not depend on which direction is asked first.
 #include "core/error.h"
+#include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/cpu/train_kernels.h"
@@ -51,7 +53,8 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   if (W.kind == WeightKind::F32) {
     f32_matmul(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
   } else {
-    if (W.half()) half_forward(out, in.x, in.x16, W, T, static_cast<float*>(s.tile));
+    if (decode_gemv_applies(W, T)) decode_gemv(isa, out, in, W);  // decode: W streamed once
+    else if (W.half()) half_forward(out, in.x, in.x16, W, T, static_cast<float*>(s.tile));
     else quant_forward(isa, out, in.x, W, T, s.tile, s.tile_bytes);
     add_bias(out, w.bias, T, OC);
   }

@@ -62,9 +62,13 @@ void int8_gemm_scaled(float* y, const int8_t* xq, const float* x_absmax, const i
                       int T, int IC, int OC, bool use_vnni);
 bool int8_vnni_available(Isa isa);  // isa is Avx512, usable here, and the CPU has AVX512-VNNI
 size_t int8_linear_workspace_bytes(int T, int IC, int OC);
+// int8_gemm_scaled with the integer loop of `isa`: VNNI where int8_vnni_available(isa), the AVX2
+// vpmaddubsw loop for Avx2 / Avx512 without VNNI, else scalar (all the same bits).
+void int8_gemm_isa(Isa isa, float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq,
+                   const float* w_absmax, int T, int IC, int OC);
 // y (T, OC) = the LLM.int8 product of x with the Int8 weight w; workspace of
-// int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned.
+// int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned; integer product per int8_gemm_isa.
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
-                         size_t workspace_bytes, bool use_vnni);
+                         size_t workspace_bytes, Isa isa);
 
 }  // namespace lt::cpu

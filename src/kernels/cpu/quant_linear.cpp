@@ -106,7 +106,7 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
 void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes) {
   const int IC = w.cols, OC = w.rows;
   if (w.kind == WeightKind::Int8) {
-    int8_linear_forward(y, x, w, T, tile, tile_bytes, int8_vnni_available(isa));
+    int8_linear_forward(y, x, w, T, tile, tile_bytes, isa);
     return;
   }
   const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");

@@ -110,6 +110,7 @@ static TrainOps make_train_ops(Isa isa) {
   ops.rope_backward = cpu::rope_backward;
   ops.matmul_backward = cpu::matmul_backward;
   ops.lm_head_loss = cpu::lm_head_loss;
+  cpu::fill_gemma_train_ops(ops);
   switch (isa) {
     case Isa::Scalar:
       ops.name = "train-cpu-scalar";

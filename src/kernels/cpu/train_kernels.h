@@ -33,6 +33,8 @@ void embedding_backward(float* dtable, const float* dout, const int* tokens, int
 void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
+// Gemma's geglu / softcap / capped attention backward entries, every ISA (gemma_kernels.cpp).
+void fill_gemma_train_ops(TrainOps& ops);
 }  // namespace cpu
 
 }  // namespace lt

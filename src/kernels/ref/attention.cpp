@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/ref/ref.h"
 
@@ -47,6 +48,14 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
       if (lse) lse[(size_t)h * T + t] = mx + std::log(sum);
     }
   }
+}
+
+void attention_forward_kv16(float* out, const float* q, const uint16_t* k, const uint16_t* v, int T, int pos0, int NH,
+                            int NKV, int HS, int window, int ring) {
+  const size_t n = size_t(ring > 0 ? ring : pos0 + T) * NKV * HS;  // the cache rows attention may read
+  std::vector<float> kf(n), vf(n);
+  for (size_t i = 0; i < n; ++i) kf[i] = bf16_to_f32(k[i]), vf[i] = bf16_to_f32(v[i]);
+  attention_forward(out, nullptr, q, kf.data(), vf.data(), T, pos0, NH, NKV, HS, window, ring);
 }
 
 }  // namespace lt::ref

@@ -18,6 +18,11 @@ const TrainOps& train_ops_ref() {
       ref::linear_backward_input,
       ref::linear_backward_weight,
       ref::lm_head_loss,
+      ref::geglu_backward,
+      ref::softcap_backward,
+      ref::attention_softcap_train_forward,
+      ref::attention_softcap_backward,
+      ref::lm_head_loss_softcap,
       nullptr,  // attention_train_forward_bf16: the model runs the f32 ops on bf16-rounded values
       nullptr,  // attention_backward_bf16
   };

@@ -5,6 +5,7 @@
 // dw += dlogitsᵀ · x_chunk. Peak logits memory is chunk*V floats instead of T*V.
 // Rows whose label is kIgnoreLabel (-100) cost nothing and get zero gradient; count is the number
 // of other rows, so the loss is the mean over real targets (PyTorch's reduction='mean').
+// lm_head_loss_softcap: the same with each logit soft-capped (Gemma 2), z -> cap * tanh(z / cap).
 #include <algorithm>
 #include <cmath>
 
@@ -30,8 +31,10 @@ int count_loss_labels(const int* labels, int T, int V) {
 
 namespace lt::ref {
 
-float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
-                   int T, int C, int V, int chunk, float loss_scale) {
+namespace {
+// The loss with logits soft-capped at cap (0: none): the one loop of both entries.
+float lm_head_loss_capped(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                          const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap) {
   LT_ASSERT(chunk > 0);
   const int count = count_loss_labels(labels, T, V);
   if (count == 0) {
@@ -53,7 +56,7 @@ float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, co
         const float* wv = w + (size_t)vi * C;  // (C)
         float s = 0.0f;
         for (int c = 0; c < C; c++) s += xt[c] * wv[c];
-        lr[vi] = s;
+        lr[vi] = cap > 0 ? std::tanh(s / cap) * cap : s;
       }
       float mx = lr[0];
       for (int vi = 1; vi < V; vi++) mx = std::max(mx, lr[vi]);
@@ -64,7 +67,9 @@ float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, co
       if (want_grad) {
         for (int vi = 0; vi < V; vi++) {
           double p = std::exp((double)lr[vi] - lse);
+          const float tc = cap > 0 ? lr[vi] / cap : 0.0f;  // d capped / d logit = 1 - tc²
           lr[vi] = (float)((p - (vi == y ? 1.0 : 0.0)) * gscale);
+          if (cap > 0) lr[vi] *= 1.0f - tc * tc;
         }
       }
     }
@@ -93,6 +98,18 @@ float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, co
     }
   }
   return (float)(loss_sum / count);
+}
+}  // namespace
+
+float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, const float* w, const int* labels,
+                   int T, int C, int V, int chunk, float loss_scale) {
+  return lm_head_loss_capped(dx, dw, logits_chunk, x, w, labels, T, C, V, chunk, loss_scale, 0.0f);
+}
+
+float lm_head_loss_softcap(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
+                           const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap) {
+  LT_CHECK(cap > 0, "lm_head_loss_softcap: cap must be positive, got {}", cap);
+  return lm_head_loss_capped(dx, dw, logits_chunk, x, w, labels, T, C, V, chunk, loss_scale, cap);
 }
 
 }  // namespace lt::ref

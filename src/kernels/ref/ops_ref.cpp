@@ -17,6 +17,10 @@ const Ops& ops_ref() {
       ref::add_inplace,
       ref::round_half,
       ref::widen_half,
+      ref::attention_forward_kv16,
+      ref::geglu_forward,
+      ref::softcap_forward,
+      ref::attention_softcap_forward,
   };
   return ops;
 }

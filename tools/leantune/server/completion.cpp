@@ -63,7 +63,8 @@ std::vector<uint64_t> submit_all(ServerState& st, const ParsedRequest& p, const 
       throw ApiError(400, "This model's context holds " + std::to_string(ctx) + " tokens; the prompt has " +
                      std::to_string(len) + ". Shorten the prompt.", p.chat ? "messages" : "prompt",
                      "invalid_request_error", "context_length_exceeded");
-    for (int k = 0; k < p.n; ++k) {
+    const bool beam = p.beam.num_beams > 1;  // one request, its hypotheses the n choices
+    for (int k = 0; k < (beam ? 1 : p.n); ++k) {
       leantune::EngineRequest r;
       r.prompt_ids = p.prompts[pi];
       r.adapter = adapter;
@@ -72,17 +73,36 @@ std::vector<uint64_t> submit_all(ServerState& st, const ParsedRequest& p, const 
       r.options.sampling.seed = p.seed ? *p.seed + uint64_t(k) : seed_counter.fetch_add(1);
       r.stop_token_ids = p.stop_token_ids;
       r.logprobs = p.logprobs;
+      r.beam = p.beam;
       reqs.push_back(std::move(r));
     }
   }
-  job->unfinished = int(reqs.size());
+  const int per = p.beam.num_beams > 1 ? p.n : 1;  // choices per engine request
+  job->unfinished = int(reqs.size()) * per;
   std::vector<uint64_t> ids;
   try {
     for (size_t i = 0; i < reqs.size(); ++i)
-      ids.push_back(st.engine.submit(std::move(reqs[i]), [job, i](const leantune::EngineEvent& e) {
+      ids.push_back(st.engine.submit(std::move(reqs[i]), [job, i, per](const leantune::EngineEvent& e) {
         std::lock_guard<std::mutex> lock(job->mu);
-        job->events.emplace_back(int(i), e);
-        if (e.finished) --job->unfinished;
+        if (per == 1) {
+          job->events.emplace_back(int(i), e);
+          if (e.finished) --job->unfinished;
+        } else if (e.finished) {  // beam search: each hypothesis finishes choice i * n + k
+          for (int k = 0; k < per; ++k) {
+            leantune::EngineEvent c = e;
+            c.beams.clear();
+            if (k < int(e.beams.size())) {
+              c.text = e.beams[size_t(k)].text;
+              c.stop_reason = e.beams[size_t(k)].stop_reason;
+              c.completion_tokens = int(e.beams[size_t(k)].tokens.size());
+            } else if (k > 0) {
+              c.text.clear();
+              c.completion_tokens = 0;
+            }
+            job->events.emplace_back(int(i) * per + k, std::move(c));
+            --job->unfinished;
+          }
+        }
         job->cv.notify_all();
       }));
   } catch (const leantune::QueueFull& e) {

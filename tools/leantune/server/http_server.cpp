@@ -79,6 +79,7 @@ void raise_listen_backlog(int port) {
 std::string HttpServer::Impl::metrics() {
   const leantune::EngineStats s = st.engine.stats();
   std::ostringstream o;
+  o.precision(15);  // byte counts print whole
   auto metric = [&](const char* name, const char* type, const char* help, double v) {
     o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << v << '\n';
   };
@@ -92,6 +93,8 @@ std::string HttpServer::Impl::metrics() {
   metric("leantune_running_requests", "gauge", "Requests in the running batch", double(s.running));
   metric("leantune_steps_total", "counter", "Batched forward steps", double(s.steps));
   metric("leantune_preemptions_total", "counter", "Requests preempted (recomputed later)", double(s.preemptions));
+  metric("leantune_engine_bytes", "gauge", "Bytes the engine allocated (KV pools, batch buffers)",
+         double(s.engine_bytes));
   metric("leantune_kv_blocks", "gauge", "KV cache blocks in the pool", double(s.kv_blocks));
   metric("leantune_kv_blocks_in_use", "gauge", "KV cache blocks held by requests", double(s.kv_blocks_in_use));
   metric("leantune_kv_blocks_cached", "gauge", "Free KV blocks kept for prefix reuse", double(s.kv_blocks_cached));
@@ -99,6 +102,11 @@ std::string HttpServer::Impl::metrics() {
   metric("leantune_prefix_cache_hits_total", "counter", "Prompt blocks found cached", double(s.prefix_hit_blocks));
   metric("leantune_prefix_cache_hit_rate", "gauge", "Hits per lookup",
          s.prefix_lookup_blocks ? double(s.prefix_hit_blocks) / double(s.prefix_lookup_blocks) : 0.0);
+  metric("leantune_spec_draft_tokens_total", "counter", "Draft tokens proposed (speculative decoding)",
+         double(s.spec_proposed));
+  metric("leantune_spec_accepted_tokens_total", "counter", "Draft tokens the model accepted", double(s.spec_accepted));
+  metric("leantune_spec_acceptance_rate", "gauge", "Accepted per proposed draft token",
+         s.spec_proposed ? double(s.spec_accepted) / double(s.spec_proposed) : 0.0);
   metric("leantune_adapter_loads_total", "counter", "Adapters loaded from disk", double(s.adapter_loads));
   metric("leantune_adapter_evictions_total", "counter", "Adapters evicted (LRU)", double(s.adapter_evictions));
   metric("leantune_adapters_resident", "gauge", "Adapters in memory", double(s.adapters_resident));

@@ -154,8 +154,44 @@ void refuse_unsupported(const json& j) {
   if (const json* s = field(j, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
     bad("suffix", "is not supported by this server");
   if (const json* lb = field(j, "logit_bias"); lb && !lb->empty()) bad("logit_bias", "is not supported by this server");
-  if (integer(j, "best_of", 1, 1, 1, "only 1 is supported") != 1) bad("best_of", "only 1 is supported");
   if (const json* t = field(j, "tools"); t && !t->empty()) bad("tools", "tool calls are not supported by this server");
+}
+
+// Beam search: use_beam_search with best_of (default n) beams, or num_beams > 1; n hypotheses back.
+void beam_options(const json& j, ParsedRequest& r) {
+  const bool use = boolean(j, "use_beam_search", false);
+  const int best_of = int(integer(j, "best_of", r.n, 1, 128, "1 to 128"));
+  const int num_beams = int(integer(j, "num_beams", 1, 1, 128, "1 to 128"));
+  if (!use && num_beams == 1) {
+    if (best_of != r.n && best_of != 1) bad("best_of", "without beam search only best_of = n is supported; add "
+                                        "\"use_beam_search\": true");
+    return;
+  }
+  leantune::BeamSearchOptions& b = r.beam;
+  b.num_beams = num_beams > 1 ? num_beams : std::max(best_of, 2);
+  if (use && num_beams > 1 && field(j, "best_of") && best_of != num_beams)
+    bad("best_of", "differs from num_beams; give one of them");
+  if (r.n > b.num_beams) bad("n", std::to_string(r.n) + " hypotheses asked of " + std::to_string(b.num_beams) +
+                             " beams; n must be at most best_of / num_beams");
+  b.num_return = r.n;
+  b.length_penalty = float(number(j, "length_penalty", 1.0, -1e6, 1e6, "a finite number"));
+  if (const json* e = field(j, "early_stopping")) {
+    if (e->is_boolean()) b.early_stopping = e->get<bool>() ? "true" : "false";
+    else if (e->is_string() && e->get<std::string>() == "never") b.early_stopping = "never";
+    else bad("early_stopping", "expected true, false or \"never\"");
+  }
+  if (r.logprobs) bad("logprobs", "is not available with beam search");
+}
+
+void stop_token_ids(const json& j, const leantune::Tokenizer& tok, ParsedRequest& r) {
+  const json* s = field(j, "stop_token_ids");
+  if (!s) return;
+  if (!s->is_array()) bad("stop_token_ids", "expected a list of token ids");
+  for (const json& t : *s) {
+    if (!t.is_number_integer() || t.get<long long>() < 0 || t.get<long long>() >= tok.vocab_size())
+      bad("stop_token_ids", "expected token ids of the vocabulary (0 to " + std::to_string(tok.vocab_size() - 1) + ")");
+    r.stop_token_ids.push_back(t.get<int>());
+  }
 }
 
 }  // namespace
@@ -209,6 +245,8 @@ ParsedRequest parse_request(const std::string& body, bool chat, const leantune::
   s.repetition_penalty = float(number(j, "repetition_penalty", 1.0, 1e-6, 1e6, "more than 0; 1 is off"));
   s.no_repeat_ngram_size = int(integer(j, "no_repeat_ngram_size", 0, 0, 1 << 20, "0 or more; 0 is off"));
   r.options.stop_at_eos = !boolean(j, "ignore_eos", false);
+  stop_token_ids(j, tok, r);
+  beam_options(j, r);
   return r;
 }
 

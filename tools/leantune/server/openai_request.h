@@ -2,7 +2,9 @@
 // as a string, strings, token ids or lists of them, max_tokens, temperature, top_p, stop, seed, n,
 // logprobs, stream) and /v1/chat/completions (messages instead of prompt, max_completion_tokens,
 // logprobs as a bool), plus leantune's other sampling parameters (top_k, min_p,
-// repetition_penalty, no_repeat_ngram_size). A bad request throws ApiError with the HTTP status and
+// repetition_penalty, no_repeat_ngram_size, stop_token_ids, ignore_eos) and beam search as vLLM's
+// extra parameters name it (use_beam_search with best_of beams, or num_beams; length_penalty,
+// early_stopping: true, false or "never"; n hypotheses returned). A bad request throws ApiError with the HTTP status and
 // the OpenAI error body's fields.
 #pragma once
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "leantune/engine.h"
 #include "leantune/generator.h"
 
 namespace leantune {
@@ -41,7 +44,8 @@ struct ParsedRequest {
   bool logprobs = false;
   std::optional<uint64_t> seed;
   leantune::GenerateOptions options;      // stop strings, sampling (max_new_tokens set per prompt later)
-  std::vector<int> stop_token_ids;        // chat: end-of-turn tokens
+  std::vector<int> stop_token_ids;        // chat: end-of-turn tokens; and the request's stop_token_ids
+  leantune::BeamSearchOptions beam;       // use_beam_search (vLLM) / num_beams: num_return = n
 };
 
 // Parses a request body. `chat_template` is the resolved template name (chat_format.h).

@@ -1,0 +1,49 @@
+// Internal to the CPU backend: the decode products (T <= kDecodeMaxT tokens) of the linear op for
+// 16-bit and 4-bit weights, which stream each weight row once from memory at the bandwidth the
+// weight's bytes allow, instead of widening or decoding tiles of it into f32 first (half_linear.cpp,
+// quant_linear.cpp do that for prefill). Threads split the output rows (chunks of kGemvRows, one
+// OpenMP team per call, no barrier per row). Per ISA (gemv_{scalar,avx2,avx512}.cpp):
+//   BF16  AVX-512 BF16: vdpbf16ps on the bf16 bits of x and W (pairs of exact products summed in
+//         f32); AVX-512F / AVX2: W widened to f32 (a shift) and FMA'd with x's f32 values.
+//   F16   W widened with vcvtph2ps (F16C) and FMA'd with x.
+//   4-bit NF4 / FP4 / Int4 with one f32 scale per block (no double quantization, no block offset)
+//         and rows made of whole blocks: 16 codes at a time looked up in the 16-entry table (one
+//         vpermps; AVX2 two and a blend), FMA'd with x into a block sum, then scaled once per block:
+//         y = Σ_b s_b · Σ_{c in b} x_c · table[q_c]  (the reference sums x_c · (table[q_c] · s_b)).
+// The sums run in another order than the reference's (kernels/ref), so results differ from it by
+// rounding only (tests/kernels/test_decode_gemv.cpp derives the bound).
+#pragma once
+#include "core/cpu_features.h"
+#include "kernels/linear.h"
+
+namespace lt::cpu {
+
+inline constexpr int kDecodeMaxT = 3;  // tokens per call the decode products take
+inline constexpr int kGemvRows = 8;    // output rows per work item
+
+// True when decode_gemv runs w for T tokens (T <= kDecodeMaxT and a kind / layout listed above).
+bool decode_gemv_applies(const WeightView& w, int T);
+
+// y (T, OC) = x·Wᵀ (overwritten, no bias) with the loops of `isa` (usable here). 16-bit kinds read
+// in.x16 (BF16 with vdpbf16ps) or in.x, which hold the same values (the linear op's contract).
+void decode_gemv(Isa isa, float* y, const LinearInput& in, const WeightView& w);
+
+namespace gemv {
+// Rows [o0, o1) of y for in.T tokens.
+using RowsFn = void (*)(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+namespace scalar {
+void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+}  // namespace scalar
+namespace avx2 {
+void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+}  // namespace avx2
+namespace avx512 {
+void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void bf16_dot_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);  // needs AVX512-BF16
+void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+}  // namespace avx512
+}  // namespace gemv
+
+}  // namespace lt::cpu

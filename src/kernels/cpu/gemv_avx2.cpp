@@ -1,0 +1,120 @@
+// The decode products (decode_gemv.h) on AVX2 + FMA + F16C: 8 lanes, four accumulators per token
+// (FMA latency), 16-bit weights widened in registers, 4-bit codes looked up with two vpermps and a
+// blend on the code's high bit. Compiled with the AVX2 flags (file name suffix).
+#include <immintrin.h>
+
+#include "core/dtype.h"
+#include "kernels/cpu/decode_gemv.h"
+
+namespace lt::cpu::gemv::avx2 {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <bool BF16>
+inline __m256 load8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  else return _mm256_cvtph_ps(h);
+}
+
+template <int NT, bool BF16>
+void half_row(float* y, const float* x, const uint16_t* wr, int IC, int OC, int o) {
+  __m256 acc[4][NT];
+  for (auto& a : acc)
+    for (auto& v : a) v = _mm256_setzero_ps();
+  int c = 0;
+  for (; c + 32 <= IC; c += 32)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m256 wv = load8<BF16>(wr + c + 8 * u);
+#pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) acc[u][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c + 8 * u), acc[u][t]);
+    }
+  for (; c + 8 <= IC; c += 8) {
+    const __m256 wv = load8<BF16>(wr + c);
+    for (int t = 0; t < NT; ++t) acc[0][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c), acc[0][t]);
+  }
+  for (int t = 0; t < NT; ++t) {
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0][t], acc[1][t]), _mm256_add_ps(acc[2][t], acc[3][t])));
+    for (int i = c; i < IC; ++i) s += x[size_t(t) * IC + i] * (BF16 ? bf16_to_f32(wr[i]) : f16_to_f32(wr[i]));
+    y[size_t(t) * OC + o] = s;
+  }
+}
+
+template <int NT, bool BF16>
+void half_rows_t(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const auto* w16 = static_cast<const uint16_t*>(w.data);
+  for (int o = o0; o < o1; ++o) half_row<NT, BF16>(y, in.x, w16 + size_t(o) * w.cols, w.cols, w.rows, o);
+}
+
+// 8 codes (as 32-bit indices) -> their table values
+inline __m256 lookup(__m256i idx, __m256 tlo, __m256 thi) {
+  const __m256 lo = _mm256_permutevar8x32_ps(tlo, idx), hi = _mm256_permutevar8x32_ps(thi, idx);
+  return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+template <int NT>
+void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, bs = w.blocksize;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const __m256 tlo = _mm256_loadu_ps(w.code_values), thi = _mm256_loadu_ps(w.code_values + 8);
+  const __m128i low4 = _mm_set1_epi8(15);
+  for (int o = o0; o < o1; ++o) {
+    const int64_t f0 = int64_t(o) * IC;
+    const uint8_t* cr = codes + f0 / 2;
+    __m256 acc[NT];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int b0 = 0; b0 < IC; b0 += bs) {
+      __m256 sum[2][NT];
+      for (auto& s : sum)
+        for (auto& v : s) v = _mm256_setzero_ps();
+      for (int c = b0; c < b0 + bs; c += 32) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cr + c / 2));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low4), lo = _mm_and_si128(raw, low4);
+        const __m128i e0 = _mm_unpacklo_epi8(hi, lo), e1 = _mm_unpackhi_epi8(hi, lo);  // element order
+        const __m256 v[4] = {lookup(_mm256_cvtepu8_epi32(e0), tlo, thi),
+                             lookup(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8)), tlo, thi),
+                             lookup(_mm256_cvtepu8_epi32(e1), tlo, thi),
+                             lookup(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8)), tlo, thi)};
+#pragma GCC unroll 3
+        for (int t = 0; t < NT; ++t) {
+          const float* x = in.x + size_t(t) * IC + c;
+          sum[0][t] = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x), sum[0][t]);
+          sum[1][t] = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + 8), sum[1][t]);
+          sum[0][t] = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), sum[0][t]);
+          sum[1][t] = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(x + 24), sum[1][t]);
+        }
+      }
+      const __m256 s = _mm256_set1_ps(w.absmax[(f0 + b0) / bs]);
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(_mm256_add_ps(sum[0][t], sum[1][t]), s, acc[t]);
+    }
+    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o] = hsum(acc[t]);
+  }
+}
+
+}  // namespace
+
+void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  const bool b = w.kind == WeightKind::BF16;
+  switch (in.T) {
+    case 1: return b ? half_rows_t<1, true>(y, in, w, o0, o1) : half_rows_t<1, false>(y, in, w, o0, o1);
+    case 2: return b ? half_rows_t<2, true>(y, in, w, o0, o1) : half_rows_t<2, false>(y, in, w, o0, o1);
+    default: return b ? half_rows_t<3, true>(y, in, w, o0, o1) : half_rows_t<3, false>(y, in, w, o0, o1);
+  }
+}
+
+void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  switch (in.T) {
+    case 1: return four_bit_rows_t<1>(y, in, w, o0, o1);
+    case 2: return four_bit_rows_t<2>(y, in, w, o0, o1);
+    default: return four_bit_rows_t<3>(y, in, w, o0, o1);
+  }
+}
+
+}  // namespace lt::cpu::gemv::avx2

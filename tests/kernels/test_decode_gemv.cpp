@@ -1,0 +1,185 @@
+// The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4
+// weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
+// cpu::decode_gemv directly (including, on AVX-512, both the vdpbf16ps and the widening bf16
+// loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
+// work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
+// 4-bit block sizes; 1 and 2 threads give the same bits.
+//
+// Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
+// (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
+// only summed in another order: the reference adds x·(table[q]·s) left to right; the fast loops add
+// x·table[q] into per-lane block sums, scale each block sum once by s, and add lanes and blocks in a
+// tree. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
+// table·scale product, the scale of the block sum, and at most IC - 1 + 2 additions), so by Higham's
+// bound each result is within γ_{IC+4}·Σ|terms| of the exact sum, and the two within twice that.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/cpu/decode_gemv.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
+#include "linear_test_util.h"
+
+namespace lt::test {
+namespace {
+
+using Vec = std::vector<float>;
+
+// One weight: 16-bit values, or 4-bit codes with per-block scales (no double quantization, no
+// offset: the layouts the decode products take), and a fitting input.
+struct DecodeCase {
+  WeightKind kind;
+  int T, IC, OC, bs;
+  std::vector<uint16_t> h16, x16;
+  std::vector<uint8_t> codes;
+  Vec code_values, absmax, x;
+  WeightView view() const {
+    WeightView v;
+    v.kind = kind, v.rows = OC, v.cols = IC;
+    if (kind == WeightKind::BF16 || kind == WeightKind::F16) {
+      v.data = h16.data();
+    } else {
+      v.data = codes.data(), v.blocksize = bs, v.code_values = code_values.data(), v.absmax = absmax.data();
+    }
+    return v;
+  }
+  LinearInput in() const { return {x.data(), x16.empty() ? nullptr : x16.data(), T}; }
+  std::string name() const {
+    return std::string(weight_kind_name(kind)) + " T=" + std::to_string(T) + " IC=" + std::to_string(IC) +
+           " OC=" + std::to_string(OC) + (h16.empty() ? " bs=" + std::to_string(bs) : "");
+  }
+  DecodeCase(WeightKind k, int t, int ic, int oc, int blocksize, unsigned seed)
+      : kind(k), T(t), IC(ic), OC(oc), bs(blocksize) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f), pos(0.5f, 1.5f);
+    const size_t n = size_t(oc) * ic;
+    const bool half = k == WeightKind::BF16 || k == WeightKind::F16;
+    auto to16 = [&](float v) { return k == WeightKind::F16 ? f32_to_f16(v) : f32_to_bf16(v); };
+    auto from16 = [&](uint16_t h) { return k == WeightKind::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
+    if (half)
+      for (size_t i = 0; i < n; ++i) h16.push_back(to16(u(rng) * 0.5f));
+    else {
+      for (size_t i = 0; i < n / 2; ++i) codes.push_back(uint8_t(rng()));
+      for (int i = 0; i < 16; ++i) code_values.push_back(k == WeightKind::Int4 ? float(i - 8) : u(rng));
+      for (size_t i = 0; i < n / size_t(bs); ++i) absmax.push_back(pos(rng) * 0.05f);
+    }
+    for (size_t i = 0; i < size_t(t) * ic; ++i) {
+      float v = u(rng);
+      if (half) x16.push_back(to16(v)), v = from16(x16.back());
+      x.push_back(v);
+    }
+  }
+};
+
+std::vector<DecodeCase> cases() {
+  std::vector<DecodeCase> v;
+  unsigned seed = 3;
+  for (int T = 1; T <= cpu::kDecodeMaxT; ++T) {
+    for (WeightKind k : {WeightKind::BF16, WeightKind::F16})
+      for (auto [IC, OC] : {std::pair{71, 150}, {33, 7}, {577, 193}, {64, 1}, {96, 9}}) v.emplace_back(k, T, IC, OC, 0, seed++);
+    for (WeightKind k : {WeightKind::NF4, WeightKind::Int4})
+      for (auto [IC, OC, bs] : {std::tuple{96, 150, 32}, {192, 7, 64}, {576, 193, 32}, {128, 1, 128}, {256, 17, 256}})
+        v.emplace_back(k, T, IC, OC, bs, seed++);
+  }
+  return v;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (cpu_supports(i)) v.push_back(i);
+  return v;
+}
+
+// y_ref from the reference, and the bound 2·γ_{IC+4}·Σ|x·w| per element
+void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
+  const WeightView w = c.view();
+  y.assign(size_t(c.T) * c.OC, 0.0f);
+  LinearWeights lw;
+  lw.w = w;
+  ops_ref().linear_forward(y.data(), nullptr, c.in(), lw, LinearScratch{});
+  bound.assign(y.size(), 0.0);
+  for (int t = 0; t < c.T; ++t)
+    for (int o = 0; o < c.OC; ++o) {
+      double m = 0;
+      for (int i = 0; i < c.IC; ++i) m += std::fabs(double(c.x[size_t(t) * c.IC + i]) * ref::weight_at(w, o, i));
+      bound[size_t(t) * c.OC + o] = 2 * gamma_n(c.IC + 4) * m;
+    }
+}
+
+void expect_within(const Vec& got, const Vec& want, const std::vector<double>& bound, const std::string& what) {
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(double(got[i]) - want[i]), bound[i]) << what << " element " << i << ": " << got[i] << " vs " << want[i];
+}
+
+TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
+  int checked = 0;
+  for (const DecodeCase& c : cases()) {
+    const WeightView w = c.view();
+    ASSERT_TRUE(cpu::decode_gemv_applies(w, c.T)) << c.name();
+    Vec y_ref;
+    std::vector<double> bound;
+    reference(c, y_ref, bound);
+    for (Isa isa : isas()) {
+      Vec y(y_ref.size(), NAN);
+      LinearWeights lw;
+      lw.w = w;
+      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, LinearScratch{});
+      expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
+      Vec y2(y_ref.size(), NAN);
+      cpu::decode_gemv(isa, y2.data(), c.in(), w);
+      EXPECT_EQ(y2, y) << c.name() << " " << isa_name(isa);
+      ++checked;
+    }
+    // the widening bf16 loop too where vdpbf16ps is what dispatch picks
+    if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
+      Vec y(y_ref.size(), NAN);
+      cpu::gemv::avx512::half_rows(y.data(), c.in(), w, 0, c.OC);
+      expect_within(y, y_ref, bound, c.name() + " avx512 widening");
+    }
+  }
+  EXPECT_GE(checked, 60);
+}
+
+TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {
+  for (const DecodeCase& c : cases()) {
+    if (c.OC < 100) continue;
+    for (Isa isa : isas()) {
+      Vec y1(size_t(c.T) * c.OC), y2(y1.size());
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+      cpu::decode_gemv(isa, y1.data(), c.in(), c.view());
+      omp_set_num_threads(2);
+      cpu::decode_gemv(isa, y2.data(), c.in(), c.view());
+      omp_set_num_threads(saved);
+      EXPECT_EQ(y1, y2) << c.name() << " " << isa_name(isa);
+    }
+  }
+}
+
+TEST(DecodeGemv, LayoutsItDoesNotTakeGoToTheTiledPath) {
+  DecodeCase c(WeightKind::NF4, 1, 96, 8, 32, 1);
+  WeightView w = c.view();
+  EXPECT_TRUE(cpu::decode_gemv_applies(w, 1));
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, cpu::kDecodeMaxT + 1));
+  w.cols = 80;  // rows not whole blocks
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
+  w = c.view();
+  w.block_offset = c.absmax.data();  // asymmetric int4
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
+  w = c.view();
+  w.kind = WeightKind::Int8;
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
+  EXPECT_THROW(cpu::decode_gemv(Isa::Scalar, nullptr, c.in(), w), Error);
+}
+
+}  // namespace
+}  // namespace lt::test
