@@ -1044,7 +1044,6 @@ void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
 void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t step, int parts) {
   const Dims d = dims_of(cfg_, opts_);
   const int N = N_;
-  const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
                         opts_.int8_threshold, half_, lin_scratch_};

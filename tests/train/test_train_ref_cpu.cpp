@@ -85,7 +85,12 @@ double gamma_n(double n) {
 void compare(const TrainModelOptions& o, double ulp_q, const char* what) {
   const Run ref = run(ops_ref(), o), cpu = run(ops_cpu(), o);
   const double D = 8 * 5 + 3, f32 = D * 2 * gamma_n(512);
-  const double loss_tol = f32 + std::sqrt(D) * ulp_q, grad_tol = 2 * f32 + std::sqrt(2 * D) * ulp_q;
+  const double loss_tol = f32 + std::sqrt(D) * ulp_q;
+  double grad_tol = 2 * f32 + std::sqrt(2 * D) * ulp_q;
+  // bf16 attention (fast tables on AVX512-BF16 only; ref runs the f32 kernels on the same rounded
+  // q, k, v): P, dO and dS are rounded to bf16 too, and dS = P∘(dP − D) cancels, which amplifies
+  // those roundings in the q / k gradients (measured 5e-2 against 4e-2 without): twice the bound.
+  if (o.precision == Precision::BF16 && train_ops_cpu().attention_backward_bf16) grad_tol *= 2;
   EXPECT_NEAR(cpu.loss, ref.loss, loss_tol * std::fabs(ref.loss)) << what;
   ASSERT_EQ(ref.grads.size(), cpu.grads.size());
   ASSERT_GT(ref.grads.size(), 0u);

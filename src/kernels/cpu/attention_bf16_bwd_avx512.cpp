@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/backward.h"
@@ -35,6 +36,16 @@ struct BwdArgs {
   bool sorted;
   int T, NH, NKV, HS;
   float scale;
+  // Prepared once per call (prepare_rows, pack_tiles), before the work items:
+  PackedTiles tiles;  // kScoreK, kScoreV, kPairsK
+  u16* d16;           // (T * NH, HR) bf16(dout) rows, zero-padded
+  u16* q16;           // (T * NH, HR) q rows zero-padded when HS is odd (else null: q's rows are used)
+  float* D;           // (NH, T) rowsum(bf16(dout) ∘ out)
+  const u16* qrow(int t, int h) const {
+    const size_t r = (size_t)t * NH + h;
+    return q16 ? q16 + r * round16(HS) : q + r * HS;
+  }
+  const u16* drow(int t, int h) const { return d16 + ((size_t)t * NH + h) * round16(HS); }
 };
 
 // D = Σ_d dout[d] * out[d] (both bf16), in f32.
@@ -130,8 +141,6 @@ void rank_update_pairs(float* dst, const u32* cT, const u16* rows, int npair, in
 
 // Scratch of a pass-1 item, on the worker's stack (~135 KB at HS = 256, as the f32 kernels' items).
 struct KvScratch {
-  alignas(64) u16 kt[kMaxHS * kBk], vt[kMaxHS * kBk];           // score tiles of K, V
-  alignas(64) u16 qr[kKvBatch * kMaxHS], dr[kKvBatch * kMaxHS];  // (np, HR) q, bf16(dout) rows
   alignas(64) u16 qT[kKvBatch * kMaxHS], dT[kKvBatch * kMaxHS];  // the same as query pairs (np/2, HR, 2)
   alignas(64) float p[kKvBatch * kBk], ds[kKvBatch * kBk];       // (np, kBk) P, dS
   alignas(64) u32 pT[kKvBatch / 2 * kBk], dsT[kKvBatch / 2 * kBk];
@@ -140,27 +149,23 @@ struct KvScratch {
 
 // One batch of np queries (pend) of head h against the tile kb..kend: dkb, dvb updated.
 void kv_batch(const BwdArgs& a, KvScratch& w, const int* pend, int np, int h, int kb, int kend) {
-  const int HS = a.HS, HR = round16(HS), NH = a.NH;
+  const u16* kt = a.tiles.at(kScoreK, h / (a.NH / a.NKV), kb);
+  const u16* vt = a.tiles.at(kScoreV, h / (a.NH / a.NKV), kb);
+  const int HS = a.HS, HR = round16(HS);
   const u16* qrows[kKvBatch + 1];
   const u16* drows[kKvBatch + 1];
-  for (int g = 0; g < np; g++) {
-    const size_t qo = ((size_t)pend[g] * NH + h) * HS;
-    copy_row(w.qr + (size_t)g * HR, a.q + qo, HS, HR);
-    round_row(w.dr + (size_t)g * HR, a.dout + qo, HS, HR);
-    qrows[g] = w.qr + (size_t)g * HR, drows[g] = w.dr + (size_t)g * HR;
-  }
+  for (int g = 0; g < np; g++) qrows[g] = a.qrow(pend[g], h), drows[g] = a.drow(pend[g], h);
   qrows[np] = drows[np] = nullptr;  // the zero partner of an odd last query
   for (int g0 = 0; g0 < np; g0 += kQG2) {
     const u16* xs[kQG2];
     const u16* ys[kQG2];
     for (int g = 0; g < kQG2; g++) xs[g] = qrows[imin(g0 + g, np - 1)], ys[g] = drows[imin(g0 + g, np - 1)];
-    tile_scores2<kQG2>(w.p + g0 * kBk, w.ds + g0 * kBk, xs, w.kt, ys, w.vt, HS);
+    tile_scores2<kQG2>(w.p + g0 * kBk, w.ds + g0 * kBk, xs, kt, ys, vt, HS);
   }
   for (int g = 0; g < np; g++) {
     const int tq = pend[g];
-    const size_t qo = ((size_t)tq * NH + h) * HS;
     const int lo = imax(a.doc_start[tq], kb) - kb, hi = imin(tq, kend) - kb;
-    tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], row_D(drows[g], a.out + qo, HS),
+    tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], a.D[(size_t)h * a.T + tq],
                range_mask(lo, hi));
   }
   const int npair = (np + 1) / 2;
@@ -179,8 +184,6 @@ void kv_item(const BwdArgs& a, int hk, int kb) {
   const int T = a.T, HS = a.HS, HR = round16(HS), group = a.NH / a.NKV;
   const int nb = imin(kBk, T - kb), kend = kb + nb - 1;
   const size_t stride = (size_t)a.NKV * HS, ko = ((size_t)kb * a.NKV + hk) * HS;
-  pack_score_tile(w.kt, a.k + ko, stride, nb, HS);
-  pack_score_tile(w.vt, a.v + ko, stride, nb, HS);
   std::memset(w.dkb, 0, sizeof(float) * nb * HR);
   std::memset(w.dvb, 0, sizeof(float) * nb * HR);
   for (int h = hk * group; h < (hk + 1) * group; h++) {
@@ -207,8 +210,6 @@ void kv_item(const BwdArgs& a, int hk, int kb) {
 }
 
 struct QScratch {
-  alignas(64) u16 kt[kMaxHS * kBk], vt[kMaxHS * kBk], kp[kBk * kMaxHS];  // score tiles K, V; key pairs of K
-  alignas(64) u16 qr[kBq * kMaxHS], dr[kBq * kMaxHS];                    // (nq, HR) q, bf16(dout) rows
   alignas(64) float dqb[kBq * kMaxHS];                                   // (nq, HR) the item's dq
   alignas(64) float p[kQG * kBk], ds[kQG * kBk];
   alignas(64) u16 ds16[kQG * kBk];
@@ -220,24 +221,15 @@ void q_item(const BwdArgs& a, int h, int t0) {
   QScratch w;
   const int T = a.T, NH = a.NH, HS = a.HS, HR = round16(HS), hk = h / (NH / a.NKV);
   const int t1 = imin(t0 + kBq, T), nq = t1 - t0;
-  const size_t stride = (size_t)a.NKV * HS;
-  float D[kBq];
   int jlo = t1 - 1;
-  for (int t = t0; t < t1; t++) {
-    jlo = imin(jlo, a.doc_start[t]);
-    const size_t qo = ((size_t)t * NH + h) * HS;
-    copy_row(w.qr + (size_t)(t - t0) * HR, a.q + qo, HS, HR);
-    round_row(w.dr + (size_t)(t - t0) * HR, a.dout + qo, HS, HR);
-    D[t - t0] = row_D(w.dr + (size_t)(t - t0) * HR, a.out + qo, HS);
-  }
+  for (int t = t0; t < t1; t++) jlo = imin(jlo, a.doc_start[t]);
   std::memset(w.dqb, 0, sizeof(float) * nq * HR);
   const float ones[kQG] = {1.0f, 1.0f, 1.0f, 1.0f};
-  for (int kb = jlo; kb < t1; kb += kBk) {
+  for (int kb = jlo - jlo % kBk; kb < t1; kb += kBk) {  // the packed tiles start at multiples of kBk
     const int nb = imin(kBk, t1 - kb);
-    const size_t ko = ((size_t)kb * a.NKV + hk) * HS;
-    pack_score_tile(w.kt, a.k + ko, stride, nb, HS);
-    pack_score_tile(w.vt, a.v + ko, stride, nb, HS);
-    pack_key_pairs(w.kp, a.k + ko, stride, nb, HS, HR);
+    const u16* kt = a.tiles.at(kScoreK, hk, kb);
+    const u16* vt = a.tiles.at(kScoreV, hk, kb);
+    const u16* kp = a.tiles.at(kPairsK, hk, kb);
     for (int tg = imax(t0, kb); tg < t1; tg += kQG) {
       const int ng = imin(kQG, t1 - tg);
       if (!any_sees(a.doc_start, tg, ng, kb + nb - 1)) continue;
@@ -246,10 +238,10 @@ void q_item(const BwdArgs& a, int h, int t0) {
       const u16* cs[kQG];
       float* accs[kQG];
       for (int g = 0; g < kQG; g++) {
-        const size_t r = (size_t)(tg + imin(g, ng - 1) - t0) * HR;
-        xs[g] = w.qr + r, ys[g] = w.dr + r;
+        const int t = tg + imin(g, ng - 1);
+        xs[g] = a.qrow(t, h), ys[g] = a.drow(t, h);
       }
-      tile_scores2<kQG>(w.p, w.ds, xs, w.kt, ys, w.vt, HS);
+      tile_scores2<kQG>(w.p, w.ds, xs, kt, ys, vt, HS);
       int jp0 = kBk / 2, jp1 = 0;
       for (int g = 0; g < kQG; g++) {
         const int t = tg + g;
@@ -260,11 +252,11 @@ void q_item(const BwdArgs& a, int h, int t0) {
           std::memset(w.ds16 + g * kBk, 0, sizeof(u16) * kBk);
           continue;
         }
-        tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * T + t], D[t - t0], range_mask(lo, hi));
+        tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * T + t], a.D[(size_t)h * T + t], range_mask(lo, hi));
         round_masked(w.ds16 + g * kBk, w.ds + g * kBk, range_mask(lo, hi));
         jp0 = imin(jp0, lo / 2), jp1 = imax(jp1, hi / 2 + 1);
       }
-      if (jp0 < jp1) accumulate_pairs<kQG>(accs, ones, cs, w.kp, jp0, jp1, HR);
+      if (jp0 < jp1) accumulate_pairs<kQG>(accs, ones, cs, kp, jp0, jp1, HR);
     }
   }
   for (int t = t0; t < t1; t++) {
@@ -277,6 +269,21 @@ void q_item(const BwdArgs& a, int h, int t0) {
   }
 }
 
+// The per-row inputs of both passes, once: bf16(dout) rows, q rows padded (odd HS), D. An orphaned
+// omp for.
+void prepare_rows(const BwdArgs& a) {
+  const int HS = a.HS, HR = round16(HS);
+#pragma omp for schedule(static)
+  for (int t = 0; t < a.T; t++)
+    for (int h = 0; h < a.NH; h++) {
+      const size_t r = (size_t)t * a.NH + h;
+      u16* dr = a.d16 + r * HR;
+      round_row(dr, a.dout + r * HS, HS, HR);
+      if (a.q16) copy_row(a.q16 + r * HR, a.q + r * HS, HS, HR);
+      a.D[(size_t)h * a.T + t] = row_D(dr, a.out + r * HS, HS);
+    }
+}
+
 }  // namespace
 
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
@@ -285,10 +292,18 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_backward_bf16: NH={} is not a multiple of NKV={}", NH, NKV);
   if (HS > kMaxHS) return false;
   const bool sorted = check_doc_start(doc_start, T, "attention_backward_bf16");
-  const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS)};
+  static thread_local std::vector<u16> rows16;  // d16, q16: this thread's, reused from call to call
+  static thread_local std::vector<float> Dbuf;
+  const size_t nrow = (size_t)T * NH * round16(HS);
+  if (rows16.size() < 2 * nrow) rows16.resize(2 * nrow);
+  if (Dbuf.size() < (size_t)NH * T) Dbuf.resize((size_t)NH * T);
+  const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
+                  packed_tiles_buffer(T, NKV, HS), rows16.data(), HS % 2 ? rows16.data() + nrow : nullptr, Dbuf.data()};
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)
   {
+    pack_tiles(a.tiles, (1u << kScoreK) | (1u << kScoreV) | (1u << kPairsK), k, v, T, NKV, HS);
+    prepare_rows(a);  // both end with a barrier
 #pragma omp for collapse(2) schedule(dynamic, 1) nowait
     for (int hk = 0; hk < NKV; hk++)
       for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);

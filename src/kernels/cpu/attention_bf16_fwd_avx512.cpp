@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/backward.h"
@@ -42,20 +43,22 @@ struct FwdArgs {
   const int* doc_start;
   int T, NH, NKV, HS;
   float scale;
+  PackedTiles tiles;  // kScoreK, kPairsV
 };
 
 // Online softmax of one query over a key tile's scores s (lanes lo..hi valid): p16 receives the
 // rounded probabilities (zero outside), m and l are updated, returns the rescale of the old acc.
 inline float softmax_step(u16* p16, const float* s, int lo, int hi, float scale, float& m, float& l) {
-  float bm = -INFINITY;
-  for (int j = lo; j <= hi; j++) bm = s[j] > bm ? s[j] : bm;
-  bm *= scale;
+  const uint32_t keep = range_mask(lo, hi);
+  const __m512 mx = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), (__mmask16)keep, s),
+                                  _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), (__mmask16)(keep >> 16), s + 16));
+  float bm = _mm512_reduce_max_ps(mx) * scale;
   float m_new = m > bm ? m : bm;
   float alpha = std::exp(m - m_new);
   alignas(64) float e[kBk];
   V vs = V::set1(scale), vm = V::set1(m_new);
   for (int r = 0; r < 2; r++) V::store(e + r * 16, V::exp(V::load(s + r * 16) * vs - vm));
-  round_masked(p16, e, range_mask(lo, hi));
+  round_masked(p16, e, keep);
   l = l * alpha + sum_bf16_row(p16);
   m = m_new;
   return alpha;
@@ -63,8 +66,6 @@ inline float softmax_step(u16* p16, const float* s, int lo, int hi, float scale,
 
 void fwd_item(const FwdArgs& a, int h, int t0) {
   alignas(64) u16 qr[kBq * kMaxHS];      // (nq, HR) query rows
-  alignas(64) u16 kt[kMaxHS * kBk];      // score tile of K
-  alignas(64) u16 vp[kBk * kMaxHS];      // row-pair tile of V
   alignas(64) float acc[kBq * kMaxHS];   // (nq, HR) unnormalized outputs
   alignas(64) float s[kQG * kBk];        // scores of a query group
   alignas(64) u16 p16[kQG * kBk];        // rounded probabilities of a query group
@@ -72,7 +73,6 @@ void fwd_item(const FwdArgs& a, int h, int t0) {
   float m[kBq], l[kBq];
   const int T = a.T, NH = a.NH, NKV = a.NKV, HS = a.HS, HR = round16(HS);
   const int t1 = imin(t0 + kBq, T), nq = t1 - t0, hk = h / (NH / NKV);
-  const size_t stride = (size_t)NKV * HS;
   int jlo = t1 - 1;
   for (int t = t0; t < t1; t++) {
     jlo = imin(jlo, a.doc_start[t]);
@@ -80,11 +80,10 @@ void fwd_item(const FwdArgs& a, int h, int t0) {
   }
   std::memset(acc, 0, sizeof(float) * nq * HR);
   for (int i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0.0f;
-  for (int kb = jlo; kb < t1; kb += kBk) {
+  for (int kb = jlo - jlo % kBk; kb < t1; kb += kBk) {  // the packed tiles start at multiples of kBk
     const int nb = imin(kBk, t1 - kb);
-    const size_t ko = ((size_t)kb * NKV + hk) * HS;
-    pack_score_tile(kt, a.k + ko, stride, nb, HS);
-    pack_key_pairs(vp, a.v + ko, stride, nb, HS, HR);
+    const u16* kt = a.tiles.at(kScoreK, hk, kb);
+    const u16* vp = a.tiles.at(kPairsV, hk, kb);
     for (int tg = imax(t0, kb); tg < t1; tg += kQG) {
       const int ng = imin(kQG, t1 - tg);
       if (!any_sees(a.doc_start, tg, ng, kb + nb - 1)) continue;
@@ -130,11 +129,16 @@ bool attention_train_forward_bf16(float* out, float* lse, const u16* q, const u1
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_train_forward_bf16: NH={} is not a multiple of NKV={}", NH, NKV);
   if (HS > kMaxHS) return false;
   check_doc_start(doc_start, T, "attention_train_forward_bf16");
-  const FwdArgs a{out, lse, q, k, v, doc_start, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS)};
+  const FwdArgs a{out, lse, q, k, v, doc_start, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
+                  packed_tiles_buffer(T, NKV, HS)};
   const int nqb = (T + kBq - 1) / kBq;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((long)T * NH > kBq)
-  for (int h = 0; h < NH; h++)
-    for (int b = 0; b < nqb; b++) fwd_item(a, h, b * kBq);
+#pragma omp parallel if ((long)T * NH > kBq)
+  {
+    pack_tiles(a.tiles, (1u << kScoreK) | (1u << kPairsV), k, v, T, NKV, HS);  // ends with a barrier
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int h = 0; h < NH; h++)
+      for (int b = 0; b < nqb; b++) fwd_item(a, h, b * kBq);
+  }
   return true;
 }
 
