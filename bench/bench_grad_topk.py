@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # Top-k gradient sparsification on stories260K / Aesop (not a timed test): held-out loss after the
-# same steps, dense against grad_topk 0.15 with error feedback and with compensation scaling, and
-# on 2 ranks (mpirun, ZeRO stage 0) the bytes each rank sends per step, dense against top-k.
+# same steps, dense against grad_topk 0.15 with error feedback (AdamW's variance correction on, the
+# default, and off) and with compensation scaling, and on 2 ranks (mpirun, ZeRO stages 0 and 1) the
+# bytes each rank sends per step, dense against top-k: in all, and without stage 1's parameter
+# all-gather (ledger-rank0.json's param_gather_bytes_per_step, the same dense or sparse).
 # Usage: bench/bench_grad_topk.py [--bin build/bin/leantune] [--shared ../shared] [--steps 30 60 80]
 import argparse
 import json
@@ -26,7 +28,10 @@ def run(bin_, shared, out, steps, extra, ranks=1):
     subprocess.run(cmd, check=True, capture_output=True, env=env)
     recs = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     steps_ = [r for r in recs if "eval_loss" not in r and "loss" in r]
-    return [r["eval_loss"] for r in recs if "eval_loss" in r][-1], steps_[-1]["comm_bytes_per_step"]
+    comm = steps_[-1]["comm_bytes_per_step"]
+    if ranks > 1:  # the gradient exchange: all but the parameter all-gather
+        return comm, comm - json.loads((out / "ledger-rank0.json").read_text())["param_gather_bytes_per_step"]
+    return [r["eval_loss"] for r in recs if "eval_loss" in r][-1], comm
 
 
 def main():
@@ -38,16 +43,22 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t = pathlib.Path(tmp)
-        print("steps  dense    top15%+feedback     top15%+scaling")
+        print("held-out loss after the same steps (relative to dense)")
+        print("steps  dense    top15%+feedback     ..without var. corr.  top15%+scaling")
+        rel = lambda x, d: f"{x:.4f} ({100 * (x - d) / d:+.2f}%)"
         for s in a.steps:
             d, _ = run(a.bin, a.shared, t / f"d{s}", s, [])
             k, _ = run(a.bin, a.shared, t / f"k{s}", s, ["--grad_topk", "0.15"])
+            p, _ = run(a.bin, a.shared, t / f"p{s}", s, ["--grad_topk", "0.15", "--grad_topk_variance_correction", "false"])
             c, _ = run(a.bin, a.shared, t / f"c{s}", s, ["--grad_topk", "0.15", "--grad_topk_feedback", "scale"])
-            print(f"{s:5d}  {d:.4f}  {k:.4f} ({100 * (k - d) / d:+.2f}%)  {c:.4f} ({100 * (c - d) / d:+.2f}%)")
+            print(f"{s:5d}  {d:.4f}  {rel(k, d)}  {rel(p, d)}    {rel(c, d)}")
         if shutil.which("mpirun"):
-            _, dense = run(a.bin, a.shared, t / "d2", 8, ["--zero_stage", "0"], ranks=2)
-            _, sparse = run(a.bin, a.shared, t / "k2", 8, ["--zero_stage", "0", "--grad_topk", "0.15"], ranks=2)
-            print(f"2 ranks, ZeRO 0: bytes per step and rank: dense {dense:.0f}, top-15% {sparse:.0f} ({sparse / dense:.3f}x)")
+            print("2 ranks: bytes sent per step and rank, top-15% against dense of the same stage")
+            for stage in (0, 1):
+                dense, dg = run(a.bin, a.shared, t / f"d2{stage}", 8, ["--zero_stage", str(stage)], ranks=2)
+                sparse, sg = run(a.bin, a.shared, t / f"k2{stage}", 8, ["--zero_stage", str(stage), "--grad_topk", "0.15"], ranks=2)
+                print(f"ZeRO {stage}: all: dense {dense:.0f}, top-15% {sparse:.0f} ({sparse / dense:.3f}x); without the "
+                      f"parameter all-gather: dense {dg:.0f}, top-15% {sg:.0f} ({sg / dg:.3f}x)")
 
 
 if __name__ == "__main__":

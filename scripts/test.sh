@@ -33,6 +33,12 @@ if ninja -C build-asan -j"$(nproc)" leantune_tests leantune; then
   LEANTUNE_SANITIZED=1 LEANTUNE_BIN=$PWD/build-asan/bin/leantune LEANTUNE_FAULT_BIN=$PWD/build-asan/bin/leantune_fault_train \
     .venv/bin/python -m pytest -q tests/python/test_bad_inputs.py tests/python/test_validation_cli.py \
     || failed+=("sanitizer CLI tests")
+  # the server's bad requests (malformed JSON, unknown model, too long, negative max_tokens, 100 MB
+  # body, a client gone mid-stream, a full queue, 1,000 at once): each server must exit cleanly on
+  # SIGTERM with no sanitizer report and no leak (tests/python/test_server.py checks; ~1-2 min)
+  LEANTUNE_SANITIZED=1 LEANTUNE_BIN=$PWD/build-asan/bin/leantune \
+    .venv/bin/python -m pytest -q tests/python/test_server.py \
+    -k "bad_requests or client_gone or full_queue or thousand" || failed+=("sanitizer server tests")
 else
   failed+=("sanitizer build")
 fi

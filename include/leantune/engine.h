@@ -51,8 +51,10 @@ struct EngineOptions {
   size_t adapter_memory_bytes = 0;  // resident adapters at most (LRU eviction); 0: no limit
   int max_lora_rank = 64;           // largest adapter rank accepted
   // Speculative decoding: a draft model (same vocabulary; it must outlive the engine) proposes
-  // num_speculative_tokens tokens for each greedy request, checked by the model in one forward; the
-  // output is exactly the greedy output without it. Sampled requests decode as usual.
+  // num_speculative_tokens tokens for each request, checked by the model in one forward. Greedy: the
+  // output is exactly the greedy output without it. Sampled: rejection sampling (accept a proposal
+  // with probability min(1, p/q), else draw from max(0, p - q)), so the output is distributed exactly
+  // as without it, and a seed reproduces it (not the same tokens as without the draft, though).
   const Model* draft_model = nullptr;
   int num_speculative_tokens = 4;
 };

@@ -39,12 +39,13 @@ enum class Quantization {
   Int8,  // LLM.int8: int8 weights with one scale per row, outlier activation columns in f32
   Int4,      // integer 4-bit, symmetric, one scale per block of 32..4096 (llama.cpp's q4_0 grid)
   Int4Asym,  // integer 4-bit with a scale and a minimum per block (q4_1's grid)
+  Q8_0,      // llama.cpp's q8_0: int8 in blocks of 32 with one f16 scale each (rows of whole blocks)
 };
 
-// "nf4", "fp4", "int8", "int4", "int4_asym"; "none" and "" are Quantization::None.
+// "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0"; "none" and "" are Quantization::None.
 // leantune::Error naming the accepted values otherwise.
 Quantization parse_quantization(std::string_view name);
-// "none", "nf4", "fp4", "int8", "int4", "int4_asym".
+// "none", "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0".
 const char* quantization_name(Quantization q);
 
 // How every weight the decode streams is held in memory, for inference (`--weights`). Each sets
@@ -57,8 +58,10 @@ enum class Weights {
   Int8,  // int8 linear weights per row (LLM.int8, outliers per int8_threshold), int8 lm_head
   Q4,    // integer 4-bit, one f32 scale per block of 32 (llama.cpp's q4_0 grid), int8 lm_head
   NF4,   // 4-bit NormalFloat, blocks of 64, int8 lm_head
+  Q8_0,  // llama.cpp's q8_0: int8 in blocks of 32, one f16 scale each (1.0625 bytes), q8_0 lm_head;
+         // a GGUF's q8_0 tensors are used as stored
 };
-// "f32", "bf16", "f16", "int8", "q4", "nf4"; leantune::Error naming the accepted values otherwise.
+// "f32", "bf16", "f16", "int8", "q4", "nf4", "q8_0"; leantune::Error naming the accepted values otherwise.
 Weights parse_weights(std::string_view name);
 const char* weights_name(Weights w);
 

@@ -181,6 +181,17 @@ struct TrainingPlanOptions {
   bool measure_baseline = true;  // false: the baseline counts as 0 bytes
 };
 
+// lora_rank_policy: adaptive: memory at the starting rank (lora_r, what the arenas hold for the
+// whole run) and at the final budget (every module at lora_target_r; the split across modules
+// follows the importance, so a run's own count, in its ledger.json, differs by the modules' sizes).
+struct AdaptiveRankPlan {
+  int init_r = 0, target_r = 0;
+  size_t trainable_params_init = 0, trainable_params_final = 0;
+  size_t gradient_bytes_init = 0, gradient_bytes_final = 0;
+  size_t optimizer_bytes_init = 0, optimizer_bytes_final = 0;
+  size_t importance_bytes = 0;  // adaptive rank's planned rows: two EMAs per LoRA entry, the masks
+};
+
 struct TrainingPlan {
   // the run, as `leantune train` with the same arguments would start it (after a memory budget's fit)
   std::string base_model, method, checkpointing;
@@ -193,6 +204,7 @@ struct TrainingPlan {
   std::optional<CostEstimate> cost;
   std::vector<RankReportRow> rank_report;
   std::optional<ZeroPlan> zero;
+  std::optional<AdaptiveRankPlan> adaptive_rank;
 };
 
 // The plan of the run `leantune train ARGS` would start: ARGS are `[CONFIG.yaml] [--key value ...]`
@@ -207,6 +219,8 @@ TrainingPlan plan_training_config(const TrainerConfig& config, const TrainingPla
 //  "peak_phase", and with buffers "buffers": [{name, category, bytes, lifetime}]}, as
 // `leantune plan --json` prints it.
 std::string to_json(const TrainingPlan& plan, bool buffers);
+// The text `leantune plan` prints for an adaptive-rank run: memory at lora_r and at lora_target_r.
+std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a);
 // The text `leantune plan --zero S --ranks N` prints below the plan.
 std::string format_zero_plan(const TrainingPlan& plan);
 // Writes the plan as a self-contained HTML page with its chart (atomically); leantune::Error

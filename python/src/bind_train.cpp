@@ -168,6 +168,7 @@ nb::dict plan_dict(const leantune::TrainingPlan& p) {
     d["rank_report_text"] = leantune::format_rank_report(p.rank_report);
   }
   if (p.zero) d["zero_text"] = leantune::format_zero_plan(p);
+  if (p.adaptive_rank) d["adaptive_rank_text"] = leantune::format_adaptive_rank_plan(*p.adaptive_rank);
   return d;
 }
 

@@ -24,6 +24,7 @@ Quantization parse_quantization(std::string_view name) {
       case lt::QuantType::Int8: return Quantization::Int8;
       case lt::QuantType::Int4: return Quantization::Int4;
       case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
+      case lt::QuantType::Q8_0: return Quantization::Q8_0;
     }
     return Quantization::None;
   });
@@ -36,6 +37,7 @@ const char* quantization_name(Quantization q) {
     case Quantization::Int8: return "int8";
     case Quantization::Int4: return "int4";
     case Quantization::Int4Asym: return "int4_asym";
+    case Quantization::Q8_0: return "q8_0";
     case Quantization::None: break;
   }
   return "none";
@@ -50,6 +52,7 @@ lt::Quantization engine_quantization(Quantization q) {
     case Quantization::Int8: return lt::QuantType::Int8;
     case Quantization::Int4: return lt::QuantType::Int4;
     case Quantization::Int4Asym: return lt::QuantType::Int4Asym;
+    case Quantization::Q8_0: return lt::QuantType::Q8_0;
     case Quantization::None: break;
   }
   return std::nullopt;
@@ -63,16 +66,18 @@ Quantization public_quantization(lt::Quantization q) {
     case lt::QuantType::Int8: return Quantization::Int8;
     case lt::QuantType::Int4: return Quantization::Int4;
     case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
+    case lt::QuantType::Q8_0: return Quantization::Q8_0;
   }
   return Quantization::None;
 }
 
 Weights parse_weights_name(std::string_view name) {
   static constexpr std::pair<std::string_view, Weights> kNames[] = {{"f32", Weights::F32}, {"bf16", Weights::BF16},
-      {"f16", Weights::F16}, {"int8", Weights::Int8}, {"q4", Weights::Q4}, {"nf4", Weights::NF4}};
+      {"f16", Weights::F16}, {"int8", Weights::Int8}, {"q4", Weights::Q4}, {"nf4", Weights::NF4},
+      {"q8_0", Weights::Q8_0}};
   for (const auto& [n, w] : kNames)
     if (n == name) return w;
-  lt::fail("weights '{}': expected f32, bf16, f16, int8, q4 or nf4", name);
+  lt::fail("weights '{}': expected f32, bf16, f16, int8, q4, nf4 or q8_0", name);
 }
 
 ModelConfig public_config(const lt::ModelConfig& c) {
@@ -124,6 +129,10 @@ void apply_weights(Weights w, Quantization q, lt::InferenceOptions& io) {
     case Weights::Int8: io.quantization = lt::QuantType::Int8; break;
     case Weights::Q4: io.quantization = lt::QuantType::Int4, io.quant_blocksize = 32, io.double_quant = false; break;
     case Weights::NF4: io.quantization = lt::QuantType::NF4, io.quant_blocksize = 64, io.double_quant = false; break;
+    case Weights::Q8_0:
+      io.quantization = lt::QuantType::Q8_0, io.quant_blocksize = 32, io.double_quant = false;
+      io.head = lt::WeightKind::Q8_0;
+      return;
     case Weights::F32: return;
   }
   io.head = lt::WeightKind::Int8;
@@ -180,6 +189,7 @@ const char* weights_name(Weights w) {
     case Weights::Int8: return "int8";
     case Weights::Q4: return "q4";
     case Weights::NF4: return "nf4";
+    case Weights::Q8_0: return "q8_0";
     case Weights::F32: break;
   }
   return "f32";

@@ -258,6 +258,45 @@ std::string format_rank_report(const std::vector<RankReportRow>& rows) {
   });
 }
 
+// Adaptive rank: the plan at lora_r (p) against the same run at lora_target_r.
+static AdaptiveRankPlan adaptive_rank_plan(const lt::ModelConfig& mc, lt::TrainModelOptions o, const lt::MemoryPlan& p,
+                                           int target_r) {
+  AdaptiveRankPlan a;
+  a.init_r = o.lora.r;
+  a.target_r = target_r;
+  o.lora.r = target_r;
+  o.adaptive_rank = false;  // a fixed-rank run at target_r
+  const lt::MemoryPlan p1 = lt::plan_training(mc, o);
+  using C = lt::Category;
+  a.trainable_params_init = p.arena_bytes(C::TrainableParams) / sizeof(float);
+  a.trainable_params_final = p1.arena_bytes(C::TrainableParams) / sizeof(float);
+  a.gradient_bytes_init = p.arena_bytes(C::Grads);
+  a.gradient_bytes_final = p1.arena_bytes(C::Grads);
+  a.optimizer_bytes_init = p.arena_bytes(C::OptimizerState);
+  a.optimizer_bytes_final = p1.arena_bytes(C::OptimizerState);
+  for (const auto& b : p.buffers)  // the plan's rows of adaptive rank's state (optimizer state above)
+    if (b.name.starts_with("rank_ema") || b.name.starts_with("rank_mask.")) a.importance_bytes += b.bytes;
+  return a;
+}
+
+std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a) {
+  return detail::guard([&] {
+    std::string t = fmt::format("adaptive rank: r {} -> average {} per module (the arenas keep r {} for the run; "
+                                "pruned components are zeroed, the saved adapter truncated)\n", a.init_r, a.target_r,
+                                a.init_r);
+    const char* row = "{:<22} {:>14} {:>14}\n";
+    t += fmt::format(fmt::runtime(row), "", fmt::format("r={}", a.init_r), fmt::format("final r={}", a.target_r));
+    t += fmt::format(fmt::runtime(row), "trainable parameters", a.trainable_params_init, a.trainable_params_final);
+    t += fmt::format("{:<22} {:>14} {:>14}\n", "gradients", lt::format_bytes(a.gradient_bytes_init),
+                     lt::format_bytes(a.gradient_bytes_final));
+    t += fmt::format("{:<22} {:>14} {:>14}\n", "optimizer state", lt::format_bytes(a.optimizer_bytes_init),
+                     lt::format_bytes(a.optimizer_bytes_final));
+    t += fmt::format("{:<22} {:>14}  (two EMAs per LoRA entry and masks, planned rows)\n", "importance state",
+                     lt::format_bytes(a.importance_bytes));
+    return t;
+  });
+}
+
 TrainingPlan plan_training(const std::vector<std::string>& train_args, const TrainingPlanOptions& options) {
   return detail::guard([&] { return plan_training_config(TrainerConfig::from_args(train_args), options); });
 }
@@ -302,6 +341,8 @@ TrainingPlan plan_training_config(const TrainerConfig& config, const TrainingPla
     if (options.rank_report)
       for (const auto& r : lt::rank_rows(mc, o))
         out.rank_report.push_back({r.targets, r.r, r.max_rank, r.params, r.bytes, r.flops_increase_percent});
+    if (cfg.lora_rank_policy == "adaptive" && cfg.lora_target_r >= 1 && cfg.lora_target_r < cfg.lora.r)
+      out.adaptive_rank = adaptive_rank_plan(mc, o, p, cfg.lora_target_r);
     if (options.zero_ranks > 0 || cfg.zero_stage >= 0)
       out.zero = zero_plan(p, mc.n_layers, std::max(1, options.zero_ranks), lt::zero_options(cfg));
     return out;
@@ -325,6 +366,15 @@ std::string to_json(const TrainingPlan& plan, bool buffers) {
     j["baseline_bytes"] = plan.baseline_bytes;
     j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
     j["peak_phase"] = "end of the first step (every arena resident)";
+    if (const auto& a = plan.adaptive_rank)
+      j["adaptive_rank"] = {{"init_r", a->init_r}, {"target_r", a->target_r},
+                            {"trainable_params_init", a->trainable_params_init},
+                            {"trainable_params_final", a->trainable_params_final},
+                            {"gradient_bytes_init", a->gradient_bytes_init},
+                            {"gradient_bytes_final", a->gradient_bytes_final},
+                            {"optimizer_bytes_init", a->optimizer_bytes_init},
+                            {"optimizer_bytes_final", a->optimizer_bytes_final},
+                            {"importance_bytes", a->importance_bytes}};
     if (buffers)
       for (const auto& b : plan.memory.buffers)
         j["buffers"].push_back({{"name", b.name}, {"category", category_name(b.category)}, {"bytes", b.bytes},

@@ -13,7 +13,8 @@ namespace {
 lt::QuantSpec engine_spec(const QuantizeOptions& o) {
   // None is not a type to quantize to: the engine's parser words it
   const lt::Quantization t = detail::engine_quantization(o.type);
-  return {t ? *t : lt::parse_quant_type(quantization_name(o.type)), o.blocksize, o.double_quant};
+  const lt::QuantType type = t ? *t : lt::parse_quant_type(quantization_name(o.type));
+  return {type, type == lt::QuantType::Q8_0 ? 32 : o.blocksize, o.double_quant};  // q8_0: blocks of 32 only
 }
 
 }  // namespace

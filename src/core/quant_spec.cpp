@@ -14,6 +14,7 @@ const char* quant_type_name(QuantType t) {
     case QuantType::Int8: return "int8";
     case QuantType::Int4: return "int4";
     case QuantType::Int4Asym: return "int4_asym";
+    case QuantType::Q8_0: return "q8_0";
   }
   return "?";
 }
@@ -24,12 +25,13 @@ std::optional<QuantType> find_quant_type(std::string_view name) {
   if (name == "int8") return QuantType::Int8;
   if (name == "int4") return QuantType::Int4;
   if (name == "int4_asym") return QuantType::Int4Asym;
+  if (name == "q8_0") return QuantType::Q8_0;
   return std::nullopt;
 }
 
 QuantType parse_quant_type(std::string_view name) {
   if (auto t = find_quant_type(name)) return *t;
-  fail("unknown quantization '{}': expected nf4, fp4, int8, int4 or int4_asym", name);
+  fail("unknown quantization '{}': expected nf4, fp4, int8, int4, int4_asym or q8_0", name);
 }
 
 const char* quantization_name(Quantization q) { return q ? quant_type_name(*q) : "none"; }
@@ -49,6 +51,11 @@ void check_quant_spec(const QuantSpec& spec) {
   if (spec.type == QuantType::Int8) {
     LT_CHECK(!spec.double_quant, "int8 quantization has one scale per row; double quantization applies to nf4 "
              "and fp4 only");
+    return;
+  }
+  if (spec.type == QuantType::Q8_0) {
+    LT_CHECK(!spec.double_quant && spec.blocksize == 32, "q8_0 has one f16 scale per block of 32 (got block size {}{})",
+             spec.blocksize, spec.double_quant ? ", double quantization" : "");
     return;
   }
   if (is_int4(spec.type)) {

@@ -108,7 +108,9 @@ size_t trainable_floats(const MemoryPlan& plan) {
 MemoryPlan plan_zero_rank(const MemoryPlan& single, int n_layers, int ranks, const ZeroOptions& o) {
   MemoryPlan p;
   for (const auto& b : single.buffers) {
-    if (b.cat == Category::OptimizerState) continue;
+    // the AdamW moments move to the engine; grad_topk's residuals and ages (and adaptive rank's
+    // state, which ZeRO refuses to run) stay with the model
+    if (b.cat == Category::OptimizerState && !b.name.starts_with("topk_") && !b.name.starts_with("rank_")) continue;
     if (o.stage >= 2 && b.cat == Category::Grads) continue;
     if (o.stage == 3 && b.cat == Category::TrainableParams) continue;
     p.buffers.push_back(b);
@@ -430,7 +432,7 @@ void ZeroOptimizer::set_grad_topk(const TopkOptions& o) {
            "gradients are exchanged at stages 0-1 without zero_overlap", opts_.stage, opts_.overlap ? " with overlap" : "");
   LT_CHECK(o.workers == 1, "grad_topk_workers: {}: under ZeRO each rank is a worker; grad_topk_workers emulates "
            "ranks in one process without ZeRO (leave it at 1)", o.workers);
-  topk_.emplace(o, layout_.count);
+  topk_.emplace(o, layout_.count, topk_buffers(*params_));
   size_t mx = 0;
   for (size_t i = 0; i < layout_.count.size(); ++i) mx = std::max(mx, topk_->keep(i));
   topk_send_.resize(2 * mx);
@@ -512,6 +514,7 @@ void ZeroOptimizer::gather_parameters() {
 
 float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_grad_norm, float grad_scale,
                           bool skip_nonfinite) {
+  ++steps_;
   drain();  // stages 2-3: the last reductions into the shard; stage 3: a prefetch left over
   reduce_gradients();
   const size_t lo = own_begin(), hi = own_end();
@@ -563,13 +566,16 @@ float ZeroOptimizer::step(const AdamWOptions& ao, float lr, int step, float max_
     g.weight_decay = decay_[i];
     g.frozen = frozen_[i];
     g.lr_factor = lr_factor_[i];
+    g.age = topk_ && topk_->age(i) ? topk_->age(i) + off : nullptr;
     adamw_step(std::span<ParamGroup>(&g, 1), ao, lr, step);
     if (offload_) {
       offload_->release(g.m, g.n * sizeof(float));
       offload_->release(g.v, g.n * sizeof(float));
     }
   });
+  const uint64_t sent = comm_.stats().total();
   gather_parameters();
+  gather_bytes_ += comm_.stats().total() - sent;
   if (grad_shard_) std::memset(grad_shard_, 0, layout_.shard * sizeof(float));
   if (offload_) offload_->release_all();
   return float(norm);

@@ -185,6 +185,9 @@ class ZeroOptimizer final : public ShardingStrategy {
     uint64_t prefetched = 0, gathered = 0, reductions_overlapped = 0, reductions_blocking = 0;
   };
   const OverlapStats& overlap_stats() const { return ostats_; }
+  // Bytes this rank sent all-gathering updated parameters (stages 1-2), per step() so far: ZeRO's
+  // own traffic, the same with dense or sparse gradients (ledger-rank<r>.json reports it apart).
+  double param_gather_bytes_per_step() const { return steps_ ? double(gather_bytes_) / steps_ : 0.0; }
 
   const FlatLayout& layout() const { return layout_; }
   const ZeroTensors& tensors() const { return tensors_; }
@@ -244,6 +247,8 @@ class ZeroOptimizer final : public ShardingStrategy {
   std::vector<bool> frozen_;
   std::vector<float> lr_factor_;
   std::vector<bool> decay_;
+  uint64_t gather_bytes_ = 0;
+  int steps_ = 0;
   float *m_ = nullptr, *v_ = nullptr, *grad_shard_ = nullptr, *master_ = nullptr, *bucket_ = nullptr;
   std::vector<Slot> param_slots_, grad_slots_;  // zero_slot_floats each (stage 3 / stages 2-3)
   uint64_t busy_clock_ = 0;

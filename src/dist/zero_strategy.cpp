@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "dist/shard_checkpoint.h"
 #include "dist/zero.h"
+#include "train/output_dir.h"
 #include "core/atomic_file.h"
 
 namespace fs = std::filesystem;
@@ -44,6 +45,13 @@ void ZeroOptimizer::save_checkpoint(const std::string& out_dir, const TrainerSta
 }
 
 TrainerState ZeroOptimizer::load_checkpoint(const std::string& path, const std::string& out_dir) {
+  // sharded checkpoints hold params and moments only: a resumed run would restart grad_topk's
+  // error-feedback residuals (and ages) at zero and silently train differently
+  LT_CHECK(!(topk_ && topk_->options().residuals()) || resolve_checkpoint(path, out_dir).empty(),
+           "resume: a ZeRO run with grad_topk (error feedback) cannot resume yet: sharded checkpoints do not hold the "
+           "top-k residuals{}, so they would restart at zero; rerun from the start, or use grad_topk_feedback: scale "
+           "(no state), or train in a single process, whose checkpoints hold them",
+           topk_->options().ages() ? " and AdamW ages" : "");
   return load_sharded_checkpoint(path, out_dir, *this, *params_);
 }
 
@@ -96,6 +104,8 @@ void ZeroOptimizer::write_rank_outputs(const std::string& out_dir, const Arenas&
   j["offloaded_bytes"] = offloaded_bytes();
   j["comm_bytes"] = comm_.stats().total();
   j["comm_bytes_per_step"] = comm_bytes_per_step;  // sent by this rank during the training steps
+  // of which the parameter all-gather of stages 1-2 (the rest: gradients, and the loss and norm scalars)
+  j["param_gather_bytes_per_step"] = param_gather_bytes_per_step();
   j["overlap"] = {{"enabled", opts_.overlap}, {"prefetched_units", ostats_.prefetched},
                   {"gathered_units", ostats_.gathered}, {"reductions_overlapped", ostats_.reductions_overlapped},
                   {"reductions_blocking", ostats_.reductions_blocking}};

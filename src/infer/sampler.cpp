@@ -229,7 +229,8 @@ size_t keep_min_p(int* cand, size_t n, const float* w, float min_p, double& tota
 
 }  // namespace
 
-int Sampler::sample(float* logits, std::span<const int> context) {
+// Repetition penalty and n-gram bans (after checking the logits and, when they are used, the context).
+void Sampler::apply_processors(float* logits, std::span<const int> context) {
   check_logits_finite(logits, V_);
   const bool penalise = opts_.repetition_penalty != 1.0f, ban = opts_.no_repeat_ngram_size > 0;
   if (penalise || ban) {
@@ -239,14 +240,11 @@ int Sampler::sample(float* logits, std::span<const int> context) {
   }
   if (penalise) apply_repetition_penalty(logits, context);
   if (ban) apply_no_repeat_ngram(logits, context);
+}
 
-  if (opts_.temperature == 0.0f) {
-    const int best = argmax(logits);
-    if (best < 0) fail_all_banned();
-    return best;
-  }
-
-  // Temperature, and the candidate list: every token with a finite (non -inf, non-NaN) score.
+// Temperature, then the candidate list (every token with a finite score) cut by top-k, top-p and
+// min-p. Returns n: cand_[0, n) are kept, with weights weight_[id] summing to `total`.
+size_t Sampler::keep_candidates(float* logits, double& total) {
   const float T = opts_.temperature;
   int* cand = cand_.data();
   float* w = weight_.data();
@@ -257,9 +255,22 @@ int Sampler::sample(float* logits, std::span<const int> context) {
   }
   if (n == 0) fail_all_banned();
   n = keep_top_k(logits, cand, n, opts_.top_k);
-  double total = exp_weights(logits, cand, n, w);
+  total = exp_weights(logits, cand, n, w);
   n = keep_top_p(logits, cand, n, w, opts_.top_p, total);
-  n = keep_min_p(cand, n, w, opts_.min_p, total);
+  return keep_min_p(cand, n, w, opts_.min_p, total);
+}
+
+int Sampler::sample(float* logits, std::span<const int> context) {
+  apply_processors(logits, context);
+  if (opts_.temperature == 0.0f) {
+    const int best = argmax(logits);
+    if (best < 0) fail_all_banned();
+    return best;
+  }
+  double total = 0.0;
+  const size_t n = keep_candidates(logits, total);
+  const int* cand = cand_.data();
+  const float* w = weight_.data();
 
   // The draw: inverse CDF over the kept candidates' weights.
   const double u = next_unit() * total;
@@ -269,6 +280,15 @@ int Sampler::sample(float* logits, std::span<const int> context) {
     if (u < cum) return cand[j];
   }
   return cand[n - 1];  // u landed on the rounding slack at the very top
+}
+
+void Sampler::distribution(float* logits, std::span<const int> context, float* probs) {
+  LT_CHECK(opts_.temperature > 0.0f, "sampler: distribution() is for sampling; temperature is 0 (greedy)");
+  apply_processors(logits, context);
+  double total = 0.0;
+  const size_t n = keep_candidates(logits, total);
+  std::fill(probs, probs + V_, 0.0f);
+  for (size_t j = 0; j < n; ++j) probs[cand_[j]] = float(double(weight_[cand_[j]]) / total);
 }
 
 }  // namespace lt

@@ -42,6 +42,15 @@ class Sampler {
   // when the logits hold NaN or +inf (a broken forward pass, reported as such).
   int sample(float* logits, std::span<const int> context);
 
+  // The distribution sample() draws from, for speculative decoding: runs the same stages on
+  // `logits` (modified as by sample()) and writes each kept token's probability to probs (V),
+  // 0 for the rest. Sampling only: lt::Error at temperature 0 (greedy has no distribution).
+  void distribution(float* logits, std::span<const int> context, float* probs);
+
+  // One uniform draw in [0, 1) from this sampler's seeded generator (speculative decoding's
+  // draws and accept tests use the request's own stream, so a seed reproduces them).
+  double uniform() { return next_unit(); }
+
   // Restarts the random sequence as if constructed with `seed`.
   void reseed(uint64_t seed);
 
@@ -53,6 +62,8 @@ class Sampler {
  private:
   void apply_repetition_penalty(float* logits, std::span<const int> context);
   void apply_no_repeat_ngram(float* logits, std::span<const int> context);
+  void apply_processors(float* logits, std::span<const int> context);  // checks, penalty, bans
+  size_t keep_candidates(float* logits, double& total);  // temperature + warpers: cand_[0, n), weight_
   int argmax(const float* logits) const;
   [[noreturn]] void fail_all_banned() const;
   uint64_t next_u64();   // xoshiro256**

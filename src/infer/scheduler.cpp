@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "infer/spec_sample.h"
 
 namespace lt {
 
@@ -26,6 +27,7 @@ struct Scheduler::Seq {
   int take = 0;               // rows in this step's batch
   int draft_computed = 0;     // tokens whose draft keys and values are in the draft pool
   std::vector<int> proposal;  // this step's draft tokens (speculative decoding)
+  std::vector<float> q;       // sampled speculation: the draft's distribution of each proposal (K x V)
   bool done = false;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Tokenizer::StreamDecoder> stream;
@@ -102,6 +104,10 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer&
   }
   eos_ = tok_.eos_id() >= 0 ? tok_.eos_id() : c.eos_token_id;
   raw_.resize(size_t(c.vocab_size));
+  if (o_.draft) {
+    p_.resize(size_t(c.vocab_size));
+    scratch_.resize(size_t(c.vocab_size));
+  }
   st_.blocks_total = o_.num_blocks;
 }
 
@@ -235,10 +241,18 @@ bool Scheduler::ensure_beam_blocks(Seq& s, size_t self) {
   return true;
 }
 
-// Whether s runs speculatively this step: greedy, decoding, with room for K more positions.
+// Whether s runs speculatively this step: decoding (greedy or sampled), with room for K more positions.
 bool Scheduler::speculates(const Seq& s) const {
-  return o_.draft && s.beams.empty() && s.req.beam.num_beams <= 1 && s.req.sampler.temperature == 0 &&
+  return o_.draft && s.beams.empty() && s.req.beam.num_beams <= 1 && o_.max_batch_tokens > o_.num_speculative &&
          int(s.tokens.size()) - s.computed == 1 && s.computed + o_.num_speculative < o_.max_context;
+}
+
+// Whether s is a sampled request that decodes speculatively whenever its position allows: its
+// prompt is prefilled up to the last token, and it waits for a step with K + 1 rows rather than
+// decode one (so its draws, and thus its output, depend only on its seed).
+bool Scheduler::sampled_spec(const Seq& s) const {
+  return o_.draft && s.req.beam.num_beams <= 1 && s.req.sampler.temperature > 0 &&
+         o_.max_batch_tokens > o_.num_speculative;
 }
 
 // The draft catches up with each sequence (rows draft_computed .. last token - 1, in forwards of at
@@ -262,7 +276,6 @@ void Scheduler::draft_phase(const std::vector<Seq*>& spec) {
     if (seqs.empty()) break;
     draft_fwd_->forward(tokens, seqs);
   }
-  const int V = w_->config().vocab_size;
   for (Seq* s : spec) s->proposal.clear();
   for (int j = 0; j < K; ++j) {
     tokens.clear();
@@ -272,18 +285,32 @@ void Scheduler::draft_phase(const std::vector<Seq*>& spec) {
       seqs.push_back({s->blocks.data(), s->computed + j, 1, nullptr, true});
     }
     draft_fwd_->forward(tokens, seqs);
-    for (size_t i = 0; i < spec.size(); ++i) {
-      const float* l = draft_fwd_->logits(int(i));
-      spec[i]->proposal.push_back(int(std::max_element(l, l + V) - l));
-    }
+    for (size_t i = 0; i < spec.size(); ++i) spec[i]->proposal.push_back(propose(*spec[i], draft_fwd_->logits(int(i)), j));
   }
   for (Seq* s : spec) s->draft_computed = s->computed + K;
+}
+
+// The draft's j-th proposal for s from its logits: greedy, the argmax; sampled, a draw from q (the
+// request's processors and warpers over the tokens and the proposals so far), kept in s.q.
+int Scheduler::propose(Seq& s, const float* l, int j) {
+  const int V = w_->config().vocab_size;
+  if (s.req.sampler.temperature == 0) return int(std::max_element(l, l + V) - l);
+  s.q.resize(size_t(o_.num_speculative) * size_t(V));
+  float* q = s.q.data() + size_t(j) * size_t(V);
+  std::copy(l, l + V, scratch_.begin());
+  ctx_.assign(s.tokens.begin(), s.tokens.end());
+  ctx_.insert(ctx_.end(), s.proposal.begin(), s.proposal.end());
+  s.sampler->distribution(scratch_.data(), ctx_, q);
+  const int x = draw_weighted({q, size_t(V)}, s.sampler->uniform());
+  LT_CHECK(x >= 0, "speculative decoding: the draft's distribution is empty");
+  return x;
 }
 
 // The model's K + 1 rows of logits for s (from logits index `first`): its own choice at each
 // position is emitted while it equals the draft's; the first that differs (or the K + 1-th) is the
 // last one. The keys and values of the accepted positions stay; the rest are overwritten later.
 void Scheduler::verify(Seq& s, int first) {
+  if (s.req.sampler.temperature > 0) return verify_sampled(s, first);
   const int K = o_.num_speculative, c = s.computed;
   int m = 0;  // proposals accepted
   for (int j = 0; j <= K; ++j) {
@@ -293,11 +320,48 @@ void Scheduler::verify(Seq& s, int first) {
     if (j == K || s.tokens.back() != s.proposal[size_t(j)]) break;
     ++m;
   }
-  st_.spec_proposed += uint64_t(K);
+  end_round(s, c, m);
+}
+
+// A verification round's end: m of the K proposals accepted plus one emitted token, counted in
+// the acceptance statistics; the draft's cache is valid up to the accepted prefix.
+void Scheduler::end_round(Seq& s, int computed_before, int m) {
+  st_.spec_proposed += uint64_t(o_.num_speculative);
   st_.spec_accepted += uint64_t(m);
-  s.computed = c + m + 1;
+  s.computed = computed_before + m + 1;
   s.draft_computed = std::min(s.draft_computed, s.computed);
   s.take = 0;
+}
+
+// Sampled verification (spec_sample.h): at each position j the model's p (the request's
+// processors over the tokens so far, which include the proposals accepted) accepts proposal j with
+// probability min(1, p/q); the first rejection is replaced by a draw from norm(max(0, p - q)) and
+// ends the round; after K acceptances the K + 1-th row gives a bonus draw from p.
+void Scheduler::verify_sampled(Seq& s, int first) {
+  const int K = o_.num_speculative, c = s.computed, V = w_->config().vocab_size;
+  const std::span<const float> p(p_.data(), size_t(V));
+  int m = 0;  // proposals accepted
+  for (int j = 0; j <= K; ++j) {
+    float* l = fwd_->logits(first + j);
+    const float lse = keep_raw(s, l);
+    s.sampler->distribution(l, s.tokens, p_.data());
+    bool accepted = false;
+    int next;
+    if (j < K) {
+      const int x = s.proposal[size_t(j)];
+      const std::span<const float> q(s.q.data() + size_t(j) * size_t(V), size_t(V));
+      accepted = spec_accept(p[size_t(x)], q[size_t(x)], s.sampler->uniform());
+      next = accepted ? x : draw_residual(p, q, s.sampler->uniform());
+    } else {
+      next = draw_weighted(p, s.sampler->uniform());
+    }
+    LT_CHECK(next >= 0, "speculative decoding: the model's distribution is empty");
+    const size_t before = s.tokens.size();
+    commit_token(s, next, lse);
+    if (s.done || s.tokens.size() == before || !accepted) break;
+    ++m;
+  }
+  end_round(s, c, m);
 }
 
 void Scheduler::check_beam(const SchedRequest& r) const {
@@ -429,16 +493,23 @@ void Scheduler::emit_token(Seq& s, float* logits) {
     const std::vector<const float*> rows(size_t(s.req.beam.num_beams), logits);
     return beam_step(s, rows);
   }
+  const float lse = keep_raw(s, logits);
+  commit_token(s, s.sampler->sample(logits, s.tokens), lse);
+}
+
+float Scheduler::keep_raw(const Seq& s, const float* logits) {
+  if (!s.req.logprobs) return 0;
   const int V = w_->config().vocab_size;
-  float lse = 0;
-  if (s.req.logprobs) {
-    std::copy(logits, logits + V, raw_.begin());
-    float mx = *std::max_element(raw_.begin(), raw_.end());
-    double sum = 0;
-    for (float x : raw_) sum += std::exp(double(x - mx));
-    lse = mx + float(std::log(sum));
-  }
-  const int next = s.sampler->sample(logits, s.tokens);
+  std::copy(logits, logits + V, raw_.begin());
+  float mx = *std::max_element(raw_.begin(), raw_.end());
+  double sum = 0;
+  for (float x : raw_) sum += std::exp(double(x - mx));
+  return mx + float(std::log(sum));
+}
+
+// Appends `next` to s and streams it (its logprob from raw_ and lse), or ends s at EOS, a stop
+// id, a stop string, max_new_tokens or the context.
+void Scheduler::commit_token(Seq& s, int next, float lse) {
   if ((s.req.stop_at_eos && next == eos_) ||
       std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), next) != s.req.stop_ids.end())
     return finish(s, "eos");
@@ -520,7 +591,11 @@ bool Scheduler::step() {
       const int pending = int(s.tokens.size()) - s.computed;
       if ((pass == 0) != (pending == 1) || s.take > 0 || pending == 0) continue;
       int take = std::min(pending, budget);
-      if (pass == 0 && speculates(s) && budget >= o_.num_speculative + 1) take = o_.num_speculative + 1;
+      if (pass == 0 && speculates(s)) {
+        if (budget >= o_.num_speculative + 1) take = o_.num_speculative + 1;
+        else if (sampled_spec(s)) continue;  // waits for a step with its K + 1 rows
+      }
+      if (pass == 1 && sampled_spec(s)) take = std::min(pending - 1, budget);  // the last token decodes
       if (!ensure_blocks(s, s.computed + take, i)) break;  // it preempted itself: the rest wait too
       s.take = take;
       budget -= take;

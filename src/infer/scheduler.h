@@ -24,7 +24,18 @@
 // same blocks, so a sequence's block table serves both; each greedy decoding sequence first brings
 // the draft up to date (its prompt, chunked, then the last accepted tokens), then the draft runs K
 // one-row steps over all of them together, then the model verifies the K proposals as K + 1 rows.
-// Rejected positions are simply overwritten later.
+// Rejected positions are simply overwritten later. Greedy sequences keep the longest prefix the
+// model agrees with; sampled ones run the rejection-sampling scheme (infer/spec_sample.h): the
+// draft draws each proposal from its distribution q (the request's processors and warpers applied
+// to the draft's logits, with the same context), the model's p at each position accepts it with
+// probability min(1, p/q) or replaces it by a draw from norm(max(0, p - q)), and after K
+// acceptances a bonus token is drawn from p; so the output is distributed exactly as without the
+// draft. Every processor (repetition penalty, n-gram bans, temperature, top-k/p, min-p) is a
+// function of the logits and the context, so p and q are built the same way and no request falls
+// back. The draws come from the request's seeded generator; for the output to depend only on the
+// seed, a sampled sequence's prompt is prefilled up to its last token (the first token then comes
+// from a speculative step, as after a preemption), and a sampled sequence that cannot get its
+// K + 1 rows in a step waits for the next rather than decode one row.
 //
 // Not thread-safe: one thread calls add / cancel / step (api/engine.cpp adds the locking).
 #pragma once
@@ -89,8 +100,9 @@ struct SchedulerOptions {
   int max_lora_rank = 64;
   bool prefix_caching = true;
   // Speculative decoding: a draft model (same vocabulary) proposes num_speculative tokens for each
-  // greedy sequence; the model checks them in one forward (a row per position) and keeps the
-  // longest prefix it agrees with plus its own next token, so the output is the greedy output.
+  // decoding sequence; the model checks them in one forward (a row per position). Greedy: it keeps
+  // the longest prefix it agrees with plus its own next token, so the output is the greedy output.
+  // Sampled: rejection sampling, so the output is distributed as without the draft (see above).
   std::shared_ptr<const LlamaModel> draft;
   int num_speculative = 4;
 };
@@ -145,10 +157,16 @@ class Scheduler {
   int running_width() const;
   void draft_phase(const std::vector<Seq*>& spec);
   void verify(Seq& s, int first_logits);
+  void verify_sampled(Seq& s, int first_logits);
+  void end_round(Seq& s, int computed_before, int accepted);
+  int propose(Seq& s, const float* draft_logits, int j);
   bool speculates(const Seq& s) const;
+  bool sampled_spec(const Seq& s) const;
   std::vector<int> beam_eos(const SchedRequest& r) const;
   void publish_blocks(Seq& s);
   void emit_token(Seq& s, float* logits);
+  float keep_raw(const Seq& s, const float* logits);  // raw_ = logits, returns their log-sum-exp (logprobs)
+  void commit_token(Seq& s, int next, float lse);
   void retire();  // drops finished sequences and their blocks
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
   void reap_cancelled();
@@ -167,6 +185,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Seq>> running_;  // oldest admitted first
   std::vector<uint64_t> cancels_;
   std::vector<float> raw_;                     // (V) logits before sampling, for logprobs
+  std::vector<float> p_, scratch_;             // (V) sampled speculation: the model's p, draft logits
+  std::vector<int> ctx_;                       // a sequence's tokens and its proposals so far
   SchedStats st_;
 };
 

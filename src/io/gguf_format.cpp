@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "quant/q8_0.h"
 
 namespace lt::gguf {
 
@@ -82,17 +83,7 @@ size_t type_bytes(TensorType t, int64_t n) {
   return 0;
 }
 
-void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock, out += kQ8Bytes) {
-    float amax = 0.0f;
-    for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(out, &dh, 2);
-    for (int j = 0; j < kBlock; ++j) out[2 + j] = uint8_t(int8_t(std::roundf(x[j] * id)));
-  }
-}
+void quantize_q8_0(const float* x, int64_t n, uint8_t* out) { lt::quantize_q8_0(x, n, out); }  // quant/q8_0.h
 
 void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock, out += kQ4Bytes) {
@@ -111,14 +102,7 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
-void dequantize_q8_0(const uint8_t* in, int64_t n, float* y) {
-  for (int64_t b = 0; b < n / kBlock; ++b, in += kQ8Bytes, y += kBlock) {
-    uint16_t dh;
-    std::memcpy(&dh, in, 2);
-    const float d = f16_to_f32(dh);
-    for (int j = 0; j < kBlock; ++j) y[j] = float(int8_t(in[2 + j])) * d;
-  }
-}
+void dequantize_q8_0(const uint8_t* in, int64_t n, float* y) { lt::dequantize_q8_0(in, n, y); }
 
 void dequantize_q4_0(const uint8_t* in, int64_t n, float* y) {
   for (int64_t b = 0; b < n / kBlock; ++b, in += kQ4Bytes, y += kBlock) {

@@ -170,6 +170,39 @@ TensorInfo convert_tensor(const gguf::TensorEntry& t, const std::string& hf, con
   return ti;
 }
 
+// Whether every linear weight of every block is stored as q8_0 (blocks checked by check_blocks later).
+bool all_linears_q8_0(const gguf::Reader& r, int n_layers) {
+  for (int l = 0; l < n_layers; ++l)
+    for (Proj p : kProjs) {
+      const gguf::TensorEntry* t = r.find_tensor(fmt::format("blk.{}.{}.weight", l, gguf::proj_gguf_name(p)));
+      if (!t || t->type != gguf::TensorType::Q8_0 || t->shape.size() != 2) return false;
+    }
+  return true;
+}
+
+// Linear weight `t` (q8_0) as its stored blocks, part "<hf>.blocks": in place, q/k rows un-permuted
+// into memory `set` owns (a row is cols / 32 whole blocks).
+TensorInfo q8_0_blocks(const gguf::TensorEntry& t, const std::string& hf, const ModelConfig& c, TensorSet& set) {
+  TensorInfo ti;
+  ti.name = hf + ".blocks";
+  ti.dtype = DType::U8;
+  ti.shape = {int64_t(t.nbytes)};
+  ti.file = set.source;
+  ti.data = t.data;
+  ti.nbytes = t.nbytes;
+  const bool q = hf.find(".q_proj.") != std::string::npos, k = hf.find(".k_proj.") != std::string::npos;
+  if (q || k) {
+    const int heads = q ? c.n_heads : c.n_kv_heads;
+    const int64_t rows = t.shape[0];
+    LT_CHECK(rows == int64_t(heads) * c.head_dim, "{}: GGUF tensor '{}' has {} rows; expected {} ({} heads of {})",
+             set.source, t.name, rows, int64_t(heads) * c.head_dim, heads, c.head_dim);
+    uint8_t* dst = set.allocate(t.nbytes);
+    unpermute_rows(dst, t.data, rows, t.nbytes / size_t(rows), heads);
+    ti.data = dst;
+  }
+  return ti;
+}
+
 // The names of block l's tensors that every llama block has (norms, then the seven projections).
 std::vector<std::string> block_tensor_names(int l) {
   std::vector<std::string> names = {fmt::format("blk.{}.attn_norm.weight", l), fmt::format("blk.{}.ffn_norm.weight", l)};
@@ -218,10 +251,12 @@ ModelConfig gguf_model_config(const gguf::Reader& r) {
   return c;
 }
 
-ModelFiles load_gguf_model(const std::string& path) {
+ModelFiles load_gguf_model(const std::string& path, bool q8_0_as_stored) {
   const gguf::Reader r(path);
   ModelFiles m;
   m.config = gguf_model_config(r);
+  const bool blocks = q8_0_as_stored && all_linears_q8_0(r, m.config.n_layers);
+  if (blocks) m.config.quantization = QuantType::Q8_0, m.config.quant_blocksize = 32, m.config.quant_double_quant = false;
   m.tensors.source = path;
   m.tensors.add_file(r.file());
   for (const gguf::TensorEntry& t : r.tensors()) {
@@ -230,7 +265,8 @@ ModelFiles load_gguf_model(const std::string& path) {
     LT_CHECK(!hf.empty(), "{}: GGUF tensor '{}' is not one a llama model has (expected token_embd, output_norm, "
              "output, rope_freqs and blk.N.{{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, "
              "ffn_up, ffn_down}})", path, excerpt(t.name));
-    m.tensors.add(convert_tensor(t, hf, m.config, m.tensors));
+    const bool linear = t.name.starts_with("blk.") && hf.ends_with("_proj.weight");
+    m.tensors.add(blocks && linear ? q8_0_blocks(t, hf, m.config, m.tensors) : convert_tensor(t, hf, m.config, m.tensors));
   }
   check_blocks(r, m.config.n_layers);
   return m;

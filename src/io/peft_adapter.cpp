@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string_view>
 
@@ -167,12 +168,14 @@ std::string peft_bias_key(int layer, const std::string& module) {
   return fmt::format("{}{}.{}.{}.bias", kKeyPrefix, layer, llama_module_parent(module), module);
 }
 
-std::string peft_adapter_config_json(const LoraConfig& c, const std::string& base_model_name_or_path) {
+std::string peft_adapter_config_json(const LoraConfig& c, const std::string& base_model_name_or_path,
+                                     const RankPattern& pattern) {
   LT_CHECK(c.r > 0, "LoRA rank r must be > 0 (got {})", c.r);
   nlohmann::json j;
   std::vector<std::string> targets = c.target_modules;
   if (targets.size() == 1 && targets[0] == "all-linear") targets = llama_linear_modules();
   j["alpha_pattern"] = nlohmann::json::object();
+  for (const auto& [k, v] : pattern.alpha) j["alpha_pattern"][k] = json_number(v);
   j["base_model_name_or_path"] = base_model_name_or_path.empty() ? nlohmann::json(nullptr)
                                                                  : nlohmann::json(base_model_name_or_path);
   j["bias"] = c.bias;
@@ -188,6 +191,7 @@ std::string peft_adapter_config_json(const LoraConfig& c, const std::string& bas
   j["peft_type"] = "LORA";
   j["r"] = c.r;
   j["rank_pattern"] = nlohmann::json::object();
+  for (const auto& [k, v] : pattern.rank) j["rank_pattern"][k] = v;
   j["revision"] = nullptr;
   j["target_modules"] = targets;
   j["task_type"] = "CAUSAL_LM";
@@ -197,9 +201,9 @@ std::string peft_adapter_config_json(const LoraConfig& c, const std::string& bas
 }
 
 void save_peft_adapter(const std::string& dir, const LoraConfig& config, const std::string& base_model_name_or_path,
-                       const std::vector<AdapterTensor>& tensors) {
+                       const std::vector<AdapterTensor>& tensors, const RankPattern& pattern) {
   LT_CHECK(std::filesystem::is_directory(dir), "save_peft_adapter: '{}' is not a directory", dir);
-  const std::string json = peft_adapter_config_json(config, base_model_name_or_path) + "\n";
+  const std::string json = peft_adapter_config_json(config, base_model_name_or_path, pattern) + "\n";
   std::vector<TensorInfo> infos;
   infos.reserve(tensors.size());
   for (const AdapterTensor& t : tensors) {
@@ -356,8 +360,6 @@ void refuse_unsupported(const AdapterJson& a) {
   auto non_empty = [&](const char* k) {
     return a.has(k) && !((j[k].is_object() || j[k].is_array() || j[k].is_string()) && j[k].empty());
   };
-  unsupported_if(non_empty("rank_pattern"), "rank_pattern", "per-module ranks");
-  unsupported_if(non_empty("alpha_pattern"), "alpha_pattern", "per-module alphas");
   unsupported_if(non_empty("modules_to_save"), "modules_to_save", "fully trained extra modules");
   unsupported_if(a.has("lora_bias") && j["lora_bias"] != false, "lora_bias", "a bias on lora_B");
   unsupported_if(a.has("fan_in_fan_out") && j["fan_in_fan_out"] != false, "fan_in_fan_out",
@@ -368,9 +370,84 @@ void refuse_unsupported(const AdapterJson& a) {
   unsupported_if(non_empty("target_parameters"), "target_parameters", "LoRA on parameters");
 }
 
+// rank_pattern (module -> rank > 0) and alpha_pattern (module -> alpha > 0).
+RankPattern read_patterns(const AdapterJson& a) {
+  RankPattern p;
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (!a.has(key)) continue;
+    if (!a.j[key].is_object()) a.type_error(key, "an object of module name -> value");
+    for (const auto& [k, v] : a.j[key].items()) {
+      const bool rank = key == std::string("rank_pattern");
+      LT_CHECK(rank ? v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (1 << 20)
+                    : v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1e9,
+               "{}: {}['{}'] = {} must be {}", a.path, key, excerpt(k), json_excerpt(v),
+               rank ? "a whole number > 0 (the module's rank)" : "a number > 0 (the module's lora_alpha)");
+      if (rank) p.rank[k] = v.get<int>();
+      else p.alpha[k] = float(v.get<double>());
+    }
+  }
+  return p;
+}
+
+// PEFT's get_pattern_key: the first pattern key k with re.match(rf"(.*\.)?({k})$", module).
+template <class V>
+const V* pattern_value(const std::map<std::string, V>& m, const std::string& module, const std::string& path) {
+  for (const auto& [k, v] : m) {
+    std::regex re;
+    try {
+      re = std::regex("(.*\\.)?(" + k + ")$");
+    } catch (const std::regex_error&) {
+      fail("{}: pattern key '{}' is not a regular expression PEFT could match", path, excerpt(k));
+    }
+    if (std::regex_match(module, re)) return &v;
+  }
+  return nullptr;
+}
+
+// A rank_pattern / alpha_pattern adapter as the plain LoRA of rank R = max(r, every module's rank)
+// that computes the same: A zero-padded to R rows, B to R columns and scaled by s_m / s_R (each
+// module's scale over the uniform one), so merge, serve and GGUF export see one r and one scale.
+void uniformize_ranks(LoadedAdapter& out, const RankPattern& pat,
+                      const std::map<std::pair<int, std::string>, int>& ranks) {
+  LoraConfig& c = out.config;
+  int R = c.r;
+  for (const auto& [where, r] : ranks) R = std::max(R, r);
+  auto scale = [&](float alpha, int r) { return c.use_rslora ? alpha / std::sqrt(float(r)) : alpha / float(r); };
+  const float sR = scale(c.alpha, R);
+  for (const auto& [where, r] : ranks) {
+    const auto& [layer, module] = where;
+    const std::string mpath = fmt::format("model.layers.{}.{}.{}", layer, llama_module_parent(module), module);
+    const float* am = pattern_value(pat.alpha, mpath, out.tensors.source);
+    const float f = scale(am ? *am : c.alpha, r) / sR;
+    if (r == R && f == 1.0f) continue;
+    for (bool is_A : {true, false}) {
+      const std::string key = peft_lora_key(layer, module, is_A);
+      const TensorInfo t = *out.tensors.find(key);
+      const int64_t rows = is_A ? R : t.shape[0], cols = is_A ? t.shape[1] : R;
+      float* d = reinterpret_cast<float*>(out.tensors.allocate(size_t(rows * cols) * sizeof(float)));
+      std::fill(d, d + rows * cols, 0.0f);
+      std::vector<float> src(size_t(t.numel()));
+      convert_to_f32(src.data(), t.data, t.dtype, src.size());
+      if (is_A) std::copy(src.begin(), src.end(), d);
+      else
+        for (int64_t o = 0; o < rows; ++o)
+          for (int64_t k = 0; k < r; ++k) d[o * R + k] = src[size_t(o * r + k)] * f;
+      TensorInfo n = t;
+      n.dtype = DType::F32;
+      n.shape = {rows, cols};
+      n.data = d;
+      n.nbytes = size_t(rows * cols) * sizeof(float);
+      out.tensors.erase(key);
+      out.tensors.add(std::move(n));
+    }
+  }
+  c.r = R;
+}
+
 }  // namespace
 
-LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model) {
+LoraConfig parse_peft_adapter_config(const std::string& text, const std::string& path, std::string* base_model,
+                                     RankPattern* pattern) {
   nlohmann::json j = parse_json(text, path);
   LT_CHECK(j.is_object(), "{}: expected a JSON object", path);
   const AdapterJson a{j, path};
@@ -384,6 +461,11 @@ LoraConfig parse_peft_adapter_config(const std::string& text, const std::string&
   c.target_modules = read_target_modules(a);
   read_layers(c, a);
   refuse_unsupported(a);
+  const RankPattern p = read_patterns(a);
+  if (pattern) *pattern = p;
+  else
+    LT_CHECK(p.rank.empty() && p.alpha.empty(), "{}: rank_pattern / alpha_pattern (per-module ranks) are not "
+             "supported here; load the adapter folder itself (load_peft_adapter pads the ranks)", path);
   if (base_model) {
     base_model->clear();
     if (a.has("base_model_name_or_path")) {
@@ -401,8 +483,10 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
   LT_CHECK(std::filesystem::exists(st_path), "{}: no {} (adapters saved as .bin are not supported)", dir,
            kWeightsFile);
   LoadedAdapter out;
-  out.config = parse_peft_adapter_config(read_text_file(cfg_path), cfg_path, &out.base_model);
+  RankPattern pattern;
+  out.config = parse_peft_adapter_config(read_text_file(cfg_path), cfg_path, &out.base_model, &pattern);
   const LoraConfig& c = out.config;
+  std::map<std::pair<int, std::string>, int> ranks;  // (layer, module) -> its rank (rank_pattern, else r)
 
   // The file's tensors, then the same tensors under normalized keys in out.tensors. The raw set
   // owns the file mapping; out.tensors shares that ownership through an aliasing shared_ptr (it
@@ -445,8 +529,13 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
                fmt::join(t.shape, ", "));
       const bool is_A = pk.kind == ParsedKey::LoraA;
       const int64_t rank_dim = is_A ? t.shape[0] : t.shape[1];
-      LT_CHECK(rank_dim == c.r, "{}: tensor '{}' has shape [{}]; expected {} with r = {} from {}", st_path, name,
-               fmt::join(t.shape, ", "), is_A ? "(r, in)" : "(out, r)", c.r, kConfigFile);
+      const int* rp = pattern_value(pattern.rank, fmt::format("model.layers.{}.{}.{}", pk.layer,
+                                                              llama_module_parent(pk.module), pk.module), st_path);
+      const int r = rp ? *rp : c.r;
+      ranks[{pk.layer, pk.module}] = r;
+      LT_CHECK(rank_dim == r, "{}: tensor '{}' has shape [{}]; expected {} with r = {} from {}", st_path, name,
+               fmt::join(t.shape, ", "), is_A ? "(r, in)" : "(out, r)", r,
+               rp ? std::string(kConfigFile) + "'s rank_pattern" : std::string(kConfigFile));
       auto& slot = pairs[{pk.layer, pk.module}];
       (is_A ? slot.first : slot.second) = &t;
     }
@@ -473,6 +562,7 @@ LoadedAdapter load_peft_adapter(const std::string& dir) {
     LT_CHECK(pairs.count(where), "{}: DoRA magnitude '{}' has no lora_A / lora_B", st_path,
              peft_magnitude_key(where.first, where.second));
   LT_CHECK(!pairs.empty(), "{}: no lora_A / lora_B tensors", st_path);
+  if (!pattern.rank.empty() || !pattern.alpha.empty()) uniformize_ranks(out, pattern, ranks);
   return out;
 }
 

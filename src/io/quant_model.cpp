@@ -16,6 +16,7 @@
 //       int4_asym:     W.mins     F32 [nblocks]            the block minima
 //     int8             W.qweight  I8  [rows, cols]         round(W * 127 / row_absmax)
 //                      W.row_absmax F32 [rows]             max |W| of each row
+//     q8_0             W.blocks   U8  [rows*cols/32*34]    llama.cpp's block_q8_0 (quant/q8_0.h)
 //                      every other tensor (embeddings, norms, lm_head, biases) as in the source, same dtype
 //   tokenizer files    copied from the source folder when present
 //
@@ -97,6 +98,10 @@ static void add_quant_parts(std::vector<TensorInfo>& out, const std::string& nam
   if (spec.type == QuantType::Int8) {
     out.push_back(part(name + ".qweight", DType::I8, {q.rows, q.cols}, q.qweight));
     out.push_back(part(name + ".row_absmax", DType::F32, {q.rows}, q.row_absmax));
+    return;
+  }
+  if (spec.type == QuantType::Q8_0) {
+    out.push_back(part(name + ".blocks", DType::U8, {q.numel() / 32 * 34}, q.codes));
     return;
   }
   out.push_back(part(name + ".codes", DType::U8, {(q.numel() + 1) / 2}, q.codes));
@@ -216,7 +221,7 @@ QuantTensor load_quant_tensor(const TensorSet& ts, const std::string& name, cons
       count = t->numel();
     }
   };
-  take(".codes", DType::U8, p.codes, p.codes_count);
+  take(spec.type == QuantType::Q8_0 ? ".blocks" : ".codes", DType::U8, p.codes, p.codes_count);
   take(is_int4(spec.type) ? ".scales" : ".absmax", DType::F32, p.absmax, p.absmax_count);
   take(".mins", DType::F32, p.mins, p.mins_count);
   take(".qabsmax", DType::U8, p.qabsmax, p.qabsmax_count);

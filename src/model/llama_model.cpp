@@ -19,6 +19,7 @@
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
 #include "io/fused_proj.h"
+#include "io/gguf_model.h"
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
@@ -70,13 +71,18 @@ static void check_weight_options(const ModelConfig& c, const InferenceOptions& o
            "be combined with quantization ({}); choose one", dtype_name(o.linear16),
            c.quantization ? "the model folder is quantized" : quantization_name(o.quantization));
   LT_CHECK(o.head == WeightKind::F32 || o.head == WeightKind::BF16 || o.head == WeightKind::F16 ||
-           o.head == WeightKind::Int8, "inference: the lm_head can be f32, bf16, f16 or int8 (got {})",
+           o.head == WeightKind::Int8 || o.head == WeightKind::Q8_0, "inference: the lm_head can be f32, bf16, f16, int8 "
+           "or q8_0 (got {})",
            weight_kind_name(o.head));
 }
 
 static WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : WeightKind::F16; }
 static DType half_dtype(WeightKind k) { return k == WeightKind::BF16 ? DType::BF16 : DType::F16; }
-static const QuantSpec kHeadInt8{QuantType::Int8, 64, false};
+// the storage of a quantized lm_head (InferenceOptions::head Int8 or Q8_0)
+static QuantSpec head_spec(WeightKind k) {
+  return k == WeightKind::Q8_0 ? QuantSpec{QuantType::Q8_0, 32, false} : QuantSpec{QuantType::Int8, 64, false};
+}
+static bool quantized_head(WeightKind k) { return k == WeightKind::Int8 || k == WeightKind::Q8_0; }
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
   if (c.quantization) {
@@ -85,7 +91,7 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
   }
   if (!o.quantization) return false;
   spec->type = *o.quantization;
-  spec->blocksize = o.quant_blocksize;
+  spec->blocksize = spec->type == QuantType::Q8_0 ? 32 : o.quant_blocksize;  // q8_0: blocks of 32 only
   spec->double_quant = o.double_quant && spec->type != QuantType::Int8;
   check_quant_spec(*spec);
   return true;
@@ -132,9 +138,9 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   p.add("model.norm.weight", W, C * f);
   if (o.head == WeightKind::F32 && !c.tie_embeddings) p.add("lm_head.weight", W, V * C * f);
   if (o.head == WeightKind::BF16 || o.head == WeightKind::F16) p.add("lm_head.weight", W, V * C * 2);
-  if (o.head == WeightKind::Int8) {
-    p.add("lm_head.weight", W, quant_storage_bytes(kHeadInt8, int64_t(V), int64_t(C)));
-    p.add("head.load_scratch", Category::Workspace, quantize_chunked_scratch_floats(kHeadInt8, V, C) * f);
+  if (quantized_head(o.head)) {
+    p.add("lm_head.weight", W, quant_storage_bytes(head_spec(o.head), int64_t(V), int64_t(C)));
+    p.add("head.load_scratch", Category::Workspace, quantize_chunked_scratch_floats(head_spec(o.head), V, C) * f);
   }
   LT_CHECK(o.kv_cache == DType::F32 || o.kv_cache == DType::BF16, "inference: the KV cache can be f32 or bf16 (got {})",
            dtype_name(o.kv_cache));
@@ -261,7 +267,10 @@ void LlamaModel::bind_state() {
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
-  auto files = load_model_files(path);
+  // --weights q8_0 on a q8_0 GGUF: its linear weights as stored (io/gguf_model.h), not decoded and
+  // quantized again (which would give the same blocks)
+  const bool q8 = opts.quantization == QuantType::Q8_0 && is_gguf_model_path(path);
+  auto files = q8 ? load_gguf_model(path, true) : load_model_files(path);
   return std::make_unique<LlamaModel>(files.config, files.tensors, opts, ops);
 }
 
@@ -312,7 +321,7 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     const size_t bytes = quant_storage_bytes(qs, shape[0], shape[1]);
     if (stored) {
       L.q[size_t(m)] = copy_quant_tensor(dst, bytes, load_quant_tensor(ts, name, qs, shape[0], shape[1]));
-      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax"})
+      for (const char* part : {".codes", ".absmax", ".qabsmax", ".absmax2", ".qweight", ".row_absmax", ".blocks"})
         if (const TensorInfo* t = ts.find(name + part)) release_mapped_pages(t->data, t->nbytes);
     } else {
       const TensorInfo& t = ts.get(name, shape);
@@ -392,23 +401,24 @@ void LlamaModel::load_head(const TensorSet& ts) {
     return;
   }
   const TensorInfo& t = ts.get(name, {V, C});
-  if (opts_.head != WeightKind::Int8) {
+  if (!quantized_head(opts_.head)) {
     auto* dst = arenas_.get_as<uint16_t>("lm_head.weight");
     copy_as_half(dst, t, half_dtype(opts_.head));
     head_ = half_weight(opts_.head, dst, int(V), int(C));
     return;
   }
   LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
-           "{}: tensor '{}' is {}; an int8 lm_head is quantized from F32, F16 or BF16", t.file, name,
-           dtype_name(t.dtype));
+           "{}: tensor '{}' is {}; an {} lm_head is quantized from F32, F16 or BF16", t.file, name,
+           dtype_name(t.dtype), weight_kind_name(opts_.head));
+  const QuantSpec hs = head_spec(opts_.head);
   size_t scratch_floats = 0;
   for (const auto& b : plan_.buffers)
     if (b.name == "head.load_scratch") scratch_floats = b.bytes / sizeof(float);
   float* scratch = arenas_.get_as<float>("head.load_scratch");
   const auto* src = static_cast<const uint8_t*>(t.data);
   const size_t es = dtype_size(t.dtype);
-  head_q_ = quantize_weight_chunked(arenas_.get("lm_head.weight"), quant_storage_bytes(kHeadInt8, V, C), V, C,
-                                    kHeadInt8, scratch, scratch_floats, [&](float* out, int64_t first, int64_t count) {
+  head_q_ = quantize_weight_chunked(arenas_.get("lm_head.weight"), quant_storage_bytes(hs, V, C), V, C,
+                                    hs, scratch, scratch_floats, [&](float* out, int64_t first, int64_t count) {
                                       convert_to_f32(out, src + size_t(first) * es, t.dtype, size_t(count));
                                     });
   release_mapped_pages(t.data, t.nbytes);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "quant/int4.h"
 #include "quant/int8.h"
+#include "quant/q8_0.h"
 #include "quant/quant4.h"
 #include "quant/quant_layout.h"
 
@@ -21,6 +22,11 @@ size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
   LT_CHECK(rows > 0 && cols > 0, "quantized tensor: shape ({}, {}) must be positive", rows, cols);
   const size_t n = size_t(rows * cols);
   if (spec.type == QuantType::Int8) return align64(n) + align64(size_t(rows) * 4);
+  if (spec.type == QuantType::Q8_0) {
+    LT_CHECK(cols % kQ8Block == 0, "q8_0: a ({}, {}) matrix's rows are not whole blocks of {}; quantize it to another "
+             "format (int8, int4) or keep it f32", rows, cols, kQ8Block);
+    return align64(n / kQ8Block * kQ8BlockBytes);
+  }
   const size_t nblocks = (n + spec.blocksize - 1) / spec.blocksize;
   if (spec.type == QuantType::Int4Asym) return align64((n + 1) / 2) + 2 * align64(nblocks * 4);
   if (!spec.double_quant) return align64((n + 1) / 2) + align64(nblocks * 4);
@@ -45,6 +51,12 @@ QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w,
     quantize_int8_rows(qw, am, w, rows, cols);
     q.qweight = qw;
     q.row_absmax = am;
+    return q;
+  }
+  if (spec.type == QuantType::Q8_0) {
+    uint8_t* blocks = quant::carve<uint8_t>(p, size_t(q.numel() / kQ8Block) * kQ8BlockBytes);
+    quantize_q8_0(w, q.numel(), blocks);
+    q.codes = blocks;
     return q;
   }
   uint8_t* codes = quant::carve<uint8_t>(p, size_t(q.numel() + 1) / 2);
@@ -119,6 +131,16 @@ QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t
     q.row_absmax = am;
     return q;
   }
+  if (spec.type == QuantType::Q8_0) {  // chunk: whole blocks (65536 or all of n, a multiple of 32)
+    uint8_t* blocks = quant::carve<uint8_t>(p, size_t(n / kQ8Block) * kQ8BlockBytes);
+    for (int64_t f = 0; f < n; f += chunk) {
+      const int64_t cnt = std::min(chunk, n - f);
+      read(buf, f, cnt);
+      quantize_q8_0(buf, cnt, blocks + size_t(f / kQ8Block) * kQ8BlockBytes);
+    }
+    q.codes = blocks;
+    return q;
+  }
   uint8_t* codes = quant::carve<uint8_t>(p, size_t(n + 1) / 2);
   // the f32 absmax values: in the storage, or in the scratch until they are double-quantized
   float* am = spec.double_quant ? scratch + chunk : quant::carve<float>(p, size_t(q.nblocks()));
@@ -159,6 +181,10 @@ QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTe
     q.row_absmax = copy(src.row_absmax, size_t(src.rows));
     return q;
   }
+  if (src.type == QuantType::Q8_0) {
+    q.codes = copy(src.codes, size_t(src.numel() / kQ8Block) * kQ8BlockBytes);
+    return q;
+  }
   q.codes = copy(src.codes, size_t(src.numel() + 1) / 2);
   if (!src.double_quant) {
     q.absmax = copy(src.absmax, size_t(src.nblocks()));
@@ -176,6 +202,7 @@ WeightKind weight_kind(QuantType t) {
     case QuantType::FP4: return WeightKind::FP4;
     case QuantType::Int4:
     case QuantType::Int4Asym: return WeightKind::Int4;
+    case QuantType::Q8_0: return WeightKind::Q8_0;
     case QuantType::Int8: break;
   }
   return WeightKind::Int8;
@@ -192,6 +219,12 @@ WeightView weight_view(const QuantTensor& q, float int8_threshold) {
     v.data = q.qweight;
     v.row_absmax = q.row_absmax;
     v.int8_threshold = int8_threshold;
+    return v;
+  }
+  if (q.type == QuantType::Q8_0) {
+    v.kind = WeightKind::Q8_0;
+    v.data = q.codes;
+    v.blocksize = kQ8Block;
     return v;
   }
   v.kind = weight_kind(q.type);
@@ -213,6 +246,10 @@ WeightView weight_view(const QuantTensor& q, float int8_threshold) {
 void dequantize_weight(float* out, const QuantTensor& q) {
   if (q.type == QuantType::Int8) {
     dequantize_int8_rows(out, q.qweight, q.row_absmax, q.rows, q.cols);
+    return;
+  }
+  if (q.type == QuantType::Q8_0) {
+    dequantize_q8_0(q.codes, q.numel(), out);
     return;
   }
   if (is_int4(q.type)) {
@@ -255,6 +292,14 @@ QuantTensor quant_tensor_view(const QuantSpec& spec, int64_t rows, int64_t cols,
     check_part(parts.row_absmax, parts.row_absmax_count, rows, name, "row scales", "one per row");
     q.qweight = parts.qweight;
     q.row_absmax = parts.row_absmax;
+    return q;
+  }
+  if (spec.type == QuantType::Q8_0) {
+    LT_CHECK(cols % kQ8Block == 0, "quantized tensor '{}': a q8_0 matrix of {} columns; rows must be whole blocks of "
+             "{}", name, cols, kQ8Block);
+    check_part(parts.codes, parts.codes_count, q.numel() / kQ8Block * int64_t(kQ8BlockBytes), name, "q8_0 blocks",
+               "34 bytes per 32 elements of a " + shape + " matrix");
+    q.codes = parts.codes;
     return q;
   }
   const std::string per_block = fmt::format("one per {}-element block of {} elements", spec.blocksize, q.numel());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -21,23 +22,47 @@ size_t topk_keep(size_t n, double fraction) {
   return std::min(n, std::max<size_t>(1, k));
 }
 
+std::string topk_residual_name(int worker, const std::string& name) {
+  return "topk_residual." + std::to_string(worker) + "." + name;
+}
+std::string topk_age_name(const std::string& name) { return "topk_age." + name; }
+
 GradTopK::GradTopK(const TopkOptions& o, std::vector<size_t> counts) : o_(o), counts_(std::move(counts)) {
-  LT_CHECK(o.fraction > 0 && o.fraction <= 1, "grad_topk: {} is out of range: it must be in (0, 1]", o.fraction);
-  LT_CHECK(o.workers >= 1, "grad_topk_workers: {} is out of range: it must be >= 1", o.workers);
+  init();
+  // buffers of its own: W residuals, then the ages
+  own_.assign(total_ * (size_t(o.workers) * o.residuals() + o.ages()), 0.0f);
+  float* at = own_.data();
+  if (o.residuals()) {
+    buf_.residual.assign(size_t(o.workers), {});
+    for (auto& r : buf_.residual)
+      for (size_t n : counts_) r.push_back(std::exchange(at, at + n));
+  }
+  if (o.ages())
+    for (size_t n : counts_) buf_.age.push_back(std::exchange(at, at + n));
+}
+
+GradTopK::GradTopK(const TopkOptions& o, std::vector<size_t> counts, TopkBuffers buffers)
+    : o_(o), counts_(std::move(counts)), buf_(std::move(buffers)) {
+  init();
+  bool ok = buf_.residual.size() == size_t(o.workers) * o.residuals() && buf_.age.size() == counts_.size() * o.ages();
+  for (const auto& r : buf_.residual) ok = ok && r.size() == counts_.size();
+  LT_CHECK(ok, "internal: grad_topk's planned buffers do not match its options ({} workers, {} tensors, ages {})",
+           o.workers, counts_.size(), o.ages());
+}
+
+void GradTopK::init() {
+  LT_CHECK(o_.fraction > 0 && o_.fraction <= 1, "grad_topk: {} is out of range: it must be in (0, 1]", o_.fraction);
+  LT_CHECK(o_.workers >= 1, "grad_topk_workers: {} is out of range: it must be >= 1", o_.workers);
   size_t mx = 0;
   for (size_t n : counts_) {
-    offset_.push_back(total_);
     total_ += n;
     mx = std::max(mx, n);
   }
-  if (o.feedback == TopkFeedback::Residual) residual_.assign(total_ * size_t(o.workers), 0.0f);
   acc_.resize(mx);
   order_.resize(mx);
 }
 
-float* GradTopK::residual(size_t i, int w) {
-  return residual_.empty() ? nullptr : residual_.data() + size_t(w) * total_ + offset_[i];
-}
+float* GradTopK::residual(size_t i, int w) { return buf_.residual.empty() ? nullptr : buf_.residual[size_t(w)][i]; }
 
 void GradTopK::select(size_t i, int w, const float* g, uint32_t* idx, float* val) {
   const size_t n = counts_[i], k = keep(i);

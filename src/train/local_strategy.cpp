@@ -46,10 +46,16 @@ void LocalStrategy::set_grad_topk(const TopkOptions& o) {
     mx = std::max(mx, p.n);
     total += p.n;
   }
-  topk_.emplace(o, counts);
+  topk_.emplace(o, counts, topk_buffers(*params_));
+  for (size_t i = 0; i < groups_.size(); ++i) groups_[i].age = topk_->age(i);
   idx_.resize(mx);
   val_.resize(mx);
   if (o.workers > 1) topk_sum_.assign(total, 0.0f);
+}
+
+void LocalStrategy::set_adaptive_rank(const AdaptiveRankOptions& o) {
+  LT_CHECK(params_, "internal: set_adaptive_rank before attach");
+  rank_.emplace(o, *params_);
 }
 
 void LocalStrategy::sparsify(int worker, float* into) {
@@ -92,6 +98,7 @@ OptimizerStepResult LocalStrategy::optimizer_step(const OptimizerStepArgs& a) {
   const float norm = a.max_grad_norm > 0 ? clip_grad_norm(groups_, a.max_grad_norm) : 0.0f;
   if (!grads_finite(groups_)) return {norm, false};
   adamw_step(groups_, a.adamw, a.lr, a.adam_step);
+  if (rank_) rank_->update(a.step);  // after the update, as PEFT's AdaLoRA update_and_allocate
   return {norm, true};
 }
 
@@ -113,18 +120,12 @@ void LocalStrategy::save_checkpoint(const std::string& out_dir, const TrainerSta
         t.nbytes = p.n * sizeof(float);
         ts.push_back(t);
       }
-    if (topk_ && topk_->residual(0, 0))  // error feedback's residuals: a resumed run repeats an uninterrupted one
-      for (int w = 0; w < topk_->options().workers; ++w)
-        for (size_t i = 0; i < params_->size(); ++i) {
-          const auto& p = (*params_)[i];
-          TensorInfo t;
-          t.name = fmt::format("topk_residual.{}.{}", w, p.name);
-          t.dtype = DType::F32;
-          t.shape = p.shape;
-          t.data = topk_->residual(i, w);
-          t.nbytes = p.n * sizeof(float);
-          ts.push_back(t);
-        }
+    // error feedback's residuals and ages: a resumed run repeats an uninterrupted one
+    for (const auto& [name, ptr] : topk_state())
+      ts.push_back({name, DType::F32, (*params_)[size_t(ptr.first)].shape, ptr.second,
+                    (*params_)[size_t(ptr.first)].n * sizeof(float)});
+    if (rank_)  // masks and importance: a resumed run prunes as an uninterrupted one
+      for (TensorInfo& t : rank_->state_tensors()) ts.push_back(t);
     save_safetensors((fs::path(dir) / "state.safetensors").string(), ts);
     write_text_file_atomic((fs::path(dir) / "trainer_state.json").string(), trainer_state_json(state).dump(1));
   });
@@ -147,15 +148,26 @@ TrainerState LocalStrategy::load_checkpoint(const std::string& path, const std::
       const TensorInfo& t = ts.get(prefix + p.name, p.shape);
       convert_to_f32(ptr, t.data, t.dtype, p.n);
     }
-  if (topk_ && topk_->residual(0, 0))  // a checkpoint of a dense run: the residuals start at zero
-    for (int w = 0; w < topk_->options().workers; ++w)
-      for (size_t i = 0; i < params_->size(); ++i) {
-        const auto& p = (*params_)[i];
-        const std::string name = fmt::format("topk_residual.{}.{}", w, p.name);
-        if (!ts.find(name)) continue;
-        const TensorInfo& t = ts.get(name, p.shape);
-        convert_to_f32(topk_->residual(i, w), t.data, t.dtype, p.n);
-      }
+  for (const auto& [name, ptr] : topk_state()) {  // a checkpoint of a dense run: the state starts at zero
+    const auto& p = (*params_)[size_t(ptr.first)];
+    if (!ts.find(name)) continue;
+    const TensorInfo& t = ts.get(name, p.shape);
+    convert_to_f32(ptr.second, t.data, t.dtype, p.n);
+  }
+  if (rank_) rank_->load_state(ts);
+  return r;
+}
+
+std::vector<std::pair<std::string, std::pair<int, float*>>> LocalStrategy::topk_state() {
+  std::vector<std::pair<std::string, std::pair<int, float*>>> r;
+  if (!topk_) return r;
+  for (size_t i = 0; i < params_->size(); ++i) {
+    const std::string& name = (*params_)[i].name;
+    if (topk_->residual(i, 0))
+      for (int w = 0; w < topk_->options().workers; ++w)
+        r.push_back({topk_residual_name(w, name), {int(i), topk_->residual(i, w)}});
+    if (topk_->age(i)) r.push_back({topk_age_name(name), {int(i), topk_->age(i)}});
+  }
   return r;
 }
 

@@ -4,8 +4,10 @@
 // OUT/checkpoint-<step>/ with state.safetensors ("param.<name>", "adam_m.<name>", "adam_v.<name>")
 // and trainer_state.json, published by atomically replacing OUT/LATEST (train/output_dir.h).
 // With grad_topk (train/grad_topk.h) the step's gradient is sparsified first, and the residuals
-// are checkpointed too ("topk_residual.<worker>.<name>"); with W emulated workers each run of
+// are checkpointed too ("topk_residual.<worker>.<name>", "topk_age.<name>"); with W emulated workers each run of
 // accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
+// With adaptive rank (train/adaptive_rank.h) each step ends with the importance update and the
+// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...).
 #pragma once
 #include <optional>
 #include <vector>
@@ -26,12 +28,17 @@ class LocalStrategy final : public ShardingStrategy {
   TrainedTensorFn trained_tensors() override;
   void set_grad_topk(const TopkOptions& o) override;
   void micro_batch_done(int a, int accum) override;
+  void set_adaptive_rank(const AdaptiveRankOptions& o) override;
+  const RankAllocator* rank_allocator() const override { return rank_ ? &*rank_ : nullptr; }
 
  private:
-  void sparsify(int worker, float* into);  // every trained gradient, top-k of it added to into (or in place)
+  void sparsify(int worker, float* into);
+  // grad_topk's checkpointed state: (name, (tensor, buffer)) per residual and age
+  std::vector<std::pair<std::string, std::pair<int, float*>>> topk_state();  // every trained gradient, top-k of it added to into (or in place)
 
   SelfCommunicator self_;
   std::optional<GradTopK> topk_;
+  std::optional<RankAllocator> rank_;
   std::vector<float> topk_sum_;  // workers > 1: the step's sum of the workers' sparse gradients (flat)
   std::vector<uint32_t> idx_;
   std::vector<float> val_;

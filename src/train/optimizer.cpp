@@ -40,6 +40,24 @@ void adamw_range(float* __restrict p, const float* __restrict gr, float* __restr
   }
 }
 
+// adamw_range for a top-k sparsified gradient (ParamGroup::age): a nonzero g stands for the age+1
+// steps it accumulated, so v takes g²/(age+1); ages advance on zeros and reset on nonzeros.
+void adamw_range_aged(float* __restrict p, const float* __restrict gr, float* __restrict m, float* __restrict v,
+                      float* __restrict age, size_t lo, size_t hi, float decay_factor, float one_minus_b1, float beta2,
+                      float one_minus_b2, float bc2_sqrt, float eps, float neg_step_size) {
+  for (size_t i = lo; i < hi; i++) {
+    const float pi = p[i] * decay_factor;
+    const float gi = gr[i];
+    const float mi = m[i] + one_minus_b1 * (gi - m[i]);
+    const float vi = beta2 * v[i] + one_minus_b2 * (gi * gi / (age[i] + 1.0f));
+    age[i] = gi != 0.0f ? 0.0f : age[i] + 1.0f;
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    p[i] = pi + neg_step_size * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 }  // namespace
 
 void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr, int step) {
@@ -62,8 +80,12 @@ void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr
 #pragma omp parallel if (n >= kParallelMin)
     {
       const size_t T = size_t(omp_get_num_threads()), t = size_t(omp_get_thread_num());
-      adamw_range(g.param, g.grad, g.m, g.v, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1, beta2,
-                  one_minus_b2, bc2_sqrt, eps, neg_step_size);
+      if (g.age)
+        adamw_range_aged(g.param, g.grad, g.m, g.v, g.age, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1,
+                         beta2, one_minus_b2, bc2_sqrt, eps, neg_step_size);
+      else
+        adamw_range(g.param, g.grad, g.m, g.v, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1, beta2,
+                    one_minus_b2, bc2_sqrt, eps, neg_step_size);
     }
   }
 }

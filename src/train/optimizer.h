@@ -29,6 +29,12 @@ struct ParamGroup {
   float lr_factor = 1.0f;     // multiplies the step's lr (staged unfreezing, per-layer lr)
   bool weight_decay = true;   // false for biases / norms, as the usual no_decay list
   bool frozen = false;        // staged unfreezing: skipped by every function here
+  // Top-k sparsified gradients with error feedback (train/grad_topk.h): per element, the steps
+  // since its gradient was last nonzero. When set, a nonzero g that carries the residual of a
+  // steps counts g²/(a+1) into v (the mean square per step it stands for, not that of one
+  // step's worth of gradient: without it v grows ~1/k and the step shrinks ~sqrt(k)); a is
+  // then reset to 0, and a zero g adds 1 to a. Null: plain AdamW.
+  float* age = nullptr;
 };
 
 // PyTorch's AdamW defaults. The learning rate is not here: it comes from the schedule each step
@@ -41,7 +47,8 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
-// One AdamW update of every non-frozen group with learning rate lr·group.lr_factor.
+// One AdamW update of every non-frozen group with learning rate lr·group.lr_factor (with
+// ParamGroup::age: the second moment of a sparsified gradient, as described there).
 // `step` is the 1-based count of optimizer steps including this one (torch's state['step']).
 void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr, int step);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <unordered_map>
 
 #include "core/hf_cache.h"
@@ -81,7 +82,42 @@ void convert_mutated_lora(LoraConfig& lc, std::vector<AdapterTensor>& ts, std::v
   lc.init = "default";
 }
 
-void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained, bool print) {
+// Adaptive rank: each module's A rows and B columns of its active components only, its rank in
+// rank_pattern and an alpha in alpha_pattern that keeps the scale training used (PEFT computes
+// alpha_m / r_m, or alpha_m / sqrt(r_m) with rsLoRA, per module): alpha · r_m / r (· sqrt(r_m / r)).
+void truncate_ranks(const LoraConfig& lc, RankPattern& pattern, std::vector<AdapterTensor>& ts,
+                    std::vector<std::vector<float>>& store, const RankAllocator& ra) {
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < ts.size(); ++i) at[ts[i].key] = i;
+  store.reserve(2 * ra.modules().size());  // the tensors point into it
+  const std::string prefix = "base_model.model.";
+  for (const RankModule& m : ra.modules()) {
+    const int k = m.active();
+    if (k == m.r) continue;
+    AdapterTensor& A = ts[at.at(m.name + ".lora_A.weight")];
+    AdapterTensor& B = ts[at.at(m.name + ".lora_B.weight")];
+    auto& va = store.emplace_back(size_t(k) * size_t(m.in));
+    auto& vb = store.emplace_back(size_t(m.out) * size_t(k));
+    const size_t in = size_t(m.in), r = size_t(m.r), kk = size_t(k);
+    for (size_t i = 0, j = 0; i < r; ++i) {
+      if (!m.keep[i]) continue;
+      std::copy(A.data + i * in, A.data + (i + 1) * in, va.begin() + ptrdiff_t(j * in));
+      for (size_t o = 0; o < size_t(m.out); ++o) vb[o * kk + j] = B.data[o * r + i];
+      ++j;
+    }
+    A.shape = {k, m.in};
+    A.data = va.data();
+    B.shape = {m.out, k};
+    B.data = vb.data();
+    const std::string key = m.name.rfind(prefix, 0) == 0 ? m.name.substr(prefix.size()) : m.name;
+    pattern.rank[key] = k;
+    pattern.alpha[key] = lc.use_rslora ? lc.alpha * std::sqrt(float(k) / float(m.r))
+                                       : lc.alpha * float(k) / float(m.r);
+  }
+}
+
+void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorFn& trained, bool print,
+                   const RankAllocator* ranks) {
   std::vector<AdapterTensor> ts;
   const auto& params = model.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -91,12 +127,16 @@ void write_adapter(const TrainConfig& c, TrainModel& model, const TrainedTensorF
   LoraConfig lc = lora_config_for_peft(c.lora, model.config().fused_proj);  // Phi-3's all-linear as PEFT names it
   std::vector<std::vector<float>> converted;
   if (lc.mutates_base()) convert_mutated_lora(lc, ts, converted, model);
+  RankPattern pattern;
+  if (ranks) truncate_ranks(lc, pattern, ts, converted, *ranks);
   const std::string adir = (fs::path(c.output_dir) / "adapter").string();
   fs::create_directories(adir);
-  save_peft_adapter(adir, lc, c.base_model, ts);
+  save_peft_adapter(adir, lc, c.base_model, ts, pattern);
   if (print)
-    fmt::print("saved the PEFT adapter to {}{}\n", adir, c.lora.mutates_base() ? fmt::format(" (converted from {} "
-               "to plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string());
+    fmt::print("saved the PEFT adapter to {}{}{}\n", adir, c.lora.mutates_base() ? fmt::format(" (converted from {} "
+               "to plain LoRA of rank {} on the original base)", c.lora.init, lc.r) : std::string(),
+               ranks ? fmt::format(" (adaptive rank: total rank {} of {}, per module in rank_pattern)",
+                                   ranks->active_total(), ranks->modules().size() * size_t(lc.r)) : std::string());
 }
 
 // QAT: OUTPUT_DIR/model_int4, the trained weights as a 4-bit model folder (io/quant_model.h; int4 or
@@ -148,13 +188,13 @@ void write_full_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& 
 }  // namespace
 
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                         const TrainedTensorFn& trained, bool print) {
-  if (c.method == Method::Lora) write_adapter(c, model, trained, print);
+                         const TrainedTensorFn& trained, bool print, const RankAllocator* ranks) {
+  if (c.method == Method::Lora) write_adapter(c, model, trained, print, ranks);
   else write_full_model(c, plan, model, base, trained, print);
 }
 
 void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,
-                  size_t data_bytes, const Arenas* engine) {
+                  size_t data_bytes, const Arenas* engine, const RankAllocator* ranks) {
   nlohmann::json j = nlohmann::json::parse(ledger.to_json());
   for (size_t k = 0; k < kNumCategories; ++k)
     if (size_t n = plan.arena_bytes(Category(k))) j["planned"][std::string(category_name(Category(k)))] = n;
@@ -170,7 +210,20 @@ void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledg
   j["measured_data_bytes"] = data_bytes;
   j["baseline_bytes"] = baseline;
   j["predicted_peak_bytes"] = baseline + plan.total_bytes() + data_bytes;
+  if (ranks) j["adaptive_rank"] = adaptive_rank_json(*ranks);
   write_text_file_atomic((fs::path(out_dir) / "ledger.json").string(), j.dump(1));
+}
+
+nlohmann::json adaptive_rank_json(const RankAllocator& ranks) {
+  const size_t f0 = ranks.init_lora_floats(), f1 = ranks.active_lora_floats(), b = sizeof(float);
+  return {{"modules", ranks.modules().size()},
+          {"total_rank_init", ranks.modules().size() * size_t(ranks.options().init_r)},
+          {"total_rank_final", ranks.active_total()},
+          {"lora_params_init", f0}, {"lora_params_final", f1},
+          {"gradient_bytes_init", f0 * b}, {"gradient_bytes_final", f1 * b},
+          {"optimizer_bytes_init", 2 * f0 * b}, {"optimizer_bytes_final", 2 * f1 * b},
+          {"importance_bytes", (2 * f0 + ranks.modules().size() * size_t(ranks.options().init_r)) * b},
+          {"released_bytes", 0}};  // importance: the plan's rank_ema1 / rank_ema2 / rank_mask rows
 }
 
 void print_memory_summary(const MemoryPlan& plan, size_t baseline, size_t data_bytes) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "core/ledger.h"
 #include "core/memory_plan.h"
@@ -35,20 +36,25 @@ std::string format_eta(double seconds);
 // gathered from every rank.
 using TrainedTensorFn = std::function<const float*(size_t i)>;
 
-// lora: OUTPUT_DIR/adapter as a PEFT adapter. full: OUTPUT_DIR/model/model.safetensors holding
+// lora: OUTPUT_DIR/adapter as a PEFT adapter (ranks: adaptive rank's, only the active components,
+// with rank_pattern / alpha_pattern). full: OUTPUT_DIR/model/model.safetensors holding
 // every weight of `plan` (the single-process training plan, which lists trained and frozen
 // weights whatever the sharding), in its order, in f32, with the base's config.json, tokenizer
 // and generation files when it has them. base: the base model's tensors (their shapes). print: say
 // where it went on stdout.
 void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainModel& model, const TensorSet& base,
-                         const TrainedTensorFn& trained, bool print = true);
+                         const TrainedTensorFn& trained, bool print = true, const RankAllocator* ranks = nullptr);
 
 // OUTPUT_DIR/ledger.json: `plan`'s bytes per category (this process's arenas) against the resident
 // bytes the ledger measured in the first step, its timeline, and the predicted and measured
 // process peak. engine: arenas outside the model that the ledger does not sample (the ZeRO
-// engine's shards); their resident bytes now are added to the measured ones.
+// engine's shards); their resident bytes now are added to the measured ones. ranks: adaptive rank's
+// allocator, whose memory before and after pruning goes in "adaptive_rank" (adaptive_rank_json).
 void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,
-                  size_t data_bytes, const Arenas* engine = nullptr);
+                  size_t data_bytes, const Arenas* engine = nullptr, const RankAllocator* ranks = nullptr);
+// Adaptive rank's totals at the initial rank and now: total rank, LoRA parameters, their gradient
+// and AdamW bytes, and the importance EMAs' bytes; "released_bytes" is 0 (the arenas keep r).
+nlohmann::json adaptive_rank_json(const RankAllocator& ranks);
 
 // Prints the predicted process peak (baseline + plan + data) against the measured peak RSS.
 void print_memory_summary(const MemoryPlan& plan, size_t baseline, size_t data_bytes);

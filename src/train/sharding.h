@@ -20,6 +20,7 @@
 #include "core/comm.h"
 #include "core/memory_plan.h"
 #include "core/train_types.h"
+#include "train/adaptive_rank.h"
 #include "train/grad_topk.h"
 #include "train/optimizer.h"
 #include "train/trainer_state.h"
@@ -48,6 +49,7 @@ struct OptimizerStepArgs {
   AdamWOptions adamw;
   float lr = 0;                 // the schedule's value (times each tensor's lr_factor)
   int adam_step = 1;            // 1-based count of updates made, this one included
+  int step = 1;                 // 1-based optimizer step (adaptive rank's schedule)
   float max_grad_norm = 0;      // global-norm clipping; 0: none
   float grad_scale = 1;         // fp16: the loss scale the gradients carry (they are unscaled first)
   bool skip_nonfinite = false;  // fp16: a non-finite gradient skips the update (returned as !finite)
@@ -93,6 +95,10 @@ class ShardingStrategy {
   // Top-k gradient sparsification from the next step on (train/grad_topk.h); lt::Error when this
   // strategy cannot run it (the default).
   virtual void set_grad_topk(const TopkOptions& o);
+  // Adaptive LoRA rank (train/adaptive_rank.h) from the next step on; lt::Error when this strategy
+  // cannot run it (the default). rank_allocator(): its state, null when off.
+  virtual void set_adaptive_rank(const AdaptiveRankOptions& o);
+  virtual const RankAllocator* rank_allocator() const { return nullptr; }
 
   // ---- The optimizer. Per tensor, as ParamGroup::frozen / lr_factor (staged unfreezing).
   virtual void set_frozen(size_t i, bool frozen, float lr_factor) = 0;

@@ -194,7 +194,9 @@ const char* const kKnownKeys[] = {
     "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
     "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
     "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir",
-    "grad_topk", "grad_topk_feedback", "grad_topk_workers"};
+    "grad_topk", "grad_topk_feedback", "grad_topk_workers", "grad_topk_variance_correction", "lora_rank_policy",
+    "lora_target_r", "lora_rank_importance", "lora_rank_tinit", "lora_rank_tfinal", "lora_rank_delta_t", "lora_rank_beta1",
+    "lora_rank_beta2"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -413,6 +415,15 @@ bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "grad_topk") c.grad_topk = kv.D();
   else if (key == "grad_topk_feedback") c.grad_topk_feedback = kv.S();
   else if (key == "grad_topk_workers") c.grad_topk_workers = kv.I();
+  else if (key == "grad_topk_variance_correction") c.grad_topk_variance_correction = kv.B();
+  else if (key == "lora_rank_policy") c.lora_rank_policy = kv.S();
+  else if (key == "lora_target_r") c.lora_target_r = kv.I();
+  else if (key == "lora_rank_importance") c.lora_rank_importance = kv.S();
+  else if (key == "lora_rank_tinit") c.lora_rank_tinit = kv.I();
+  else if (key == "lora_rank_tfinal") c.lora_rank_tfinal = kv.I();
+  else if (key == "lora_rank_delta_t") c.lora_rank_delta_t = kv.I();
+  else if (key == "lora_rank_beta1") c.lora_rank_beta1 = kv.D();
+  else if (key == "lora_rank_beta2") c.lora_rank_beta2 = kv.D();
   else return false;
   return true;
 }
@@ -431,6 +442,38 @@ void apply_root(TrainConfig& c, const YAML::Node& root, const std::string& path)
              "(e.g. lora_r), not a list or mapping", path, kv.first.Mark().line + 1, kv.first.Mark().column + 1);
     apply_key(c, kv.first.Scalar(), kv.second, where);
   }
+}
+
+// lora_rank_policy and its keys (train/adaptive_rank.h).
+void check_adaptive_rank(const TrainConfig& c) {
+  LT_CHECK(c.lora_rank_policy == "fixed" || c.lora_rank_policy == "adaptive", "{}: lora_rank_policy '{}' is not one "
+           "of fixed, adaptive", c.source, excerpt(c.lora_rank_policy));
+  if (c.lora_rank_policy == "fixed") {
+    LT_CHECK(c.lora_target_r == 0, "{}: lora_target_r applies to lora_rank_policy: adaptive (it is the final average "
+             "rank); set lora_rank_policy: adaptive or remove lora_target_r", c.source);
+    return;
+  }
+  LT_CHECK(c.method == Method::Lora, "{}: lora_rank_policy: adaptive prunes LoRA ranks; it needs method: lora",
+           c.source);
+  LT_CHECK(c.lora_target_r >= 1 && c.lora_target_r < c.lora.r, "{}: lora_target_r: {} is out of range: adaptive rank "
+           "needs a final average rank per module from 1 to lora_r - 1 ({}); lora_r is the starting rank (AdaLoRA's "
+           "init_r)", c.source, c.lora_target_r, c.lora.r - 1);
+  try {
+    parse_rank_importance(c.lora_rank_importance);
+  } catch (const Error& e) {
+    fail("{}: {}", c.source, e.what());
+  }
+  LT_CHECK(c.lora_rank_tinit >= 0 && c.lora_rank_tfinal >= 0, "{}: lora_rank_tinit ({}) and lora_rank_tfinal ({}) "
+           "must be >= 0", c.source, c.lora_rank_tinit, c.lora_rank_tfinal);
+  LT_CHECK(c.lora_rank_delta_t >= 1, "{}: lora_rank_delta_t must be >= 1 (got {})", c.source, c.lora_rank_delta_t);
+  for (auto [key, b] : {std::pair{"lora_rank_beta1", c.lora_rank_beta1}, std::pair{"lora_rank_beta2", c.lora_rank_beta2}})
+    LT_CHECK(std::isfinite(b) && b >= 0 && b < 1, "{}: {} must be in [0, 1) (got {}; AdaLoRA's default 0.85)",
+             c.source, key, b);
+  LT_CHECK(c.max_steps == 0 || c.lora_rank_tinit + c.lora_rank_tfinal < c.max_steps, "{}: lora_rank_tinit ({}) + "
+           "lora_rank_tfinal ({}) must be below max_steps ({}): pruning needs a window", c.source, c.lora_rank_tinit,
+           c.lora_rank_tfinal, c.max_steps);
+  LT_CHECK(!c.lora.mutates_base(), "{}: lora_rank_policy: adaptive does not combine with init_lora_weights: {} (its "
+           "saved adapter is converted to rank 2r); use the default initialisation", c.source, c.lora.init);
 }
 
 }  // namespace
@@ -565,6 +608,7 @@ void validate_train_config(const TrainConfig& c) {
     LT_CHECK(c.precision != Precision::FP16, "{}: grad_topk keeps a residual of unscaled gradients; with precision: "
              "fp16 the loss scale changes it. Use precision: bf16 or fp32", c.source);
   }
+  check_adaptive_rank(c);
   LT_CHECK(c.qat == "none" || c.qat == "int4", "{}: qat '{}' is not one of none, int4", c.source, excerpt(c.qat));
   if (c.qat != "none") {
     LT_CHECK(c.method == Method::Full, "{}: qat: int4 trains the base weights through their 4-bit version: it needs "
@@ -599,6 +643,20 @@ void check_train_config_ranges(const TrainConfig& c) {
   named("gradient_checkpointing", [&] { TrainModelOptions o; parse_checkpointing(c.gradient_checkpointing, o); });
 }
 
+AdaptiveRankOptions adaptive_rank_options(const TrainConfig& c, int total_steps) {
+  AdaptiveRankOptions o;
+  o.init_r = c.lora.r;
+  o.target_r = c.lora_target_r;
+  o.tinit = c.lora_rank_tinit;
+  o.tfinal = c.lora_rank_tfinal;
+  o.delta_t = c.lora_rank_delta_t;
+  o.total_steps = total_steps;
+  o.beta1 = c.lora_rank_beta1;
+  o.beta2 = c.lora_rank_beta2;
+  o.importance = parse_rank_importance(c.lora_rank_importance);
+  return o;
+}
+
 TrainModelOptions train_model_options(const TrainConfig& c) {
   TrainModelOptions o;
   o.method = c.method;
@@ -617,6 +675,9 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
   if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
   o.qat_group_size = c.qat_group_size;
+  o.adaptive_rank = c.method == Method::Lora && c.lora_rank_policy == "adaptive";
+  if (c.grad_topk > 0)
+    o.topk = {c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers, c.grad_topk_variance_correction};
   return o;
 }
 

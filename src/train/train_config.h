@@ -8,6 +8,7 @@
 
 #include "core/lora_config.h"
 #include "core/train_types.h"
+#include "train/adaptive_rank.h"
 #include "train/train_model.h"
 
 namespace lt {
@@ -79,6 +80,15 @@ struct TrainConfig {
   double grad_topk = 0;
   std::string grad_topk_feedback = "residual";
   int grad_topk_workers = 1;
+  // with residual: AdamW's second moment counts a sent entry's square over the steps it carries
+  bool grad_topk_variance_correction = true;
+  // Adaptive LoRA rank (train/adaptive_rank.h; AdaLoRA's init_r = lora_r, target_r, tinit, tfinal,
+  // deltaT, beta1, beta2): fixed | adaptive
+  std::string lora_rank_policy = "fixed";
+  int lora_target_r = 0;                  // adaptive: the final average rank per module, in [1, lora_r)
+  std::string lora_rank_importance = "sensitivity";  // sensitivity | variance
+  int lora_rank_tinit = 0, lora_rank_tfinal = 0, lora_rank_delta_t = 1;
+  double lora_rank_beta1 = 0.85, lora_rank_beta2 = 0.85;
 
   std::string source;                     // where it was read from, for messages
 };
@@ -103,6 +113,8 @@ void validate_train_config(const TrainConfig& c);
 // and gradient_checkpointing (method, precision and quantization are checked as they are read).
 // lt::Error naming the key, the value and the range.
 void check_train_config_ranges(const TrainConfig& c);
+// Adaptive rank's options for a run of total_steps optimizer steps (train/adaptive_rank.h).
+AdaptiveRankOptions adaptive_rank_options(const TrainConfig& c, int total_steps);
 // The TrainModel options of a run (method, LoRA, batch shape, checkpointing, quantization).
 TrainModelOptions train_model_options(const TrainConfig& c);
 

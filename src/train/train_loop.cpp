@@ -105,8 +105,7 @@ void TrainLoop::build_model() {
   else
     say(fmt::format("memory plan ({}):\n{}", shape, plan.format_table(false)));
   model_ = std::make_unique<TrainModel>(mc, files_.tensors, o, ops_cpu(), store_.get());
-  if (c.grad_topk > 0)  // top-k gradient sparsification (train/grad_topk.h)
-    st.set_grad_topk({c.grad_topk, parse_topk_feedback(c.grad_topk_feedback), c.grad_topk_workers});
+  if (o.topk.fraction > 0) st.set_grad_topk(o.topk);  // top-k gradient sparsification (train/grad_topk.h)
   if (lead_) {  // the first step's timeline of the model's arenas
     ledger_.emplace(model_->arenas(), size_t(4 * mc.n_layers + 16));
     ledger_->mark("loaded");
@@ -186,6 +185,8 @@ void TrainLoop::start() {
   adamw_.weight_decay = c.weight_decay;
   fp16_ = c.precision == Precision::FP16;
   scaler_ = LossScaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
+  if (c.lora_rank_policy == "adaptive")  // before the checkpoint, which holds its masks
+    strategy().set_adaptive_rank(adaptive_rank_options(c, total_steps_));
   const TrainerState rs = resume_state();
   model_->zero_grads();  // also the working copies (16-bit, QAT) of the weights a checkpoint just loaded
   tty_ = lead_ && watchers_.print && isatty(fileno(stdout));
@@ -298,6 +299,7 @@ StepStats TrainLoop::optimize(float loss_scale, double loss_sum, int64_t labels,
   a.adamw = adamw_;
   a.lr = lr_at(schedule_, step_, total_steps_);
   a.adam_step = step_ + 1 - skipped_;
+  a.step = step_ + 1;
   a.max_grad_norm = float(config_.max_grad_norm);
   a.grad_scale = loss_scale;
   a.skip_nonfinite = fp16_;
@@ -340,6 +342,7 @@ void TrainLoop::record_step(const StepStats& s, float loss_scale) {
                        {"comm_bytes_per_step", double(comm_->stats().total()) / (step_ - first_step_)}};
   if (fp16_) mj["loss_scale"] = loss_scale;
   if (!s.applied) mj["skipped"] = true;
+  if (const RankAllocator* ra = strategy().rank_allocator()) mj["lora_rank_total"] = ra->active_total();
   log_metric(mj);
   const StepProgress p{step_, total_steps_, s.loss, s.lr, s.grad_norm, tps,
                        elapsed / (step_ - first_step_) * (total_steps_ - step_), rss};

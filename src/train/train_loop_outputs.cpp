@@ -97,13 +97,20 @@ void TrainLoop::write_outputs() {
   const double step_comm = double(comm_->stats().total()) / std::max(1, step_ - first_step_);
   strategy().write_rank_outputs(out, model_->arenas(), baseline + data_bytes_, step_comm);
   if (lead_) {
-    write_ledger(out, process_plan(), *ledger_, baseline, data_bytes_, strategy().engine_arenas());
+    write_ledger(out, process_plan(), *ledger_, baseline, data_bytes_, strategy().engine_arenas(),
+                 strategy().rank_allocator());
     if (watchers_.on_ledger) watchers_.on_ledger(read_text_file((fs::path(out) / "ledger.json").string()));
     if (watchers_.print) print_memory_summary(process_plan(), baseline, data_bytes_);
   }
   const TrainedTensorFn trained = strategy().trained_tensors();  // every rank takes part
   if (lead_) {
-    write_trained_model(config_, single_plan_, *model_, files_.tensors, trained, watchers_.print);
+    write_trained_model(config_, single_plan_, *model_, files_.tensors, trained, watchers_.print,
+                        strategy().rank_allocator());
+    if (const RankAllocator* ra = strategy().rank_allocator())
+      say(fmt::format("adaptive rank: total rank {} -> {} over {} modules; LoRA parameters {} -> {} (the arenas keep "
+                      "rank {}: pruned components are zero, not released)\n", ra->modules().size() * size_t(ra->options().init_r),
+                      ra->active_total(), ra->modules().size(), ra->init_lora_floats(), ra->active_lora_floats(),
+                      ra->options().init_r));
     const std::string report = write_training_report(out);
     say(fmt::format("report: {}\n", report));
   }

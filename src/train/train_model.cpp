@@ -74,6 +74,14 @@ void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
   }
 }
 
+// Adaptive rank's state rows, named as its checkpoint tensors (train/adaptive_rank.h).
+std::array<std::string, 3> adaptive_rank_state_names(const std::string& lora_a) {
+  const std::string suffix = ".lora_A.weight";
+  LT_ASSERT(lora_a.size() > suffix.size() && lora_a.ends_with(suffix));
+  const std::string m = lora_a.substr(0, lora_a.size() - suffix.size());
+  return {"rank_ema1." + m, "rank_ema2." + m, "rank_mask." + m};
+}
+
 namespace {
 
 struct Dims {
@@ -202,6 +210,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   if (!requested) return;
   QuantSpec want{*o.quantization, o.quant_blocksize, o.double_quant};
   if (want.type == QuantType::Int8) want.blocksize = 64;  // unused by int8
+  if (want.type == QuantType::Q8_0) want.blocksize = 32;  // q8_0's only block size
   try {
     check_quant_spec(want);
   } catch (const Error& e) {
@@ -521,6 +530,7 @@ bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec*
   else if (o.quantization) s = {*o.quantization, o.quant_blocksize, o.double_quant};
   else return false;
   if (s.type == QuantType::Int8) s = {QuantType::Int8, 64, false};
+  if (s.type == QuantType::Q8_0) s = {QuantType::Q8_0, 32, false};
   if (spec) *spec = s;
   return true;
 }
@@ -534,6 +544,9 @@ static void plan_weight(MemoryPlan& p, const TrainModelOptions& o, const std::st
   for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
     if (holds_trainable_buffer(o, i))
       p.add(kTrainableBuffers[i].prefix + name, kTrainableBuffers[i].cat, n * sizeof(float));
+  if (o.topk.residuals())  // grad_topk's state, whoever holds the moments (train/grad_topk.h)
+    for (int w = 0; w < o.topk.workers; ++w) p.add(topk_residual_name(w, name), Category::OptimizerState, n * sizeof(float));
+  if (o.topk.ages()) p.add(topk_age_name(name), Category::OptimizerState, n * sizeof(float));
 }
 
 // Projection m of layer l: its weight (f32, 16-bit or quantized storage; a 16-bit working copy
@@ -563,6 +576,13 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
   if (adapted) {
     plan_weight(p, o, peft_name(c, l, pj, true), size_t(d.R) * in, true);
     plan_weight(p, o, peft_name(c, l, pj, false), size_t(out) * d.R, true);
+    if (o.adaptive_rank) {  // importance EMAs of A's and B's entries, and the component mask
+      const auto names = adaptive_rank_state_names(peft_name(c, l, pj, true));
+      const size_t entries = size_t(d.R) * (size_t(in) + size_t(out));
+      p.add(names[0], Category::OptimizerState, entries * sizeof(float));
+      p.add(names[1], Category::OptimizerState, entries * sizeof(float));
+      p.add(names[2], Category::OptimizerState, size_t(d.R) * sizeof(float));
+    }
     if (o.lora.use_dora) {
       plan_weight(p, o, peft_mag_name(l, pj), size_t(out), true);
       p.add(dora_norm_name(l, pj), Category::Workspace, size_t(out) * sizeof(float), Lifetime::Step);
@@ -627,6 +647,16 @@ MemoryPlan plan_training(const ModelConfig& c, const TrainModelOptions& o) {
 
 TrainModel::~TrainModel() = default;
 
+TopkBuffers topk_buffers(const std::vector<TrainParam>& params) {
+  TopkBuffers b;
+  for (const auto& p : params) {
+    b.residual.resize(p.topk_residual.size());
+    for (size_t w = 0; w < p.topk_residual.size(); ++w) b.residual[w].push_back(p.topk_residual[w]);
+    if (p.topk_age) b.age.push_back(p.topk_age);
+  }
+  return b;
+}
+
 // About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
 // gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
@@ -676,6 +706,13 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     for (size_t i = 0; i < std::size(kTrainableBuffers); ++i)
       if (holds_trainable_buffer(opts_, i))
         tp.*kTrainableBuffers[i].field = arenas_.get_as<float>(kTrainableBuffers[i].prefix + name);
+    if (opts_.topk.residuals())
+      for (int w = 0; w < opts_.topk.workers; ++w) tp.topk_residual.push_back(arenas_.get_as<float>(topk_residual_name(w, name)));
+    if (opts_.topk.ages()) tp.topk_age = arenas_.get_as<float>(topk_age_name(name));
+    if (opts_.adaptive_rank && name.ends_with(".lora_A.weight")) {
+      const auto names = adaptive_rank_state_names(name);
+      tp.rank = {arenas_.get_as<float>(names[0]), arenas_.get_as<float>(names[1]), arenas_.get_as<float>(names[2])};
+    }
     float* dst = store_->load_buffer(params_.size(), n, sp ? nullptr : tp.p);
     if (!sp) tp.p = dst;
     float* g = tp.g;

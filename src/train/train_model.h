@@ -7,6 +7,7 @@
 // trainable tensors' gradients (and parameters) and hands them out unit by unit during the pass.
 // Dimension letters: N tokens in the micro-batch, C, QD = NH*HS, KVD = NKV*HS, F, V, R LoRA rank.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "quant/quant_tensor.h"
 #include "core/lora_config.h"
 #include "core/train_types.h"
+#include "train/grad_topk.h"
 #include "train/unit_store.h"
 
 namespace lt {
@@ -73,6 +75,14 @@ struct TrainModelOptions {
   // zero_grads(); the weight gradient goes to the master unchanged (straight-through).
   Quantization qat;
   int qat_group_size = 32;
+  // Top-k gradient sparsification (train/grad_topk.h; fraction 0: off): the plan lists each
+  // trainable tensor's error-feedback residuals (one per emulated worker) and AdamW ages as
+  // OptimizerState rows, whoever holds the moments; TrainParam::topk_residual / topk_age point at them.
+  TopkOptions topk;
+  // Adaptive LoRA rank (train/adaptive_rank.h): the plan lists each adapted module's importance
+  // state as persistent OptimizerState rows, "rank_ema1.<module>" and "rank_ema2.<module>"
+  // (A's then B's entries) and "rank_mask.<module>" (r floats); TrainParam::rank points at them.
+  bool adaptive_rank = false;
 };
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
@@ -97,7 +107,20 @@ struct TrainParam {
   bool decay;                    // weight decay applies (not to norms and biases)
   int unit = 0;                  // trainable_unit(): 0 embedding, layer + 1, L + 1 final norm / lm_head
   float lr_factor = 1.0f;        // multiplies the step's lr (LoRA+: loraplus_lr_ratio for B, biases, magnitudes)
+  std::vector<float*> topk_residual;  // grad_topk: one residual per emulated worker (n floats each), else empty
+  float* topk_age = nullptr;          // grad_topk with variance correction: AdamW ages (n floats)
+  // adaptive rank, on each lora_A only: its module's planned state (adaptive_rank_state_names)
+  struct RankState {
+    float *ema1 = nullptr, *ema2 = nullptr, *mask = nullptr;
+  } rank;
 };
+
+// Adaptive rank's plan rows of the module whose A is `lora_a` ("X.lora_A.weight"): rank_ema1.X,
+// rank_ema2.X, rank_mask.X (the names its checkpoint tensors have).
+std::array<std::string, 3> adaptive_rank_state_names(const std::string& lora_a);
+
+// grad_topk's planned state (TrainParam::topk_residual / topk_age), for GradTopK.
+TopkBuffers topk_buffers(const std::vector<TrainParam>& params);
 
 // The unit of a trainable tensor from its name (HF or PEFT): 0 the embedding, l+1 anything in
 // decoder layer l ("layers.<l>."), n_layers+1 the rest (final norm, lm_head).

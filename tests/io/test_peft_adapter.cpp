@@ -294,12 +294,13 @@ TEST(PeftAdapterLoad, BadConfigsNameFileAndKey) {
                         {"target_modules '.*q_proj'", "not supported"});
   test::expect_contains(load_error_with_config(R"({"peft_type": "LORA", "r": 4, "target_modules": ["c_attn"]})"),
                         {"target module 'c_attn'"});
+  // per-module ranks load (tests/io/test_peft_rank_pattern.cpp); tensors against the pattern do not
   test::expect_contains(
       load_error_with_config(R"({"peft_type": "LORA", "r": 4, "rank_pattern": {"q_proj": 8}, )" + ok_targets + "}"),
-      {"'rank_pattern'", "not supported"});
+      {"q_proj", "r = 8", "rank_pattern"});
   test::expect_contains(
-      load_error_with_config(R"({"peft_type": "LORA", "r": 4, "alpha_pattern": {"q_proj": 8}, )" + ok_targets + "}"),
-      {"'alpha_pattern'"});
+      load_error_with_config(R"({"peft_type": "LORA", "r": 4, "alpha_pattern": {"q_proj": -1}, )" + ok_targets + "}"),
+      {"alpha_pattern['q_proj']", "> 0"});
   // DoRA without its magnitudes; an adapter in PiSSA / OLoRA form (for a residual base)
   test::expect_contains(
       load_error_with_config(R"({"peft_type": "LORA", "r": 4, "use_dora": true, )" + ok_targets + "}"),

@@ -1,15 +1,19 @@
-// The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4
-// weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
+// The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4 /
+// Q8_0 weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
 // cpu::decode_gemv directly (including, on AVX-512, both the vdpbf16ps and the widening bf16
 // loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
 // work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
-// 4-bit block sizes; 1 and 2 threads give the same bits.
+// 4-bit block sizes, Q8_0 rows of 1 to 18 blocks; 1 and 2 threads give the same bits.
 //
 // Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
 // only summed in another order: the reference adds x·(table[q]·s) left to right; the fast loops add
 // x·table[q] into per-lane block sums, scale each block sum once by s, and add lanes and blocks in a
-// tree. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
+// tree. Q8_0 quantizes x too (kernels/q8_0_act.h, the same function on both sides, so the same
+// codes), and both sides form the same block terms (dx·dw)·Σ qx·qw (an exact int32 sum, one rounding
+// of dx·dw, one of the product); the fast loops split each block's sum over 8 lanes (so up to 8 terms
+// per block, each with those two roundings) and add them in another order: the bound above holds with
+// Σ|x̃·w| over the quantized input x̃ = qx·dx in place of Σ|x·w|. Each term of Σ|x·w| passes through at most IC + 4 roundings either way (the product or the
 // table·scale product, the scale of the block sum, and at most IC - 1 + 2 additions), so by Higham's
 // bound each result is within γ_{IC+4}·Σ|terms| of the exact sum, and the two within twice that.
 #include <gtest/gtest.h>
@@ -25,6 +29,7 @@
 #include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/ops.h"
+#include "kernels/q8_0_act.h"
 #include "kernels/ref/ref.h"
 #include "linear_test_util.h"
 
@@ -46,6 +51,8 @@ struct DecodeCase {
     v.kind = kind, v.rows = OC, v.cols = IC;
     if (kind == WeightKind::BF16 || kind == WeightKind::F16) {
       v.data = h16.data();
+    } else if (kind == WeightKind::Q8_0) {
+      v.data = codes.data(), v.blocksize = 32;
     } else {
       v.data = codes.data(), v.blocksize = bs, v.code_values = code_values.data(), v.absmax = absmax.data();
     }
@@ -66,7 +73,13 @@ struct DecodeCase {
     auto from16 = [&](uint16_t h) { return k == WeightKind::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
     if (half)
       for (size_t i = 0; i < n; ++i) h16.push_back(to16(u(rng) * 0.5f));
-    else {
+    else if (k == WeightKind::Q8_0) {  // ggml's block_q8_0: f16 d, then 32 int8 codes (all of -128..127)
+      for (size_t b = 0; b < n / 32; ++b) {
+        const uint16_t d = f32_to_f16(pos(rng) * 4e-4f);
+        codes.push_back(uint8_t(d & 255)), codes.push_back(uint8_t(d >> 8));
+        for (int j = 0; j < 32; ++j) codes.push_back(uint8_t(rng()));
+      }
+    } else {
       for (size_t i = 0; i < n / 2; ++i) codes.push_back(uint8_t(rng()));
       for (int i = 0; i < 16; ++i) code_values.push_back(k == WeightKind::Int4 ? float(i - 8) : u(rng));
       for (size_t i = 0; i < n / size_t(bs); ++i) absmax.push_back(pos(rng) * 0.05f);
@@ -88,6 +101,8 @@ std::vector<DecodeCase> cases() {
     for (WeightKind k : {WeightKind::NF4, WeightKind::Int4})
       for (auto [IC, OC, bs] : {std::tuple{96, 150, 32}, {192, 7, 64}, {576, 193, 32}, {128, 1, 128}, {256, 17, 256}})
         v.emplace_back(k, T, IC, OC, bs, seed++);
+    for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 193}, {64, 1}, {1536, 9}})
+      v.emplace_back(WeightKind::Q8_0, T, IC, OC, 32, seed++);
   }
   return v;
 }
@@ -99,9 +114,18 @@ std::vector<Isa> isas() {
   return v;
 }
 
-// y_ref from the reference, and the bound 2·γ_{IC+4}·Σ|x·w| per element
+// The scratch a linear_forward / decode_gemv call on c takes (Q8_0: its quantized input).
+struct Scratch {
+  std::vector<float> buf;
+  explicit Scratch(const DecodeCase& c) : buf(linear_tile_bytes(c.kind, c.bs, false, c.T, c.IC, c.OC) / 4 + 16) {}
+  LinearScratch linear() { return {buf.data(), buf.size() * 4}; }
+};
+
+// y_ref from the reference, and the bound 2·γ_{IC+4}·Σ|x·w| per element (Q8_0: x quantized)
 void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
   const WeightView w = c.view();
+  Vec xq = c.x;
+  if (c.kind == WeightKind::Q8_0) fake_quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data());
   y.assign(size_t(c.T) * c.OC, 0.0f);
   LinearWeights lw;
   lw.w = w;
@@ -110,7 +134,7 @@ void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
   for (int t = 0; t < c.T; ++t)
     for (int o = 0; o < c.OC; ++o) {
       double m = 0;
-      for (int i = 0; i < c.IC; ++i) m += std::fabs(double(c.x[size_t(t) * c.IC + i]) * ref::weight_at(w, o, i));
+      for (int i = 0; i < c.IC; ++i) m += std::fabs(double(xq[size_t(t) * c.IC + i]) * ref::weight_at(w, o, i));
       bound[size_t(t) * c.OC + o] = 2 * gamma_n(c.IC + 4) * m;
     }
 }
@@ -132,21 +156,31 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       Vec y(y_ref.size(), NAN);
       LinearWeights lw;
       lw.w = w;
-      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, LinearScratch{});
+      Scratch s(c);
+      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
       expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
       Vec y2(y_ref.size(), NAN);
-      cpu::decode_gemv(isa, y2.data(), c.in(), w);
+      cpu::decode_gemv(isa, y2.data(), c.in(), w, s.buf.data(), s.buf.size() * 4);
       EXPECT_EQ(y2, y) << c.name() << " " << isa_name(isa);
       ++checked;
     }
     // the widening bf16 loop too where vdpbf16ps is what dispatch picks
+    // the AVX2 q8_0 loop too where VNNI's is what dispatch picks on AVX-512
+    if (c.kind == WeightKind::Q8_0 && cpu_supports(Isa::Avx512)) {
+      std::vector<int8_t> xq(c.x.size());
+      Vec xd(c.x.size() / 32);
+      quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
+      Vec y(y_ref.size(), NAN);
+      cpu::gemv::avx2::q8_0_rows(y.data(), xq.data(), xd.data(), c.T, w, 0, c.OC);
+      expect_within(y, y_ref, bound, c.name() + " avx2 on avx512");
+    }
     if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
       Vec y(y_ref.size(), NAN);
       cpu::gemv::avx512::half_rows(y.data(), c.in(), w, 0, c.OC);
       expect_within(y, y_ref, bound, c.name() + " avx512 widening");
     }
   }
-  EXPECT_GE(checked, 60);
+  EXPECT_GE(checked, 75);
 }
 
 TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {
@@ -154,11 +188,12 @@ TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {
     if (c.OC < 100) continue;
     for (Isa isa : isas()) {
       Vec y1(size_t(c.T) * c.OC), y2(y1.size());
+      Scratch s(c);
       const int saved = omp_get_max_threads();
       omp_set_num_threads(1);
-      cpu::decode_gemv(isa, y1.data(), c.in(), c.view());
+      cpu::decode_gemv(isa, y1.data(), c.in(), c.view(), s.buf.data(), s.buf.size() * 4);
       omp_set_num_threads(2);
-      cpu::decode_gemv(isa, y2.data(), c.in(), c.view());
+      cpu::decode_gemv(isa, y2.data(), c.in(), c.view(), s.buf.data(), s.buf.size() * 4);
       omp_set_num_threads(saved);
       EXPECT_EQ(y1, y2) << c.name() << " " << isa_name(isa);
     }
@@ -174,6 +209,11 @@ TEST(DecodeGemv, LayoutsItDoesNotTakeGoToTheTiledPath) {
   EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
   w = c.view();
   w.block_offset = c.absmax.data();  // asymmetric int4
+  EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
+  DecodeCase q8(WeightKind::Q8_0, 1, 64, 8, 32, 2);
+  w = q8.view();
+  EXPECT_TRUE(cpu::decode_gemv_applies(w, 1));
+  w.cols = 48;  // q8_0 rows not whole blocks of 32
   EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
   w = c.view();
   w.kind = WeightKind::Int8;

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from family_parity import check_full_fine_tune_loads, check_mode_starts_where_fp32_does, check_peft_loads_our_adapter
 from test_model_parity import check, check_greedy, hf_logits, our_logits, PROMPT_LEN, DECODE_STEPS
 from test_server import server_factory  # noqa: F401 (a fixture)
 
@@ -164,6 +165,8 @@ def lora_grads_match(leantune_bin, tmp_path, kind, ckpt, extra=()):
 
 @pytest.mark.parametrize("kind,ckpt", [("gemma2", "none"), ("gemma2", "attention"), ("gemma3", "none"),
                                        ("gemma3", "mlp"), ("gemma2", "every")])
+
+
 def test_lora_gradients_match_peft(leantune_bin, tmp_path, kind, ckpt):
     lora_grads_match(leantune_bin, tmp_path, kind, ckpt)
 
@@ -202,74 +205,33 @@ def test_we_load_a_peft_adapter(leantune_bin, tmp_path, saved):
     assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
 
 
-def train(leantune_bin, folder, tmp_path, out, *extra):
-    """Eight steps of `leantune train` on documents of random byte-level tokens."""
-    from test_model_parity import write_byte_tokenizer
-    write_byte_tokenizer(folder)
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "gemma", "norm", "cap", "rope"]
-    docs = [" ".join(rng.choice(words, size=rng.integers(8, 30))) + "." for _ in range(60)]
-    (tmp_path / "data.txt").write_text("\n\n".join(docs) + "\n")
-    r = subprocess.run([leantune_bin, "train", "--base-model", str(folder), "--datasets", str(tmp_path / "data.txt"),
-                        "--max-steps", "8", "--learning-rate", "1e-2", "--micro-batch-size", "2", "--sequence-len",
-                        "32", "--threads", "1", "--output-dir", str(out), *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+WORDS = ["gemma", "norm", "cap", "rope"]
 
 
 @pytest.mark.parametrize("saved", KINDS, indirect=True)
 def test_peft_loads_our_adapter(leantune_bin, tmp_path, saved):
-    from peft import PeftModel
     _, folder = saved
-    kind = folder.name
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--lora-target-modules", "all-linear", "--lora-r", "4",
-          "--lora-alpha", "8")
-    ids = np.random.default_rng(6).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    pm = PeftModel.from_pretrained(build(kind), str(out / "adapter")).eval()
-    ref = hf_logits(pm, ids)[:DECODE_STEPS]
-    assert np.abs(hf_logits(build(kind), ids)[:DECODE_STEPS] - ref).max() > 1e-2, "training changed nothing"
-    ours = our_logits(leantune_bin, folder, ids, tmp_path, ("--adapter", str(out / "adapter")))
-    assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
+    check_peft_loads_our_adapter(leantune_bin, tmp_path, folder, lambda: build(folder.name), WORDS)
 
 
 @pytest.mark.parametrize("saved", KINDS, indirect=True)
 def test_full_fine_tune_folder_loads_in_transformers(leantune_bin, tmp_path, saved):
-    from safetensors.numpy import load_file
     from transformers import AutoModelForCausalLM
     _, folder = saved
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--method", "full")
-    before, after = load_file(str(folder / "model.safetensors")), load_file(str(out / "model" / "model.safetensors"))
-    assert set(after) == set(before)
-    key = "model.layers.0.post_feedforward_layernorm.weight"
-    assert not np.array_equal(before[key], after[key]), "post_feedforward_layernorm not trained"
-    tuned, info = AutoModelForCausalLM.from_pretrained(out / "model", dtype=torch.float32, output_loading_info=True,
-                                                       attn_implementation="eager")
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    ids = np.random.default_rng(5).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    ours = our_logits(leantune_bin, out / "model", ids, tmp_path).reshape(DECODE_STEPS, -1)
-    assert np.abs(ours - hf_logits(tuned.eval(), ids)[:DECODE_STEPS]).max() <= 1e-4
+    check_full_fine_tune_loads(leantune_bin, tmp_path, folder, AutoModelForCausalLM, WORDS,
+                               "model.layers.0.post_feedforward_layernorm.weight", attn_implementation="eager")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", [("--quantization", "nf4", "--double-quant", "true"), ("--precision", "bf16"),
                                   ("--method", "full", "--precision", "bf16", "--gradient-checkpointing", "mlp")],
                          ids=["qlora_nf4", "lora_bf16", "full_bf16_mlp_ckpt"])
+
+
 def test_training_modes_run_and_start_where_fp32_does(leantune_bin, tmp_path, kind, mode):
-    """QLoRA, 16-bit and checkpointed runs: the first step's loss is the fp32 LoRA run's up to the
-    rounding of the mode, and the loss goes down."""
-    model = build(kind)
     folder = tmp_path / "base"
-    model.save_pretrained(folder, safe_serialization=True)
-
-    def losses(out, *extra):
-        train(leantune_bin, folder, tmp_path, out, *extra)
-        return [json.loads(r)["loss"] for r in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in r]
-
-    ref = losses(tmp_path / "fp32")
-    got = losses(tmp_path / "mode", *mode)
-    assert abs(got[0] - ref[0]) <= 0.05 * ref[0], (got[0], ref[0])
-    assert got[-1] < got[0]
+    build(kind).save_pretrained(folder, safe_serialization=True)
+    check_mode_starts_where_fp32_does(leantune_bin, tmp_path, folder, WORDS, mode)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -20,6 +20,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
+from family_parity import check_full_fine_tune_loads, check_mode_starts_where_fp32_does, check_peft_loads_our_adapter
 from test_model_parity import PROMPT_LEN, DECODE_STEPS, check, check_greedy, hf_logits, our_logits, randomize
 from test_train_parity import B, T, hf_loss, rel_err, run_grad
 
@@ -108,6 +109,8 @@ def peft_model(model, seed, modules=PHI3_MODULES, r=8, alpha=16):
 @pytest.mark.parametrize("kind,ckpt,modules", [("phi3", "none", "all-linear"),
                                                ("phi3_longrope", "attention", ["qkv_proj", "down_proj"]),
                                                ("phi3", "every", ["gate_up_proj", "o_proj"])])
+
+
 def test_lora_gradients_match_peft(leantune_bin, tmp_path, kind, ckpt, modules):
     model = build_phi3(kind)
     folder = save(model, tmp_path / "base", kind)
@@ -168,56 +171,25 @@ def test_we_load_a_peft_adapter(leantune_bin, tmp_path, saved):
     assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
 
 
-def train(leantune_bin, folder, tmp_path, out, *extra):
-    """Eight steps of `leantune train` on documents of random byte-level tokens."""
-    from test_model_parity import write_byte_tokenizer
-    write_byte_tokenizer(folder)
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "phi", "fused", "qkv", "rope"]
-    docs = [" ".join(rng.choice(words, size=rng.integers(8, 30))) + "." for _ in range(60)]
-    (tmp_path / "data.txt").write_text("\n\n".join(docs) + "\n")
-    r = subprocess.run([leantune_bin, "train", "--base-model", str(folder), "--datasets", str(tmp_path / "data.txt"),
-                        "--max-steps", "8", "--learning-rate", "1e-2", "--micro-batch-size", "2", "--sequence-len",
-                        "32", "--threads", "1", "--output-dir", str(out), *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return r
+WORDS = ["phi", "fused", "qkv", "rope"]
 
 
 @pytest.mark.parametrize("saved", ["phi3"], indirect=True)
 def test_peft_loads_our_adapter(leantune_bin, tmp_path, saved):
-    from peft import PeftModel
     _, folder = saved
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--lora-target-modules", "all-linear", "--lora-r", "4",
-          "--lora-alpha", "8")
+    out = check_peft_loads_our_adapter(leantune_bin, tmp_path, folder, build_phi3, WORDS)
     cfg = json.loads((out / "adapter" / "adapter_config.json").read_text())
     assert sorted(cfg["target_modules"]) == sorted(PHI3_MODULES)
     keys = load_file(str(out / "adapter" / "adapter_model.safetensors"))
     assert keys["base_model.model.model.layers.0.self_attn.qkv_proj.lora_B.weight"].shape == (64 + 2 * 32, 4)
-    ids = np.random.default_rng(6).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    pm = PeftModel.from_pretrained(build_phi3(), str(out / "adapter")).eval()
-    ref = hf_logits(pm, ids)[:DECODE_STEPS]
-    assert np.abs(hf_logits(build_phi3(), ids)[:DECODE_STEPS] - ref).max() > 1e-2, "training changed nothing"
-    ours = our_logits(leantune_bin, folder, ids, tmp_path, ("--adapter", str(out / "adapter")))
-    assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
 
 
 @pytest.mark.parametrize("saved", ["phi3"], indirect=True)
 def test_full_fine_tune_folder_loads_in_transformers(leantune_bin, tmp_path, saved):
     from transformers import Phi3ForCausalLM
     _, folder = saved
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--method", "full")
-    before, after = load_file(str(folder / "model.safetensors")), load_file(str(out / "model" / "model.safetensors"))
-    assert set(after) == set(before)
-    key = "model.layers.0.self_attn.qkv_proj.weight"
-    assert after[key].shape == before[key].shape and not np.array_equal(before[key], after[key])
-    tuned, info = Phi3ForCausalLM.from_pretrained(out / "model", dtype=torch.float32, output_loading_info=True,
-                                                  attn_implementation="eager")
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    ids = np.random.default_rng(5).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    ours = our_logits(leantune_bin, out / "model", ids, tmp_path).reshape(DECODE_STEPS, -1)
-    assert np.abs(ours - hf_logits(tuned.eval(), ids)[:DECODE_STEPS]).max() <= 1e-4
+    check_full_fine_tune_loads(leantune_bin, tmp_path, folder, Phi3ForCausalLM, WORDS,
+                               "model.layers.0.self_attn.qkv_proj.weight", attn_implementation="eager")
 
 
 @pytest.mark.parametrize("saved", ["phi3"], indirect=True)
@@ -242,17 +214,12 @@ def test_merged_adapter_is_a_fused_checkpoint(leantune_bin, tmp_path, saved):
 @pytest.mark.parametrize("mode", [("--quantization", "nf4"), ("--precision", "bf16"),
                                   ("--method", "full", "--gradient-checkpointing", "mlp")],
                          ids=["qlora_nf4", "lora_bf16", "full_mlp_ckpt"])
+
+
 def test_training_modes_run_and_start_where_fp32_does(leantune_bin, tmp_path, mode):
     folder = save(build_phi3(), tmp_path / "base", "phi3")
-
-    def losses(out, *extra):
-        train(leantune_bin, folder, tmp_path, out, "--lora-target-modules", "qkv_proj,gate_up_proj", *extra)
-        return [json.loads(r)["loss"] for r in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in r]
-
-    ref = losses(tmp_path / "fp32")
-    got = losses(tmp_path / "mode", *mode)
-    assert abs(got[0] - ref[0]) <= 0.05 * ref[0], (got[0], ref[0])
-    assert got[-1] < got[0]
+    check_mode_starts_where_fp32_does(leantune_bin, tmp_path, folder, WORDS, mode,
+                                      ("--lora-target-modules", "qkv_proj,gate_up_proj"))
 
 
 def test_serve_engine_matches_transformers_with_a_peft_adapter(leantune_bin, tmp_path):

@@ -15,6 +15,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file, save_file
 
+from family_parity import check_full_fine_tune_loads, check_mode_starts_where_fp32_does, check_peft_loads_our_adapter
 from test_model_parity import build, check, check_greedy, hf_logits, our_logits, PROMPT_LEN, DECODE_STEPS
 from test_train_parity import MODULES, B, T, hf_loss, rel_err, run_grad
 
@@ -114,50 +115,21 @@ def test_we_load_a_peft_adapter(leantune_bin, tmp_path, saved):
     assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
 
 
-def train(leantune_bin, folder, tmp_path, out, *extra):
-    """Eight steps of `leantune train` on documents of random byte-level tokens."""
-    from test_model_parity import write_byte_tokenizer
-    write_byte_tokenizer(folder)
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "qwen", "norm", "head", "rope"]
-    docs = [" ".join(rng.choice(words, size=rng.integers(8, 30))) + "." for _ in range(60)]
-    (tmp_path / "data.txt").write_text("\n\n".join(docs) + "\n")
-    r = subprocess.run([leantune_bin, "train", "--base-model", str(folder), "--datasets", str(tmp_path / "data.txt"),
-                        "--max-steps", "8", "--learning-rate", "1e-2", "--micro-batch-size", "2", "--sequence-len",
-                        "32", "--threads", "1", "--output-dir", str(out), *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+WORDS = ["qwen", "norm", "head", "rope"]
 
 
 @pytest.mark.parametrize("saved", ["qwen3"], indirect=True)
 def test_peft_loads_our_adapter(leantune_bin, tmp_path, saved):
-    from peft import PeftModel
     _, folder = saved
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--lora-target-modules", "all-linear", "--lora-r", "4",
-          "--lora-alpha", "8")
-    ids = np.random.default_rng(6).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    pm = PeftModel.from_pretrained(build("qwen3"), str(out / "adapter")).eval()
-    ref = hf_logits(pm, ids)[:DECODE_STEPS]
-    assert np.abs(hf_logits(build("qwen3"), ids)[:DECODE_STEPS] - ref).max() > 1e-2, "training changed nothing"
-    ours = our_logits(leantune_bin, folder, ids, tmp_path, ("--adapter", str(out / "adapter")))
-    assert np.abs(ours.reshape(DECODE_STEPS, -1) - ref).max() <= 1e-4
+    check_peft_loads_our_adapter(leantune_bin, tmp_path, folder, lambda: build("qwen3"), WORDS)
 
 
 @pytest.mark.parametrize("saved", ["qwen3_bias"], indirect=True)
 def test_full_fine_tune_folder_loads_in_transformers(leantune_bin, tmp_path, saved):
     from transformers import Qwen3ForCausalLM
     _, folder = saved
-    out = tmp_path / "out"
-    train(leantune_bin, folder, tmp_path, out, "--method", "full")
-    before, after = load_file(str(folder / "model.safetensors")), load_file(str(out / "model" / "model.safetensors"))
-    assert set(after) == set(before)
-    key = "model.layers.0.self_attn.q_norm.weight"
-    assert not np.array_equal(before[key], after[key]), "q_norm not trained"
-    tuned, info = Qwen3ForCausalLM.from_pretrained(out / "model", dtype=torch.float32, output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    ids = np.random.default_rng(5).integers(0, 256, size=PROMPT_LEN + DECODE_STEPS).tolist()
-    ours = our_logits(leantune_bin, out / "model", ids, tmp_path).reshape(DECODE_STEPS, -1)
-    assert np.abs(ours - hf_logits(tuned.eval(), ids)[:DECODE_STEPS]).max() <= 1e-4
+    check_full_fine_tune_loads(leantune_bin, tmp_path, folder, Qwen3ForCausalLM, WORDS,
+                               "model.layers.0.self_attn.q_norm.weight")
 
 
 @pytest.mark.parametrize("saved", ["qwen3"], indirect=True)
@@ -187,18 +159,7 @@ def test_gguf_export_refuses_qwen3_by_name(leantune_bin, tmp_path, saved):
                                   ("--method", "full", "--precision", "bf16", "--gradient-checkpointing", "mlp")],
                          ids=["qlora_nf4", "lora_bf16", "full_bf16_mlp_ckpt"])
 def test_training_modes_run_and_start_where_fp32_does(leantune_bin, tmp_path, mode):
-    """QLoRA, 16-bit and checkpointed runs on Qwen3: the first step's loss is the fp32 LoRA run's
-    up to the rounding of the mode (the per-head norms in every mode), and the loss goes down."""
-    import json
-    model = build("qwen3")
+    """QLoRA, 16-bit and checkpointed runs on Qwen3 (the per-head norms in every mode)."""
     folder = tmp_path / "base"
-    model.save_pretrained(folder, safe_serialization=True)
-
-    def losses(out, *extra):
-        train(leantune_bin, folder, tmp_path, out, *extra)
-        return [json.loads(r)["loss"] for r in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in r]
-
-    ref = losses(tmp_path / "fp32")
-    got = losses(tmp_path / "mode", *mode)
-    assert abs(got[0] - ref[0]) <= 0.05 * ref[0], (got[0], ref[0])
-    assert got[-1] < got[0]
+    build("qwen3").save_pretrained(folder, safe_serialization=True)
+    check_mode_starts_where_fp32_does(leantune_bin, tmp_path, folder, WORDS, mode)

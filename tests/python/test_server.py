@@ -8,6 +8,7 @@
 # Servers listen on 127.0.0.1 only and are always killed at the end; every wait is bounded.
 import concurrent.futures
 import json
+import os
 import re
 import socket
 import subprocess
@@ -27,6 +28,7 @@ START_TIMEOUT = 60
 
 class Server:
     def __init__(self, leantune_bin, *args):
+        self.checked = False
         self.proc = subprocess.Popen([leantune_bin, "serve", "--host", "127.0.0.1", "--port", "0", "-t", "2", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + START_TIMEOUT
@@ -44,13 +46,19 @@ class Server:
         self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
     def close(self):
+        sanitized = os.environ.get("LEANTUNE_SANITIZED") == "1"
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=60 if sanitized else 10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if sanitized and not self.checked:  # under ASan/UBSan: a clean exit, no report, no leak
+            self.checked = True
+            err = self.proc.stderr.read()
+            assert self.proc.returncode == 0 and "Sanitizer" not in err and "runtime error" not in err, \
+                f"the server exited with {self.proc.returncode}:\n{err[-6000:]}"
 
     def raw(self, method, path, body=None, timeout=60):
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()

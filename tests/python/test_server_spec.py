@@ -2,7 +2,9 @@
 # `leantune serve`: greedy output is token for token the output without the draft, whatever the
 # draft (the model with noise on its weights: some proposals accepted; an unrelated random model: few;
 # the model itself: all) and
-# K; sampled requests are untouched; the acceptance rate is in /metrics and on generate's stderr.
+# K; sampled requests run rejection sampling (their distribution is tested in
+# tests/infer/test_spec_sampling.cpp): a seed gives the same tokens alone and under load, and again; the
+# acceptance rate is in /metrics and on generate's stderr.
 import concurrent.futures
 import re
 import subprocess
@@ -36,9 +38,9 @@ def models(tmp_path_factory):
     return root, tok
 
 
-def generate(leantune_bin, root, ids, n, *extra):
+def generate(leantune_bin, root, ids, n, *extra, temperature="0"):
     r = subprocess.run([leantune_bin, "generate", "-m", str(root / "target"), "--prompt-ids", ",".join(map(str, ids)),
-                        "-n", str(n), "--temperature", "0", "--ignore-eos", "-t", "2", *extra],
+                        "-n", str(n), "--temperature", temperature, "--ignore-eos", "-t", "2", *extra],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout.rstrip("\n"), r.stderr
@@ -63,6 +65,18 @@ def test_generate_with_a_draft_is_greedy(leantune_bin, models, draft, k):
         print(f"{draft} K={k}: {accepted}/{proposed} accepted")
 
 
+def test_generate_sampled_with_a_draft_is_seeded(leantune_bin, models):
+    root, _ = models
+    ids = [1, 17, 42, 99, 5]
+    args = ["--top-p", "0.95", "--repetition-penalty", "1.2", "--draft-model", str(root / "noisy"),
+            "--num-speculative-tokens", "3"]
+    a, err = generate(leantune_bin, root, ids, 40, *args, "--seed", "7", temperature="0.9")
+    assert a == generate(leantune_bin, root, ids, 40, *args, "--seed", "7", temperature="0.9")[0]
+    assert a != generate(leantune_bin, root, ids, 40, *args, "--seed", "8", temperature="0.9")[0]
+    m = re.search(r"speculative: (\d+) of (\d+) draft tokens accepted", err)
+    assert m and 0 < int(m.group(1)) <= int(m.group(2)), err
+
+
 def test_serve_with_a_draft(models, leantune_bin):
     root, tok = models
     args = ["--model", str(root / "target"), "--served-model-name", "m", "--context", "128", "--max-seqs", "16",
@@ -80,15 +94,22 @@ def test_serve_with_a_draft(models, leantune_bin):
     spec = Server(leantune_bin, *args, "--draft-model", str(root / "noisy"), "--num-speculative-tokens", "3")
     try:
         want = [run(plain, j) for j in jobs]
+        alone = [run(spec, j) for j in jobs]
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
-            assert list(ex.map(lambda j: run(spec, j), jobs)) == want
-        assert [run(spec, j) for j in jobs[:3]] == want[:3]  # and alone (prefix cache hits now)
+            together = list(ex.map(lambda j: run(spec, j), jobs))
+        assert together == alone  # greedy and seeded sampling: the load changes nothing
+        for (_, t, _), w, got in zip(jobs, want, alone):
+            if t == 0:
+                assert got == w  # greedy: the output without the draft
+        assert [run(spec, j) for j in jobs[:3]] == alone[:3]  # and again (prefix cache hits now)
         assert plain.metric("leantune_spec_draft_tokens_total") == 0
         proposed = spec.metric("leantune_spec_draft_tokens_total")
         rate = spec.metric("leantune_spec_acceptance_rate")
         assert proposed > 0 and 0 < rate <= 1
         assert rate == pytest.approx(spec.metric("leantune_spec_accepted_tokens_total") / proposed, rel=1e-4)
         assert spec.metric("leantune_kv_blocks_in_use") == 0
+        sampled = [i for i, (_, t, _) in enumerate(jobs) if t > 0]
+        assert any(alone[i] != want[i] for i in sampled)  # sampled requests now go through the draft
         print(f"serve: acceptance {rate:.3f} of {proposed:.0f} draft tokens")
     finally:
         plain.close()

@@ -214,6 +214,14 @@ TEST(Jinja, UnsupportedAndMalformedNameTheLine) {
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   expect(ifs, "line 1:", "nests deeper");
   expect("{{ 'x' * 1000000000 }}", "line 1:", "too large");
+  expect("{{ 'ab' * 9929899 }}", "line 1:", "too large");  // 20 MB: past the fuzzer's timeout under ASan
+  // the rendered text is bounded too (4000 x 100000 characters)
+  expect("{% for i in range(100000) %}{{ 'x' * 4000 }}{% endfor %}", "line 1:", "exceeds");
+  // a value of the wrong type is a template error, never std::bad_variant_access (found by the fuzzer)
+  expect("{{ 'ab' | indent(r, first=true) }}", "line 1:", "'r' is undefined");
+  expect("\n{{ 'ab' | indent([2]) }}", "line 2:", "cannot be interpreted as an integer");
+  expect("{{ [1, 2][:, 1] }}", "line 1:", "not tuple");  // a slice in a tuple subscript has no object
+  EXPECT_EQ(JinjaTemplate("{% if false %}{{ x[:, 1] }}{% endif %}ok", "t").render(ojson::object()).text, "ok");
 }
 
 }  // namespace

@@ -1,15 +1,22 @@
 // Top-k gradient sparsification (train/grad_topk.h): the k largest magnitudes kept, ties broken by
 // index, the residual holding exactly what was not sent (so sent + residual over steps equals the
-// sum of the gradients), compensation scaling preserving the 2-norm, and the config's checks.
+// sum of the gradients), compensation scaling preserving the 2-norm, and the config's checks; the
+// residuals and ages as rows of the memory plan: the model allocates exactly the plan, GradTopK
+// works in those buffers, and a ZeRO rank's plan keeps them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/zero.h"
+#include "kernels/ops.h"
 #include "train/grad_topk.h"
+#include "train/train_model.h"
+#include "tiny_lora_model.h"
 
 namespace lt {
 namespace {
@@ -90,6 +97,66 @@ TEST(GradTopK, RejectsBadOptions) {
   EXPECT_THROW(GradTopK({0.1, TopkFeedback::Residual, 0}, {4}), Error);
   EXPECT_THROW(parse_topk_feedback("dgc"), Error);
   EXPECT_EQ(parse_topk_feedback("scale"), TopkFeedback::Scale);
+}
+
+TEST(GradTopKPlan, ResidualsAndAgesAreOptimizerStateRowsTheModelAllocates) {
+  TinyModel tm;
+  const TopkOptions topk{0.15, TopkFeedback::Residual, 2, true};
+  const MemoryPlan dense = plan_training(tm.cfg, TinyModel::options({}));
+  const MemoryPlan plan = plan_training(tm.cfg, TinyModel::options(topk));
+  // per trainable tensor: W residuals and an age of its size, OptimizerState, persistent
+  size_t trainable = 0, rows = 0, extra = 0;
+  for (const auto& b : dense.buffers) {
+    if (b.cat != Category::TrainableParams) continue;
+    ++trainable;
+    for (const std::string& name : {topk_residual_name(0, b.name), topk_residual_name(1, b.name), topk_age_name(b.name)}) {
+      auto it = std::find_if(plan.buffers.begin(), plan.buffers.end(), [&](const BufferSpec& x) { return x.name == name; });
+      ASSERT_NE(it, plan.buffers.end()) << name;
+      EXPECT_EQ(it->cat, Category::OptimizerState) << name;
+      EXPECT_EQ(it->bytes, b.bytes) << name;
+      EXPECT_EQ(it->life, Lifetime::Persistent) << name;
+      ++rows;
+      extra += align_up(b.bytes);
+    }
+  }
+  EXPECT_EQ(trainable, 14u);  // LoRA A and B of 7 linears
+  EXPECT_EQ(plan.buffers.size(), dense.buffers.size() + rows);
+  EXPECT_EQ(plan.arena_bytes(Category::OptimizerState), dense.arena_bytes(Category::OptimizerState) + extra);
+  // the model allocates exactly the plan, and GradTopK keeps its state in those buffers
+  TrainModel m(tm.cfg, tm.ts, TinyModel::options(topk), ops_cpu());
+  for (size_t c = 0; c < kNumCategories; ++c)
+    EXPECT_EQ(m.arenas().allocated_bytes(Category(c)), plan.arena_bytes(Category(c))) << category_name(Category(c));
+  std::vector<size_t> counts;
+  for (const auto& p : m.params()) counts.push_back(p.n);
+  GradTopK t(topk, counts, topk_buffers(m.params()));
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const std::string& name = m.params()[i].name;
+    for (int w = 0; w < 2; ++w) EXPECT_EQ(t.residual(i, w), m.arenas().get(topk_residual_name(w, name))) << name;
+    EXPECT_EQ(t.age(i), m.arenas().get(topk_age_name(name))) << name;
+  }
+  // compensation scaling keeps no state: no rows; without the correction, no ages
+  const MemoryPlan scale = plan_training(tm.cfg, TinyModel::options({0.15, TopkFeedback::Scale, 1, true}));
+  EXPECT_EQ(scale.arena_bytes(Category::OptimizerState), dense.arena_bytes(Category::OptimizerState));
+  const MemoryPlan plain = plan_training(tm.cfg, TinyModel::options({0.15, TopkFeedback::Residual, 1, false}));
+  EXPECT_EQ(plain.arena_bytes(Category::OptimizerState), dense.arena_bytes(Category::OptimizerState) + extra / 3);
+  // a ZeRO rank: the moments go to the engine's shards, the residuals and ages stay with the model
+  ZeroOptions zo;
+  zo.stage = 1;
+  const MemoryPlan rank = plan_zero_rank(plan, tm.cfg.n_layers, 2, zo);
+  const size_t psi = trainable_floats(plan), S = (psi + 1) / 2;
+  EXPECT_EQ(rank.arena_bytes(Category::OptimizerState), 2 * align_up(S * 4) + extra);
+  TrainModelOptions ro = TinyModel::options(topk);
+  ro.optimizer_state = false;  // as a ZeRO run builds its model
+  TrainModel rm(tm.cfg, tm.ts, ro, ops_cpu());
+  EXPECT_EQ(rm.arenas().allocated_bytes(Category::OptimizerState), extra);
+}
+
+TEST(GradTopK, BuffersMustMatchTheOptions) {
+  std::vector<float> a(4), b(4);
+  TopkBuffers ok{{{a.data()}, {b.data()}}, {}};
+  EXPECT_NO_THROW(GradTopK({0.5, TopkFeedback::Residual, 2, false}, {4}, ok));
+  EXPECT_THROW(GradTopK({0.5, TopkFeedback::Residual, 2, true}, {4}, ok), Error);  // no ages
+  EXPECT_THROW(GradTopK({0.5, TopkFeedback::Residual, 1, false}, {4}, ok), Error);  // one worker
 }
 
 }  // namespace

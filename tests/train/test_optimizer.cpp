@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "train/optimizer.h"
@@ -110,6 +111,35 @@ TEST(TrainOptAdamW, FrozenGroupUntouched) {
   EXPECT_EQ(f.m, f_before.m);
   EXPECT_EQ(f.v, f_before.v);
   EXPECT_NE(a.p[0], 1.0f);
+}
+
+// Ages (grad_topk's variance correction): an entry sent once in 4 steps with 4 steps' worth of
+// gradient adds 16/4 to v, as 4 dense steps add about 4·1; the first moment and the update follow
+// the usual formulas; ages count the zero steps and reset on a nonzero gradient.
+TEST(TrainOptAdamW, AgesCountASparseEntrysSquareOverItsSteps) {
+  AdamWOptions o;
+  o.weight_decay = 0;
+  Buf dense({0.5f, 0.5f}), sparse({0.5f, 0.5f}), plain({0.5f, 0.5f});
+  std::vector<float> age = {0.0f, 0.0f};
+  for (int t = 1; t <= 4; ++t) {
+    dense.g = {1.0f, 1.0f};
+    sparse.g = plain.g = t < 4 ? std::vector<float>{0.0f, 1.0f} : std::vector<float>{4.0f, 1.0f};
+    ParamGroup d = dense.group(), s = sparse.group(), p = plain.group();
+    s.age = age.data();
+    adamw_step(std::span<ParamGroup>(&d, 1), o, 1e-2f, t);
+    adamw_step(std::span<ParamGroup>(&s, 1), o, 1e-2f, t);
+    adamw_step(std::span<ParamGroup>(&p, 1), o, 1e-2f, t);
+    EXPECT_EQ(age[0], t < 4 ? float(t) : 0.0f) << t;
+    EXPECT_EQ(age[1], 0.0f) << t;
+  }
+  const double b2 = o.beta2;
+  EXPECT_FLOAT_EQ(sparse.v[0], float((1 - b2) * 16.0 / 4.0));
+  EXPECT_NEAR(sparse.v[0], dense.v[0], 0.01 * dense.v[0]);     // as the dense entry's
+  EXPECT_NEAR(plain.v[0], 4 * dense.v[0], 0.01 * dense.v[0]);  // 4x without ages
+  EXPECT_EQ(sparse.m, plain.m);
+  // an entry nonzero every step (age 0) is plain AdamW, bit for bit
+  EXPECT_EQ(sparse.v[1], plain.v[1]);
+  EXPECT_EQ(sparse.p[1], plain.p[1]);
 }
 
 // Expected values produced once with torch 2.15 (CPU) in /work/main/.venv by:

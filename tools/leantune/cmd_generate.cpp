@@ -229,8 +229,9 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--repetition-penalty", a->s.repetition_penalty, "HF repetition penalty (1 = off)");
   c->add_option("--no-repeat-ngram-size", a->s.no_repeat_ngram_size, "ban repeated n-grams (0 = off)");
   c->add_option("--seed", a->s.seed, "sampling seed");
-  c->add_option("--draft-model", a->draft_model, "speculative decoding (greedy): a small model of the same vocabulary "
-                "proposing tokens the model checks in one pass; the output is the greedy output");
+  c->add_option("--draft-model", a->draft_model, "speculative decoding: a small model of the same vocabulary "
+                "proposing tokens the model checks in one pass; greedy: the greedy output; sampled: the same "
+                "distribution (rejection sampling)");
   c->add_option("--num-speculative-tokens", a->num_speculative, "draft tokens per step (default 4)");
   c->add_option("--num-beams", a->beam.num_beams, "beam search with this many beams (1 = off; transformers' num_beams)");
   c->add_option("--num-return-sequences", a->beam.num_return, "beam search: hypotheses printed, best first");
@@ -240,7 +241,7 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions (default: model max, at most 4096)");
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
-  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 "
+  c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 | q8_0 "
                 "(16-bit as stored; q4 = llama.cpp's q4_0 grid, blocks of 32)");
   c->add_option("--kv-cache", a->kv_cache, "the KV cache's element type: f32 (default) | bf16 (half the bytes)");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");

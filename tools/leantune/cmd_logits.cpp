@@ -12,7 +12,7 @@
 namespace lt::cli {
 
 void add_logits_command(CLI::App& app) {
-  struct Args { std::string model, prompt, decode, out, adapter; int threads = 0, context = 0, block = 0; bool reference = false; };
+  struct Args { std::string model, prompt, decode, out, adapter, weights; int threads = 0, context = 0, block = 0; bool reference = false; };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("logits", "Write next-token logits for given token ids (testing aid)");
   c->add_option("--model,-m", a->model, "model path")->required();
@@ -24,6 +24,7 @@ void add_logits_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions");
   c->add_option("--prefill-block", a->block, "prefill block size");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
+  c->add_option("--weights", a->weights, "weights (and lm_head) in memory, as `generate --weights` (default f32)");
   c->callback([a] {
     auto prompt = parse_ids(a->prompt, "--ids");
     auto dec = parse_ids(a->decode, "--decode");
@@ -31,6 +32,7 @@ void add_logits_command(CLI::App& app) {
     leantune::ModelOptions mo;
     mo.threads = a->threads;
     mo.adapter = a->adapter;
+    if (!a->weights.empty()) mo.weights = leantune::parse_weights(a->weights);
     mo.kernels = a->reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
     leantune::Model model(a->model, mo);
     leantune::write_logits_file(a->out, model, prompt, dec, {.context = a->context, .prefill_block = a->block});

@@ -244,6 +244,7 @@ void add_plan_command(CLI::App& app) {
                leantune::format_bytes(p.baseline_bytes), leantune::format_bytes(p.predicted_peak_bytes));
     if (!html.empty()) fmt::print("wrote {}\n", html);
     if (p.zero) fmt::print("\n{}", leantune::format_zero_plan(p));
+    if (p.adaptive_rank) fmt::print("\n{}", leantune::format_adaptive_rank_plan(*p.adaptive_rank));
   });
 }
 

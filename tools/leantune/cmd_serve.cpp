@@ -137,7 +137,8 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--adapter-memory", a->adapter_memory_mib, "MiB of resident adapters, LRU beyond (0: no limit)");
   c->add_option("--max-lora-rank", a->engine.max_lora_rank, "largest adapter rank accepted (default 64)");
   c->add_option("--draft-model", a->draft_model, "speculative decoding: a smaller model of the same vocabulary that "
-                "proposes tokens for greedy requests");
+                "proposes tokens for every request (greedy: the same output; sampled: the same distribution, by "
+                "rejection sampling)");
   c->add_option("--num-speculative-tokens", a->engine.num_speculative_tokens, "draft tokens per step (default 4)");
   c->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not share KV blocks between prompts");
   c->add_option("--chat-template", a->server.chat_template, "auto (the model's own, else by its tokens) | model | chatml | llama3 | llama2 | plain | FILE.jinja | "

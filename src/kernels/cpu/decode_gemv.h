@@ -10,6 +10,11 @@
 //         and rows made of whole blocks: 16 codes at a time looked up in the 16-entry table (one
 //         vpermps; AVX2 two and a blend), FMA'd with x into a block sum, then scaled once per block:
 //         y = Σ_b s_b · Σ_{c in b} x_c · table[q_c]  (the reference sums x_c · (table[q_c] · s_b)).
+//   Q8_0  llama.cpp's blocks of 32 int8 with an f16 scale d (rows of whole blocks), against x
+//         quantized once per call to q8_0 too (kernels/q8_0_act.h, into the scratch): each block's
+//         int8 dot product in int32 (AVX-512 VNNI vpdpbusd; AVX2 vpmaddubsw + vpmaddwd on |q_w| and
+//         q_x with q_w's sign, as ggml does), scaled by dx·dw: y = Σ_b (dx_b·dw_b) · Σ_{c in b} qx_c·qw_c,
+//         as the reference computes it (only the f32 sum over blocks runs in another order).
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound).
 #pragma once
@@ -25,24 +30,32 @@ inline constexpr int kGemvRows = 8;    // output rows per work item
 bool decode_gemv_applies(const WeightView& w, int T);
 
 // y (T, OC) = x·Wᵀ (overwritten, no bias) with the loops of `isa` (usable here). 16-bit kinds read
-// in.x16 (BF16 with vdpbf16ps) or in.x, which hold the same values (the linear op's contract).
-void decode_gemv(Isa isa, float* y, const LinearInput& in, const WeightView& w);
+// in.x16 (BF16 with vdpbf16ps) or in.x, which hold the same values (the linear op's contract). Q8_0
+// quantizes x into `scratch` (>= decode_gemv_scratch_bytes; other kinds use none).
+void decode_gemv(Isa isa, float* y, const LinearInput& in, const WeightView& w, void* scratch = nullptr,
+                 size_t scratch_bytes = 0);
+size_t decode_gemv_scratch_bytes(const WeightView& w, int T);
 
 namespace gemv {
 // Rows [o0, o1) of y for in.T tokens.
 using RowsFn = void (*)(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+// Q8_0 rows [o0, o1) of y for T tokens of x quantized to xq (T, IC) with block scales xd (T, IC / 32).
+using Q8RowsFn = void (*)(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 namespace scalar {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 }  // namespace scalar
 namespace avx2 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 }  // namespace avx2
 namespace avx512 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void bf16_dot_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);  // needs AVX512-BF16
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
+void q8_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
 }  // namespace avx512
 }  // namespace gemv
 

@@ -98,7 +98,44 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
   }
 }
 
+// 8 int32 lanes of Σ u·s over 32 byte pairs (u unsigned, s signed): vpmaddubsw (pairs into int16, at most
+// 2·128·127, no saturation) then vpmaddwd with ones
+inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+
+template <int NT>
+void q8_0_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  const auto* blocks = static_cast<const uint8_t*>(w.data);
+  for (int o = o0; o < o1; ++o) {
+    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    __m256 acc[NT];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + size_t(b) * 34;
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const __m256i aw = _mm256_sign_epi8(wv, wv);  // |w| (-128 -> 128 as unsigned)
+      const float dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));
+#pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + size_t(t) * IC + b * 32));
+        const __m256i sx = _mm256_sign_epi8(xv, wv);  // x with w's sign: |w| * sx = w * x
+        const __m256i dot = dot_u8s8(aw, sx);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xd[size_t(t) * nb + b] * dw), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o] = hsum(acc[t]);
+  }
+}
+
 }  // namespace
+
+void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
+  switch (T) {
+    case 1: return q8_0_rows_t<1>(y, xq, xd, w, o0, o1);
+    case 2: return q8_0_rows_t<2>(y, xq, xd, w, o0, o1);
+    default: return q8_0_rows_t<3>(y, xq, xd, w, o0, o1);
+  }
+}
 
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
   const bool b = w.kind == WeightKind::BF16;

@@ -43,4 +43,23 @@ void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0,
   }
 }
 
+void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  const auto* blocks = static_cast<const uint8_t*>(w.data);
+  for (int o = o0; o < o1; ++o) {
+    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    for (int t = 0; t < T; ++t) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + size_t(b) * 34;
+        const int8_t* x = xq + size_t(t) * IC + b * 32;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) sum += int32_t(x[j]) * int8_t(blk[2 + j]);
+        acc += (xd[size_t(t) * nb + b] * f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)))) * float(sum);
+      }
+      y[size_t(t) * OC + o] = acc;
+    }
+  }
+}
+
 }  // namespace lt::cpu::gemv::scalar

@@ -86,6 +86,9 @@ Value Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
     case Expr::Kind::GetAttr: return get_attr(eval(*e.a, scope), e.name);
     case Expr::Kind::GetItem: return get_item(eval(*e.a, scope), eval(*e.b, scope));
     case Expr::Kind::Slice: {
+      // x[a:b, c] parses as x[(slice, c)], a subscript no list, string or dict accepts (Python:
+      // "indices must be integers or slices, not tuple"); its slice has no object (found by the fuzzer)
+      if (!e.a) raise("a slice inside a tuple subscript (x[a:b, c]) is not a valid index: indices must be integers or slices, not tuple");
       auto opt = [&](const ExprPtr& x) { return x ? eval(*x, scope) : Value(None{}); };
       return get_slice(eval(*e.a, scope), opt(e.items[0]), opt(e.items[1]), opt(e.items[2]));
     }

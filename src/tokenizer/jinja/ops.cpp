@@ -35,7 +35,11 @@ std::optional<size_t> norm_index(int64_t i, size_t n) {
 
 Value repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list()->items.size();
-  if (n > 0 && unit > 0 && uint64_t(n) > (uint64_t(1) << 26) / unit) raise("the repeated sequence would be too large");
+  // At most 4 Mi characters or items (a chat template repeats a separator; a 20 MB string took the
+  // ASan fuzzer past its 10 s timeout, and a larger one is memory a template has no use for).
+  constexpr uint64_t kMaxRepeat = uint64_t(1) << 22;
+  if (n > 0 && unit > 0 && uint64_t(n) > kMaxRepeat / unit)
+    raise(fmt::format("the repeated sequence would be too large: {} x {}, over the limit of {}", unit, n, kMaxRepeat));
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();

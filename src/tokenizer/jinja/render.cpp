@@ -50,6 +50,10 @@ Renderer::Flow Renderer::exec_body(const Body& body, const ScopePtr& scope) {
 }
 
 Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope) {
+  // A rendered chat is at most a context's worth of text; 64 MiB stops a template that loops its
+  // output up (each statement adds one value, itself bounded by the repeat limit).
+  constexpr size_t kMaxOutput = size_t(1) << 26;
+  if (out->size() > kMaxOutput) raise(fmt::format("the rendered text exceeds {} bytes", kMaxOutput));
   try {
     switch (s.kind) {
       case Stmt::Kind::Text: *out += s.text; break;

@@ -12,7 +12,16 @@ namespace lt::jinja {
 
 void raise(const std::string& msg) { throw Failure(msg); }
 
-int64_t Value::as_int() const { return is_bool() ? int64_t(as_bool()) : std::get<int64_t>(v); }
+int64_t Value::as_int() const {
+  if (is_bool()) return int64_t(as_bool());
+  if (!is_int()) wrong_type("an integer");
+  return std::get<int64_t>(v);
+}
+
+void Value::wrong_type(const char* want) const {
+  require_defined();
+  raise(fmt::format("'{}' object cannot be interpreted as {}", type_name(), want));
+}
 
 double Value::as_double() const {
   if (is_float()) return std::get<double>(v);

@@ -68,14 +68,16 @@ struct Value {
   bool is_dict() const { return v.index() == 7; }
   bool is_func() const { return v.index() == 8; }
 
-  bool as_bool() const { return std::get<bool>(v); }
+  // The accessors raise a template error (never std::bad_variant_access) on a value of another
+  // type: "'x' is undefined", or "'list' object cannot be interpreted as an integer".
+  bool as_bool() const { return get<bool>("a bool"); }
   int64_t as_int() const;  // bool or int
   double as_double() const;  // bool, int or float
-  const std::string& as_string() const { return std::get<std::string>(v); }
-  const ListPtr& as_list() const { return std::get<ListPtr>(v); }
-  const DictPtr& as_dict() const { return std::get<DictPtr>(v); }
-  const FuncPtr& as_func() const { return std::get<FuncPtr>(v); }
-  const std::string& undefined_what() const { return std::get<Undefined>(v).what; }
+  const std::string& as_string() const { return get<std::string>("a string"); }
+  const ListPtr& as_list() const { return get<ListPtr>("a list"); }
+  const DictPtr& as_dict() const { return get<DictPtr>("a dict"); }
+  const FuncPtr& as_func() const { return get<FuncPtr>("a function"); }
+  const std::string& undefined_what() const { return get<Undefined>("undefined").what; }
 
   bool truthy() const;
   std::string str() const;   // Python str(); '' for undefined
@@ -83,6 +85,14 @@ struct Value {
   const char* type_name() const;  // Python's type name for messages: 'str', 'int', 'dict', ...
   // Raises "'x' is undefined" when this is undefined (arithmetic, calls and attributes on it).
   void require_defined() const;
+
+ private:
+  template <class T>
+  const T& get(const char* want) const {
+    if (const T* p = std::get_if<T>(&v)) return *p;
+    wrong_type(want);
+  }
+  [[noreturn]] void wrong_type(const char* want) const;
 };
 
 struct ListObj {

@@ -28,6 +28,7 @@ struct HttpServer::Impl {
   ServerState st;
   httplib::Server svr;
   const long long started = (long long)std::time(nullptr);
+  int port = 0;  // bound (bind())
   Impl(leantune::Engine& e, const leantune::Tokenizer& t, ServerOptions o) : st(e, t, std::move(o)) {}
   void routes();
   std::string metrics();
@@ -54,24 +55,42 @@ ApiError library_error(int status) {
   }
 }
 
-// cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library), so a burst of
-// connections overflows the accept queue and clients see resets. listen() again on the listening
-// socket raises its backlog; the socket is found as the one listening on `port` (httplib keeps
-// its descriptor private).
-void raise_listen_backlog(int port) {
+// Calls fn(fd, listening) for every TCP socket of this process whose local port is `port` (httplib
+// keeps its descriptors private, so they are found by scanning the descriptor table).
+template <class Fn>
+void for_each_socket_on(int port, Fn fn) {
   const int max_fd = int(sysconf(_SC_OPEN_MAX) > 0 ? std::min<long>(sysconf(_SC_OPEN_MAX), 65536) : 1024);
   for (int fd = 0; fd < max_fd; ++fd) {
     int listening = 0;
     socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) continue;
     sockaddr_storage addr{};
     socklen_t alen = sizeof addr;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
     int p = -1;
     if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
     if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    if (p == port) ::listen(fd, SOMAXCONN);
+    if (p == port) fn(fd, listening != 0);
   }
+}
+
+// cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library), so a burst of
+// connections overflows the accept queue and clients see resets. listen() again on the listening
+// socket raises its backlog.
+void raise_listen_backlog(int port) {
+  for_each_socket_on(port, [](int fd, bool listening) {
+    if (listening) ::listen(fd, SOMAXCONN);
+  });
+}
+
+// On stop, httplib joins its workers, and a worker serving an idle keep-alive connection waits for
+// the keep-alive timeout (120 s) before it returns: a client holding a pooled connection would delay
+// the exit by minutes. Shutting the accepted connections down ends those waits at once (the worker
+// reads end of file and closes the socket).
+void shutdown_connections(int port) {
+  for_each_socket_on(port, [](int fd, bool listening) {
+    if (!listening) ::shutdown(fd, SHUT_RDWR);
+  });
 }
 
 }  // namespace
@@ -213,12 +232,15 @@ int HttpServer::bind() {
     throw leantune::Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                           " (in use, or not an address of this machine); pick another --port or --host");
   raise_listen_backlog(port);
+  impl_->port = port;
   return port;
 }
 
 void HttpServer::run() { impl_->svr.listen_after_bind(); }
 void HttpServer::stop() {
-  if (impl_->svr.is_running()) impl_->svr.stop();
+  if (!impl_->svr.is_running()) return;
+  impl_->svr.stop();
+  if (impl_->port > 0) shutdown_connections(impl_->port);
 }
 
 }  // namespace lt::serve

@@ -1,0 +1,153 @@
+# llama.cpp itself (through llama-cpp-python) running what `leantune export --gguf` writes, on a
+# random model with SmolLM2-135M's attention layout (hidden 576, 9 query heads of 64 over 3 KV
+# heads, MLP 1536, tied embeddings, RoPE theta 1e5; 4 layers instead of 30) and the vocabulary of a
+# byte-level BPE trained like the other GGUF tests':
+#   - greedy: 64 tokens of leantune reading the GGUF equal llama.cpp's on the same prompt ids, at f16
+#     (leantune --weights f16: inputs rounded to f16 as ggml's f16 products do) and q8_0 (leantune
+#     --weights q8_0: the GGUF's blocks as stored; not yet, see below), and q8_0's logits along
+#     llama.cpp's greedy path;
+#   - a PEFT adapter exported alone (`export --gguf --adapter`) and applied by llama.cpp at run time
+#     (Llama(lora_path=...)) over the f32 base GGUF gives leantune's 32 greedy tokens with the PEFT
+#     adapter merged (f32).
+# Both sides take the prompt ids as given (no BOS added), keep the KV cache in f32 and ignore EOS.
+# The weights are drawn wider than transformers' default (std 0.08) so the model is confident and the
+# comparison is about the files, not about which side breaks a near tie; the test reports llama.cpp's
+# top-2 margin where the tokens differ.
+# Skipped (with the reason) where llama-cpp-python is not installed.
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (scripts/install-test-deps.sh "
+                                                     "installs it); the llama.cpp parity tests need it")
+
+from test_gguf_export import byte_level_tokenizer  # noqa: E402
+
+PROMPT = 12
+
+
+def smollm2_shaped(folder, seed=0, layers=4):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    folder.mkdir(parents=True, exist_ok=True)
+    V = byte_level_tokenizer(folder, 400).get_vocab_size()
+    c = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=layers, num_attention_heads=9,
+                    num_key_value_heads=3, vocab_size=V, max_position_embeddings=2048, rms_norm_eps=1e-5,
+                    rope_theta=100000.0, tie_word_embeddings=True, initializer_range=0.08, bos_token_id=0,
+                    eos_token_id=0)
+    torch.manual_seed(seed)
+    m = LlamaForCausalLM(c).eval()
+    with torch.no_grad():  # norms away from 1 too, so a wrong norm key or epsilon would show
+        for n, p in m.named_parameters():
+            if n.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+    m.save_pretrained(folder, safe_serialization=True)
+    return m
+
+
+def export(leantune_bin, out, *args):
+    r = subprocess.run([leantune_bin, "export", "--gguf", str(out), *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def ours(leantune_bin, model, prompt, n, tmp_path, *extra):
+    ids_out = tmp_path / "ids.txt"
+    r = subprocess.run([leantune_bin, "generate", "--model", str(model), "--prompt-ids", ",".join(map(str, prompt)),
+                        "-n", str(n), "--temperature", "0", "--ignore-eos", "--threads", "2", "-q",
+                        "--ids-out", str(ids_out), *extra], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [int(t) for t in ids_out.read_text().replace("\n", ",").split(",") if t.strip()]
+
+
+def llama_cpp_greedy(path, prompt, n, lora=None):
+    """Greedy tokens of llama.cpp: the argmax of each step's logits (f32 KV cache, 2 threads)."""
+    kw = dict(model_path=str(path), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2, logits_all=True,
+              verbose=False, seed=0, type_k=0, type_v=0)  # ggml type 0: f32 keys and values
+    if lora:
+        kw["lora_path"] = str(lora)
+    llm = llama_cpp.Llama(**kw)
+    llm.eval(list(prompt))
+    out, margins = [], []
+    for _ in range(n):
+        logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        top2 = np.sort(logits)[-2:]
+        out.append(int(np.argmax(logits)))
+        margins.append(float(top2[1] - top2[0]))
+        llm.eval([out[-1]])
+    return out, margins
+
+
+def check_same(got, want, margins, what):
+    if got != want:
+        i = next(k for k in range(min(len(got), len(want))) if got[k] != want[k]) if got[:len(want)] != want[:len(got)] \
+            else min(len(got), len(want))
+        pytest.fail(f"{what}: leantune {got} vs llama.cpp {want}; first difference at token {i} "
+                    f"(llama.cpp's top-2 logit margin there {margins[i] if i < len(margins) else float('nan'):.4g})")
+
+
+# q8_0: not yet. Along llama.cpp's own greedy path the two engines' logits differ by ~0.05 (of a
+# logit range of ~6.5; f32 GGUF: < 5e-5, f16: ~0.005): tiny f32 differences upstream flip some of
+# the 8-bit input codes of later products, and on this random model a top-2 margin of 0.02 comes up
+# at token 4 (test_q8_0_logits_follow_llama_cpp checks the logits themselves). strict: passing
+# would fail, so the marker goes once it passes.
+@pytest.mark.parametrize("typ", ["f16", pytest.param("q8_0", marks=pytest.mark.xfail(
+    strict=True, reason="q8_0 logits differ from llama.cpp's by ~1% of their range; a near tie flips"))])
+def test_greedy_tokens_equal_llama_cpp(leantune_bin, tmp_path, typ):
+    model = smollm2_shaped(tmp_path / "src")
+    export(leantune_bin, tmp_path / "m.gguf", "--type", typ, "--model", str(tmp_path / "src"))
+    prompt = np.random.default_rng(1).integers(1, model.config.vocab_size, size=PROMPT).tolist()
+    want, margins = llama_cpp_greedy(tmp_path / "m.gguf", prompt, 64)
+    got = ours(leantune_bin, tmp_path / "m.gguf", prompt, 64, tmp_path, "--weights", typ)
+    check_same(got, want, margins, typ)
+    assert len(set(want)) > 3, want  # not one token repeated: the comparison means something
+
+
+def test_q8_0_logits_follow_llama_cpp(leantune_bin, tmp_path):
+    # teacher-forced along llama.cpp's greedy tokens: leantune's q8_0 product (inputs quantized to
+    # q8_0 per block, as llama.cpp's) gives llama.cpp's logits within 2% of their range, and at least
+    # 3x closer than the same weights with f32 inputs (--weights f32: the GGUF decoded), which shows
+    # the product is llama.cpp's and not merely the weights
+    model = smollm2_shaped(tmp_path / "src")
+    export(leantune_bin, tmp_path / "m.gguf", "--type", "q8_0", "--model", str(tmp_path / "src"))
+    V = model.config.vocab_size
+    prompt = np.random.default_rng(1).integers(1, V, size=PROMPT).tolist()
+    seq, _ = llama_cpp_greedy(tmp_path / "m.gguf", prompt, 16)
+    llm = llama_cpp.Llama(model_path=str(tmp_path / "m.gguf"), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2,
+                          logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)
+    llm.eval(prompt + seq[:-1])
+    ref = np.array(llm.scores[PROMPT - 1:PROMPT + len(seq) - 1], dtype=np.float32)
+    out = tmp_path / "logits.f32"
+
+    def ours_logits(*extra):
+        r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"), "--ids", ",".join(map(str, prompt)),
+                            "--decode", ",".join(map(str, seq[:-1])), "--out", str(out), "--threads", "2", *extra],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return np.fromfile(out, dtype=np.float32).reshape(-1, V)
+    q8, f32_inputs = np.abs(ours_logits("--weights", "q8_0") - ref).max(), np.abs(ours_logits() - ref).max()
+    span = ref.max() - ref.min()
+    print(f"q8_0 vs llama.cpp: max |logit diff| {q8:.4f} (f32 inputs: {f32_inputs:.4f}), logit range {span:.2f}")
+    assert q8 < 0.02 * span
+    assert 3 * q8 < f32_inputs
+
+
+def test_lora_adapter_gguf_in_llama_cpp(leantune_bin, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    model = smollm2_shaped(tmp_path / "base", seed=2)
+    torch.manual_seed(3)
+    mods = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    pm = get_peft_model(model, LoraConfig(r=8, lora_alpha=24, target_modules=mods, init_lora_weights=False))
+    with torch.no_grad():  # B big enough to change the greedy tokens (PEFT's random init is small)
+        for n, p in pm.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0.0, 0.05)
+    pm.save_pretrained(tmp_path / "adapter")
+    export(leantune_bin, tmp_path / "base.gguf", "--type", "f32", "--model", str(tmp_path / "base"))
+    export(leantune_bin, tmp_path / "a.gguf", "--adapter", str(tmp_path / "adapter"), "--base", str(tmp_path / "base"))
+    prompt = np.random.default_rng(4).integers(1, model.config.vocab_size, size=PROMPT).tolist()
+    want, margins = llama_cpp_greedy(tmp_path / "base.gguf", prompt, 32, lora=tmp_path / "a.gguf")
+    got = ours(leantune_bin, tmp_path / "base", prompt, 32, tmp_path, "--adapter", str(tmp_path / "adapter"))
+    check_same(got, want, margins, "f32 + LoRA adapter")
+    base, _ = llama_cpp_greedy(tmp_path / "base.gguf", prompt, 32)
+    assert base != want  # the adapter is really applied
