@@ -30,6 +30,7 @@
 #include <random>
 #include <type_traits>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/ledger.h"
 #include "core/mapped_file.h"
@@ -49,6 +50,16 @@ DType precision_dtype(Precision precision) {
     case Precision::FP16: return DType::F16;
   }
   return DType::F32;
+}
+
+bool bf16_attention(const TrainModelOptions& o) {
+  if (o.precision != Precision::BF16) {
+    LT_CHECK(o.attention_precision != AttentionPrecision::BF16, "attention_precision: bf16 needs precision: bf16 "
+             "(got precision: {}); use attention_precision: auto or f32", precision_name(o.precision));
+    return false;
+  }
+  if (o.attention_precision != AttentionPrecision::Auto) return o.attention_precision == AttentionPrecision::BF16;
+  return cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
 }
 
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
@@ -325,7 +336,7 @@ struct BufferTable {
   // An activation buffer of a decoder layer: elements, the part of the block that produces it (1
   // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is) and its LayerActs field
   // (xa[module] for a LoRA input); a GEMM input (field16 set) is 16-bit with mixed precision; an
-  // attention operand (qkv_off >= 0) is bf16 in bf16 precision, its f32 values at attn.qkv + qkv_off.
+  // attention operand (qkv_off >= 0) is bf16 with bf16_attention(), its f32 values at attn.qkv + qkv_off.
   struct Act {
     std::string name;
     size_t n;
@@ -334,12 +345,12 @@ struct BufferTable {
     uint16_t* Acts::*field16 = nullptr;
     int module = -1;
     long qkv_off = -1;
-    bool is16(Precision p) const {
-      return field16 && (qkv_off >= 0 ? p == Precision::BF16 : p != Precision::FP32);
+    bool is16(const TrainModelOptions& o) const {
+      return field16 && (qkv_off >= 0 ? bf16_attention(o) : o.precision != Precision::FP32);
     }
-    size_t bytes(Precision p) const { return n * (is16(p) ? 2 : sizeof(float)); }
+    size_t bytes(const TrainModelOptions& o) const { return n * (is16(o) ? 2 : sizeof(float)); }
     // half_x: the shared f32 buffer of the 16-bit GEMM inputs (mixed precision), else null;
-    // qkv: the shared f32 attention operands (bf16 precision), else null
+    // qkv: the shared f32 attention operands (bf16_attention()), else null
     void bind(Acts& a, void* buf, float* half_x, float* qkv) const {
       if (qkv_off >= 0 && qkv) {
         a.*field16 = static_cast<uint16_t*>(buf);
@@ -452,7 +463,7 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   const DType ht = precision_dtype(o.precision);
   if (ht == DType::F32) return;
   r.push_back({"half.x", W, N * d.max_io * f, Lifetime::Layer, to<&M::half_x_>});
-  if (ht == DType::BF16)  // q, k, v in f32 while a layer computes them (saved in bf16)
+  if (bf16_attention(o))  // q, k, v in f32 while a layer computes them (saved in bf16)
     r.push_back({"attn.qkv", W, N * (d.QD + 2 * size_t(d.KVD)) * f, Lifetime::Layer, to<&M::attn_qkv_>});
   if (quant) return;
   r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer, to_dy});
@@ -622,10 +633,10 @@ static void plan_layer_acts(MemoryPlan& p, const ModelConfig& c, const TrainMode
     for (const auto& b : BufferTable::acts(d, adapted_modules(c, o, l))) {
       const std::string name = act_buffer_name(l, b, rec[l]);
       if (!shared_buffer(b, rec[l])) {
-        p.add(name, Category::Activations, b.bytes(o.precision), Lifetime::Step);
+        p.add(name, Category::Activations, b.bytes(o), Lifetime::Step);
       } else if (std::find(shared_added.begin(), shared_added.end(), name) == shared_added.end()) {
         shared_added.push_back(name);
-        p.add(name, Category::Recompute, b.bytes(o.precision), Lifetime::Layer);
+        p.add(name, Category::Recompute, b.bytes(o), Lifetime::Layer);
       }
     }
   }
@@ -903,7 +914,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     std::fill(std::begin(a->xa), std::end(a->xa), nullptr);
     for (const auto& b : BufferTable::acts(d, adapted_modules(cfg_, opts_, l)))
       b.bind(*a, arenas_.get(act_buffer_name(l, b, recompute_[l])), half_ != DType::F32 ? half_x_ : nullptr,
-             half_ == DType::BF16 ? attn_qkv_ : nullptr);
+             attn_qkv_);  // null without bf16_attention()
     acts_.push_back(std::move(a));
   }
   refresh_working_copies();
@@ -1037,9 +1048,10 @@ struct LinearRunner {
 };
 }  // namespace
 
-// The attention of a layer: in bf16 precision q, k, v are rounded to bf16 and saved so, and the bf16
-// kernels run where the CPU has them; elsewhere (or for a head size they decline, or soft-capped
-// scores) the f32 kernels run on the same rounded values, widened.
+// The attention of a layer: with bf16_attention() q, k, v are rounded to bf16 and saved so, and the
+// bf16 kernels run where the TrainOps table has them; elsewhere (ref, LEANTUNE_ISA below avx512, no
+// AVX512-BF16, a head size they decline, soft-capped scores) the f32 kernels run on the same
+// rounded values, widened.
 void TrainModel::attention_forward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
   const float cap = cfg_.attn_softcap;

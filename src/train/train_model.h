@@ -65,6 +65,8 @@ struct TrainModelOptions {
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (kernels/linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
   Precision precision = Precision::FP32;
+  // precision bf16 only (else F32 / Auto): the attention's operands, see bf16_attention().
+  AttentionPrecision attention_precision = AttentionPrecision::Auto;
   // LoRA+ (PEFT's create_loraplus_optimizer): > 0 multiplies the lr of the tensors PEFT puts in its
   // B groups (every lora_B, and every 1-D tensor: trained biases, DoRA magnitudes) by this ratio;
   // 0: off. Sets TrainParam::lr_factor, which the sharding strategies apply.
@@ -87,6 +89,13 @@ struct TrainModelOptions {
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
 DType precision_dtype(Precision precision);
+
+// Whether a run saves q, k, v in bf16 and runs the bf16 attention: precision bf16 and
+// attention_precision bf16, or auto where the kernels' level (cpu_isa(), LEANTUNE_ISA caps it) is
+// avx512 on a CPU with AVX512-BF16. Where the bf16 kernels are not in the TrainOps table (ref, a
+// lower LEANTUNE_ISA, no AVX512-BF16) the f32 kernels run on the same rounded values, widened.
+// lt::Error for attention_precision bf16 with precision fp32 / fp16.
+bool bf16_attention(const TrainModelOptions& o);
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);

@@ -302,8 +302,10 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)
   {
+    // one parallel region, one barrier before the work items: the tiles (no barrier of their
+    // own), then the rows (whose omp for ends with the barrier)
     pack_tiles(a.tiles, (1u << kScoreK) | (1u << kScoreV) | (1u << kPairsK), k, v, T, NKV, HS);
-    prepare_rows(a);  // both end with a barrier
+    prepare_rows(a);
 #pragma omp for collapse(2) schedule(dynamic, 1) nowait
     for (int hk = 0; hk < NKV; hk++)
       for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);

@@ -134,7 +134,8 @@ bool attention_train_forward_bf16(float* out, float* lse, const u16* q, const u1
   const int nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)
   {
-    pack_tiles(a.tiles, (1u << kScoreK) | (1u << kPairsV), k, v, T, NKV, HS);  // ends with a barrier
+    pack_tiles(a.tiles, (1u << kScoreK) | (1u << kPairsV), k, v, T, NKV, HS);
+#pragma omp barrier
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < NH; h++)
       for (int b = 0; b < nqb; b++) fwd_item(a, h, b * kBq);

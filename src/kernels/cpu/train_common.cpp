@@ -4,8 +4,6 @@
 // results are deterministic whatever the thread count. rope_backward uses ref's f32 expressions
 // (this file is built without FMA), so it is bit-identical to ref/backward_rope.cpp.
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -106,11 +104,6 @@ void linear_backward_weight_isa(const LinearGrads& g, const float* dout, const L
 
 namespace lt {
 
-static bool env_off(const char* name) {  // the variable is set to 0
-  const char* v = std::getenv(name);
-  return v && std::string_view(v) == "0";
-}
-
 static TrainOps make_train_ops(Isa isa) {
   TrainOps ops{};
   ops.embedding_backward = cpu::embedding_backward;
@@ -136,8 +129,7 @@ static TrainOps make_train_ops(Isa isa) {
       ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx512>;
       ops.linear_backward_weight = cpu::linear_backward_weight_isa<Isa::Avx512>;
       cpu::avx512::fill_train_ops(ops);
-      // LEANTUNE_BF16_ATTENTION=0: the f32 kernels on bf16-rounded values (A/B benchmarks)
-      if (cpu_features().avx512_bf16 && !env_off("LEANTUNE_BF16_ATTENTION")) {
+      if (cpu_features().avx512_bf16) {  // else null: TrainModel runs the f32 kernels on rounded values
         ops.attention_train_forward_bf16 = cpu::avx512::attention_train_forward_bf16;
         ops.attention_backward_bf16 = cpu::avx512::attention_backward_bf16;
       }
