@@ -11,6 +11,9 @@
 // Measured (2-core AVX512-BF16 VM shared with other jobs, load average ~10, best of 5; Dec 2026):
 // OMP_NUM_THREADS=1 BENCH_CPU_TIME=1: f32 forward 48 ms / backward 95 ms, bf16 32 ms / 85 ms
 // (before the tiles were packed once per call: bf16 41 ms / 128 ms against f32 38 ms / 82 ms).
+// With one barrier per call (load average ~14): OMP_NUM_THREADS=1 BENCH_CPU_TIME=1: f32 37 / 102 ms,
+// bf16 26 / 89 ms; OMP_NUM_THREADS=2 BENCH_CPU_TIME=1 (both threads' CPU, spinning included): f32
+// 49 / 125 ms, bf16 39 / 95 ms; OMP_NUM_THREADS=2 wall: f32 352 / 885 ms, bf16 286 / 704 ms.
 #include <omp.h>
 
 #include <chrono>
