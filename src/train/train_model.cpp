@@ -59,6 +59,9 @@ bool bf16_attention(const TrainModelOptions& o) {
     return false;
   }
   if (o.attention_precision != AttentionPrecision::Auto) return o.attention_precision == AttentionPrecision::BF16;
+  // auto: the bf16 kernels take 17-23% less CPU time than the f32 ones (bench/bench_attention_bf16.cpp)
+  // and the whole bf16 LoRA step 1-2% less (SmolLM2-135M shape, 4 x 512, 1 thread), with half the
+  // bytes for the saved q, k, v
   return cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
 }
 
