@@ -1,8 +1,12 @@
 // leantune::run_sweep: measured LoRA sweeps (`leantune sweep`). A grid of config overrides, e.g.
 // "lora_r=4,8,16,32,64;lora_target_modules=attn,mlp,all-linear;lora_alpha=r,2r", is expanded into
-// its cartesian product and each configuration is trained in turn by a leantune::Trainer (the one
-// training loop, the same as `leantune train` with those flags: a configuration's losses equal a
-// single run's bit for bit at the same thread count). Each run is measured — held-out loss before
+// its cartesian product and each configuration is trained in turn, in this process, by the one
+// training loop (the same as `leantune train` with those flags: a configuration's losses equal a
+// single run's bit for bit at the same thread count). The base model is loaded once: the first run
+// maps its files and converts its frozen weights (16-bit, quantized, f32), which are then kept
+// read-only and lent to every later run, each allocating only its own adapter, optimizer and
+// activation memory; a configuration that changes the frozen weights' format (precision,
+// quantization) converts them again, and PiSSA / OLoRA, which rewrite them, convert their own. Each run is measured — held-out loss before
 // and after, trainable parameters, peak RSS (the process's high-water mark is reset before each
 // run) against the plan's prediction, tokens/s, wall time and its price — and the sweep writes
 // sweep.jsonl, sweep.csv, sweep.md (also returned) and sweep.html (charts: held-out loss against
@@ -61,12 +65,16 @@ struct SweepRow {
   double loss_reduction = 0;    // first_eval_loss - eval_loss
   double loss_reduction_per_hour = 0;
   bool pareto = false;          // no other run is both cheaper (time) and better (held-out loss)
+  bool base_loaded = false;     // this run loaded the base model's files (the sweep's first run does)
+  bool frozen_converted = false;  // this run converted the frozen weights (else it borrowed the previous run's)
 };
 
 struct SweepResult {
   std::vector<SweepRow> rows;
   int recommended = -1;         // index into rows
   std::string markdown;         // sweep.md's text
+  int base_loads = 0;           // times the base model's files were loaded (1: once for the whole sweep)
+  int frozen_conversions = 0;   // times its frozen weights were converted (more when the grid changes their format)
 };
 
 SweepResult run_sweep(const SweepOptions& options);

@@ -1,5 +1,6 @@
 // leantune::run_sweep (include/leantune/sweep.h): the grid expanded into configurations, each one
-// trained by a leantune::Trainer and measured; the tables and the report from api/sweep_report.h.
+// trained by the training loop and measured, all on one base model loaded once (train/base_cache.h);
+// the tables and the report from api/sweep_report.h.
 #include "leantune/sweep.h"
 
 #include <chrono>
@@ -9,10 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/run_training.h"
 #include "api/sweep_report.h"
 #include "api/trainer_config.h"
 #include "core/error.h"
-#include "leantune/trainer.h"
+#include "train/base_cache.h"
+#include "train/train_loop.h"
 
 namespace leantune {
 
@@ -133,23 +136,32 @@ SweepRow prepare_row(const SweepOptions& o, const Combo& c, int index) {
   return row;
 }
 
-// Trains one configuration and fills in its measurements.
-void run_row(const SweepOptions& o, SweepRow& row) {
+// Trains one configuration and fills in its measurements. The loop is the one a leantune::Trainer
+// runs (the same services as `leantune train`), with the sweep's base: the model's files and its
+// converted frozen weights are loaded by the first run and shared by the next ones.
+void run_row(const SweepOptions& o, SweepRow& row, lt::BaseCache& base) {
   reset_peak_rss();
   const auto t0 = std::chrono::steady_clock::now();
   TrainerConfig tc{o.yaml_file, "", row.flags};
-  tc.print = o.print;
-  Trainer trainer(tc);
+  const lt::TrainConfig cfg = lt::read_trainer_config(tc);
+  lt::RunServices services = lt::training_services(cfg);
+  services.base = &base;
   std::string ledger;
-  trainer.on_ledger([&](const std::string& j) { ledger = j; });
-  row.trainable_params = trainer.trainable_parameters();
-  while (!trainer.done()) {
-    const TrainStep s = trainer.step();
+  lt::RunWatchers watchers;
+  watchers.print = o.print;
+  watchers.on_ledger = [&](const std::string& j) { ledger = j; };
+  const int loads = base.file_loads(), builds = base.frozen_builds();
+  lt::TrainLoop loop(cfg, std::move(services), {}, std::move(watchers));
+  row.base_loaded = base.file_loads() > loads;
+  row.frozen_converted = base.frozen_builds() > builds;
+  row.trainable_params = loop.model().trainable_count();
+  while (!loop.done()) {
+    const lt::StepStats s = loop.step();
     row.tokens += s.tokens;
     row.train_seconds += s.seconds;
     row.train_loss = s.loss;
   }
-  const TrainSummary sum = trainer.finish();
+  const lt::TrainResult sum = loop.finish();
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   row.steps = sum.steps;
   row.first_eval_loss = sum.first_eval_loss;
@@ -182,15 +194,18 @@ SweepResult run_sweep(const SweepOptions& o) {
     }
   }
   fs::create_directories(o.out_dir);
+  lt::BaseCache base;  // the base model, loaded by the first run and shared by the others
   for (size_t i = 0; i < res.rows.size(); ++i) {
     SweepRow& row = res.rows[i];
     if (o.print) fmt::print("\n=== sweep {}/{}: {} -> {}\n", i + 1, res.rows.size(), row.label, row.output_dir);
     try {
-      run_row(o, row);
+      run_row(o, row, base);
     } catch (const std::exception& e) {
       lt::fail("sweep: configuration {} ({}): {}", i + 1, row.label, e.what());
     }
   }
+  res.base_loads = base.file_loads();
+  res.frozen_conversions = base.frozen_builds();
   lt::finish_sweep(o, res);
   if (o.print) fmt::print("\n{}\nwrote {}/sweep.jsonl, sweep.csv, sweep.md and sweep.html\n", res.markdown, o.out_dir);
   return res;

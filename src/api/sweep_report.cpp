@@ -157,6 +157,15 @@ std::string findings(const SweepOptions& o, const SweepResult& res) {
   return md;
 }
 
+// How often the sweep loaded the base and converted its frozen weights.
+std::string base_line(const SweepResult& res) {
+  const size_t n = res.rows.size();
+  return fmt::format("\nbase model: loaded {}, for {} run{}; frozen weights converted {} (each later run borrowed them "
+                     "read-only{}).\n", res.base_loads == 1 ? "once" : fmt::format("{} times", res.base_loads), n,
+                     n == 1 ? "" : "s", res.frozen_conversions == 1 ? "once" : fmt::format("{} times", res.frozen_conversions),
+                     res.frozen_conversions > 1 ? "; a run whose precision or quantization differs converts them again" : "");
+}
+
 nlohmann::json row_json(const SweepRow& r, int index, bool recommended) {
   nlohmann::json g = nlohmann::json::object();
   for (const auto& [k, v] : r.grid) g[k] = v;
@@ -167,14 +176,15 @@ nlohmann::json row_json(const SweepRow& r, int index, bool recommended) {
           {"tokens", r.tokens}, {"seconds", r.seconds}, {"train_seconds", r.train_seconds},
           {"tokens_per_s", r.tokens_per_s}, {"peak_rss_bytes", r.peak_rss_bytes},
           {"predicted_peak_bytes", r.predicted_peak_bytes}, {"usd", r.usd}, {"loss_reduction", r.loss_reduction},
-          {"loss_reduction_per_hour", r.loss_reduction_per_hour}, {"pareto", r.pareto}, {"recommended", recommended}};
+          {"loss_reduction_per_hour", r.loss_reduction_per_hour}, {"pareto", r.pareto}, {"recommended", recommended},
+          {"base_loaded", r.base_loaded}, {"frozen_converted", r.frozen_converted}};
 }
 
 std::string csv(const SweepResult& res) {
   const char* cols[] = {"run", "label", "lora_r", "lora_alpha", "alpha_over_r", "target_modules", "trainable_params",
                         "steps", "first_eval_loss", "eval_loss", "train_loss", "tokens", "seconds", "train_seconds",
                         "tokens_per_s", "peak_rss_bytes", "predicted_peak_bytes", "usd", "loss_reduction",
-                        "loss_reduction_per_hour", "pareto", "recommended"};
+                        "loss_reduction_per_hour", "pareto", "recommended", "base_loaded", "frozen_converted"};
   std::string out;
   for (const char* c : cols) out += std::string(out.empty() ? "" : ",") + c;
   out += "\n";
@@ -202,7 +212,8 @@ void finish_sweep(const SweepOptions& o, SweepResult& res) {
   mark_pareto(res.rows);
   res.recommended = recommend(res.rows, o.loss_tolerance);
   res.markdown = "# LoRA sweep\n\n" + main_table(res, o.price_per_hour) +
-                 "\nfront: no other run is both faster (cheaper) and lower in held-out loss.\n" + findings(o, res);
+                 "\nfront: no other run is both faster (cheaper) and lower in held-out loss.\n" + base_line(res) +
+                 findings(o, res);
   std::string jsonl;
   for (size_t i = 0; i < res.rows.size(); ++i) jsonl += row_json(res.rows[i], int(i), int(i) == res.recommended).dump() + "\n";
   const fs::path d(o.out_dir);

@@ -92,15 +92,43 @@ std::string MemoryPlan::format_table(bool per_buffer) const {
   return out;
 }
 
+MemoryPlan category_plan(const MemoryPlan& plan, Category c) {
+  MemoryPlan p;
+  for (const auto& b : plan.buffers)
+    if (b.cat == c) p.buffers.push_back(b);
+  return p;
+}
+
 Arenas::~Arenas() {
   for (size_t c = 0; c < kNumCategories; ++c)
-    if (bases_[c]) munmap(bases_[c], align_up(sizes_[c], kPage));
+    if (bases_[c] && !borrowed_[c]) munmap(bases_[c], align_up(sizes_[c], kPage));
+}
+
+void Arenas::allocate(const MemoryPlan& plan, const Arenas& lender, Category lent) {
+  const size_t lc = size_t(lent);
+  LT_CHECK(lender.sizes_[lc] == plan.arena_bytes(lent), "the lent {} arena holds {} bytes; this plan needs {}",
+           category_name(lent), lender.sizes_[lc], plan.arena_bytes(lent));
+  bases_[lc] = lender.bases_[lc];
+  sizes_[lc] = lender.sizes_[lc];
+  borrowed_[lc] = true;
+  allocate(plan);
+  for (const auto& b : plan.buffers) {
+    if (b.cat != lent) continue;
+    const auto it = lender.by_name_.find(b.name);
+    LT_CHECK(it != lender.by_name_.end() && it->second == by_name_.at(b.name),
+             "the lent {} arena does not hold buffer '{}' where this plan puts it", category_name(lent), b.name);
+  }
+}
+
+void Arenas::seal(Category c) {
+  const size_t n = align_up(sizes_[size_t(c)], kPage);
+  if (n) LT_CHECK(mprotect(bases_[size_t(c)], n, PROT_READ) == 0, "mprotect of the {} arena failed", category_name(c));
 }
 
 void Arenas::allocate(const MemoryPlan& plan) {
   LT_ASSERT(by_name_.empty());
   for (size_t c = 0; c < kNumCategories; ++c) {
-    if (Category(c) == Category::MappedWeights) continue;
+    if (Category(c) == Category::MappedWeights || borrowed_[c]) continue;
     size_t n = plan.arena_bytes(Category(c));
     sizes_[c] = n;
     if (!n) continue;

@@ -61,6 +61,9 @@ struct MemoryPlan {
   std::string format_table(bool per_buffer) const;
 };
 
+// The plan's buffers of category c only, in order (an arena allocated apart: train/base_cache.h).
+MemoryPlan category_plan(const MemoryPlan& plan, Category c);
+
 // Allocates a MemoryPlan: one page-aligned anonymous mapping (zero-filled) per category, buffers
 // carved in order. Pages become resident when first written.
 class Arenas {
@@ -72,6 +75,15 @@ class Arenas {
   Arenas& operator=(const Arenas&) = delete;
 
   void allocate(const MemoryPlan& plan);
+  // As allocate(plan), but category `lent`'s arena is `lender`'s, borrowed: not allocated, not
+  // unmapped here, and the lender must outlive these arenas. The lender must hold exactly the
+  // plan's buffers of that category at the same offsets (allocated from the same rows, in order);
+  // lt::Error naming the buffer otherwise. Runs that share one converted base (train/base_cache.h).
+  void allocate(const MemoryPlan& plan, const Arenas& lender, Category lent);
+  bool borrowed(Category c) const { return borrowed_[size_t(c)]; }
+  // Makes category c's arena read-only (mprotect): a write into it then faults instead of changing
+  // what other borrowers read.
+  void seal(Category c);
   // The buffer named `name`; lt::Error if the plan did not list it.
   void* get(std::string_view name) const;
   template <class T> T* get_as(std::string_view name) const { return static_cast<T*>(get(name)); }
@@ -84,6 +96,7 @@ class Arenas {
  private:
   std::array<uint8_t*, kNumCategories> bases_{};
   std::array<size_t, kNumCategories> sizes_{};
+  std::array<bool, kNumCategories> borrowed_{};
   std::unordered_map<std::string, void*> by_name_;
 };
 

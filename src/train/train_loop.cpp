@@ -68,7 +68,7 @@ size_t TrainLoop::load_inputs(const TrainConfig& c) {
   }
   set_num_threads(c.threads);
   baseline_bytes_ = services_.baseline_bytes ? services_.baseline_bytes() : 0;
-  files_ = load_model_files(c.base_model);
+  files_ = services_.base ? services_.base->files(c.base_model) : load_model_files(c.base_model);
   const ModelConfig& mc = files_.config;
   validate_config(mc, c.base_model);
   LT_CHECK(c.sequence_len <= mc.max_seq_len, "{}: sequence_len {} is longer than the model's context ({} positions, "
@@ -104,7 +104,8 @@ void TrainLoop::build_model() {
     say(fmt::format("memory plan per rank ({}; {}):\n{}", st.describe(), shape, st.rank_plan()->format_table(false)));
   else
     say(fmt::format("memory plan ({}):\n{}", shape, plan.format_table(false)));
-  model_ = std::make_unique<TrainModel>(mc, files_.tensors, o, ops_cpu(), store_.get());
+  if (services_.base) frozen_ = services_.base->frozen(c.base_model, mc, o);
+  model_ = std::make_unique<TrainModel>(mc, files_.tensors, o, ops_cpu(), store_.get(), frozen_.get());
   if (o.topk.fraction > 0) st.set_grad_topk(o.topk);  // top-k gradient sparsification (train/grad_topk.h)
   if (lead_) {  // the first step's timeline of the model's arenas
     ledger_.emplace(model_->arenas(), size_t(4 * mc.n_layers + 16));

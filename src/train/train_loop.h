@@ -33,6 +33,7 @@
 
 #include "core/ledger.h"
 #include "io/model_files.h"
+#include "train/base_cache.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/output_dir.h"
@@ -88,6 +89,10 @@ struct RunServices {
   // token, and this machine's measured peak in FLOP/s at the run's thread count.
   std::function<FlopsPerToken(const ModelConfig&, const TrainModelOptions&)> flops_per_token;
   std::function<double()> peak_flops;
+  // Runs that share one base in this process (`leantune sweep`; train/base_cache.h): the model's
+  // files and its converted frozen weights come from here (it must outlive the loop). Null: the run
+  // loads its own.
+  BaseCache* base = nullptr;
 };
 
 // Watching a run (each optional). on_metrics: every record appended to metrics.jsonl; on_ledger:
@@ -170,6 +175,7 @@ class TrainLoop {
   std::unique_ptr<UnitStore> store_;
   Communicator* comm_ = nullptr;
   MemoryPlan single_plan_;  // the single-process plan: every weight, trained or frozen (outputs)
+  std::shared_ptr<FrozenBlock> frozen_;  // services.base's converted frozen weights (outlives model_)
   std::unique_ptr<TrainModel> model_;
   std::optional<DataLoader> loader_;
   Batch synthetic_batch_;

@@ -38,6 +38,7 @@
 #include "io/quant_model.h"
 #include "core/lora_init.h"
 #include "quant/int4.h"
+#include "train/base_cache.h"
 #include "core/rope_freqs.h"
 #include "train/run_limits.h"
 
@@ -674,7 +675,7 @@ TopkBuffers topk_buffers(const std::vector<TrainParam>& params) {
 // About 200 lines: the weight loading's lambdas share one registration state (params_, pref_,
 // gref_, the store); left whole while the linear op (issue #12) changes how a linear's weights load.
 TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const TrainModelOptions& opts, const Ops& ops,
-                       UnitStore* store)
+                       UnitStore* store, FrozenBlock* frozen)
     : cfg_(config), opts_(opts), ops_(ops), tops_(&ops == &ops_ref() ? train_ops_ref() : train_ops_cpu()),
       own_store_(store ? nullptr : std::make_unique<UnitStore>()), store_(store ? store : own_store_.get()) {
   validate_config(cfg_, ts.source);
@@ -691,7 +692,14 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
            "LoRA on Phi-3 with sharded parameters or gradients (ZeRO stage 2 / 3) is not supported yet: the fused "
            "modules' A and B are shared by their projections; use zero_stage 0 or 1");
   plan_ = plan_training(cfg_, opts_);
-  arenas_.allocate(plan_);
+  // a borrowed frozen block is already converted: its weights are not loaded again
+  const bool borrowed = frozen && frozen->filled;
+  if (frozen) {
+    if (!borrowed) frozen->arenas.allocate(category_plan(plan_, Category::FrozenWeights));
+    arenas_.allocate(plan_, frozen->arenas, Category::FrozenWeights);
+  } else {
+    arenas_.allocate(plan_);
+  }
   lin_scratch_ = {};  // bound below when planned
   for (const auto& r : BufferTable::rows(cfg_, opts_)) r.bind(*this, arenas_.get(r.name), r);
   const Dims d = dims_of(cfg_, opts_);
@@ -747,6 +755,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     if (train) dst = begin_trainable(name, shape, layer, decay, pref, gref);
     else dst = *pref = arenas_.get_as<float>(name);
     if (!train) *gref = nullptr;
+    if (!train && borrowed) return;
     convert_to_f32(dst, t.data, t.dtype, size_t(t.numel()));
     release_mapped_pages(t.data, t.nbytes);
     if (train) finish_trainable();
@@ -757,6 +766,13 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   // a frozen linear weight into its quantized storage: the file's parts copied, or the checkpoint
   // tensor converted and quantized a chunk at a time
   auto load_quant = [&](Linear& lin, const std::string& name) {
+    const size_t index = size_t(lin.layer) * kNumProj + size_t(lin.p);
+    if (frozen && frozen->quant.size() <= index) frozen->quant.resize(index + 1);
+    lin.q = &lin.qt;
+    if (borrowed) {
+      lin.qt = frozen->quant[index];
+      return;
+    }
     const std::string qn = quant_buffer_name(name, qs);
     void* dst = arenas_.get(qn);
     const size_t bytes = quant_storage_bytes(qs, lin.out, lin.in);
@@ -778,7 +794,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
                                        });
       release_mapped_pages(t.data, t.nbytes);
     }
-    lin.q = &lin.qt;
+    if (frozen) frozen->quant[index] = lin.qt;
   };
   if (load_scratch_) std::memset(load_scratch_, 0, load_scratch_floats_ * sizeof(float));
   half_ = precision_dtype(opts_.precision);
@@ -786,6 +802,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   auto load_half = [&](const std::string& name, int64_t out, int64_t in) -> uint16_t* {
     const TensorInfo& t = ts.get(name, {out, in});
     auto* dst = arenas_.get_as<uint16_t>(half_buffer_name(name, opts_.precision));
+    if (borrowed) return dst;
     const size_t n = size_t(t.numel()), es = dtype_size(t.dtype);
     if (t.dtype == half_) {
       std::memcpy(dst, t.data, n * 2);
@@ -921,6 +938,12 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     acts_.push_back(std::move(a));
   }
   refresh_working_copies();
+  if (frozen && !borrowed) {  // converted once; read-only for this model and every borrower
+    frozen->arenas.seal(Category::FrozenWeights);
+    frozen->filled = true;
+  } else if (frozen) {
+    ++frozen->borrowers;
+  }
 }
 
 size_t TrainModel::trainable_count() const {

@@ -137,6 +137,7 @@ int trainable_unit(const std::string& name, int n_layers);
 
 struct Linear;  // train_model.cpp
 class Ledger;
+struct FrozenBlock;  // train/base_cache.h
 
 class TrainModel {
  public:
@@ -144,8 +145,11 @@ class TrainModel {
   // ops_cpu() on the fast CPU kernels.
   // store: its strategy must hold exactly the parameters / gradients that opts.store_params /
   // store_grads say (it must outlive the model); null: the model holds everything (a store of its own).
+  // frozen: the frozen_weights arena lives there (train/base_cache.h; it must outlive the model):
+  // an empty block is allocated and filled by this constructor, then sealed read-only; a filled one
+  // (the same model files and frozen buffers) is borrowed as it is, nothing converted.
   TrainModel(const ModelConfig& config, const TensorSet& tensors, const TrainModelOptions& opts, const Ops& ops,
-             UnitStore* store = nullptr);
+             UnitStore* store = nullptr, FrozenBlock* frozen = nullptr);
   ~TrainModel();
 
   // Forward and backward over one micro-batch (B*T tokens, labels already shifted, -100 ignored).

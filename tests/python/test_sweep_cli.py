@@ -1,7 +1,8 @@
 # `leantune sweep` end to end on stories260K / Aesop: a grid of two configurations (lora_alpha given
 # as a multiple of r, target modules as "attn") trains each in turn and writes sweep.jsonl / .csv /
 # .md / .html; each configuration's losses, held-out losses and trainable parameters equal a separate
-# `leantune train` of the same flags bit for bit; the HTML report renders in headless Chromium with
+# `leantune train` of the same flags bit for bit, though the base is loaded and converted once (the
+# second run borrows it); the HTML report renders in headless Chromium with
 # its four charts; a bad grid is refused before anything trains.
 import csv
 import json
@@ -63,6 +64,11 @@ def test_sweep_rows_equal_single_runs(leantune_bin, shared_dir, sweep, tmp_path)
         assert r["usd"] == pytest.approx(r["seconds"] / 3600 * 0.5)
         assert r["loss_reduction"] == pytest.approx(r["first_eval_loss"] - r["eval_loss"])
     assert sum(r["recommended"] for r in rows) == 1 and any(r["pareto"] for r in rows)
+    # one process, the base loaded and its frozen weights converted by the first run only; the second
+    # borrowed them (and still equals its own `leantune train` above, bit for bit)
+    assert [r["base_loaded"] for r in rows] == [True, False]
+    assert [r["frozen_converted"] for r in rows] == [True, False]
+    assert "base model: loaded once, for 2 runs; frozen weights converted once" in (sweep["out"] / "sweep.md").read_text()
 
 
 def test_sweep_tables(sweep):
