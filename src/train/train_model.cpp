@@ -225,7 +225,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
   if (!requested) return;
   QuantSpec want{*o.quantization, o.quant_blocksize, o.double_quant};
   if (want.type == QuantType::Int8) want.blocksize = 64;  // unused by int8
-  if (want.type == QuantType::Q8_0) want.blocksize = 32;  // q8_0's only block size
+  if (is_ggml_block(want.type)) want.blocksize = 32;  // q8_0 / q4_0: blocks of 32 only
   try {
     check_quant_spec(want);
   } catch (const Error& e) {
@@ -545,7 +545,7 @@ bool quantized_base(const ModelConfig& c, const TrainModelOptions& o, QuantSpec*
   else if (o.quantization) s = {*o.quantization, o.quant_blocksize, o.double_quant};
   else return false;
   if (s.type == QuantType::Int8) s = {QuantType::Int8, 64, false};
-  if (s.type == QuantType::Q8_0) s = {QuantType::Q8_0, 32, false};
+  if (is_ggml_block(s.type)) s = {s.type, 32, false};
   if (spec) *spec = s;
   return true;
 }
