@@ -5,6 +5,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev libpcre2-dev libicu-dev
       libfmt-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       python3 python3-venv libopenmpi-dev openmpi-bin
+      ccache  # scripts/test.sh: build/ and the Python package's build-python/ share their objects
       clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

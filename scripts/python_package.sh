@@ -3,8 +3,9 @@
 # build/python-venv, made anew), `pip install .` from the repository root, an import from outside
 # the repository, then tests/python/test_package.py in that environment.
 # The build requirements (scikit-build-core, nanobind) are installed first and the package is built
-# without isolation, so that the build tree build/python/ of an earlier install is reused (only what
-# changed is rebuilt; ccache, when installed, keeps the engine's objects across build trees).
+# without isolation, so that the build tree build-python/ of an earlier install (scripts/test.sh's
+# `pip install .` into .venv) is reused: only what changed is rebuilt; ccache, when installed, serves
+# objects compiled in other trees (build/ compiles the engine with the same flags).
 # LEANTUNE_BIN: the CLI the tests compare with (default build/bin/leantune).
 set -euo pipefail
 cd "$(dirname "$0")/.."

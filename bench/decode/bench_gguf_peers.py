@@ -8,7 +8,7 @@ prefill of --prompt tokens as one batch, then --decode single-token steps, media
 after a warm-up) and `leantune bench --model FILE.gguf --weights W` with the matching in-memory
 format:
   f16 -> f16 (as stored), bf16 -> bf16 (as stored), q8_0 -> q8_0 (the blocks as stored),
-  q4_0 -> q4 (the q4_0 grid with f32 scales, quantized again from the decoded q4_0 values).
+  q4_0 -> q4_0 (the blocks as stored, llama.cpp's product).
 Prints a Markdown table with tok/s and leantune / llama.cpp ratios; writes --out (JSON).
 Benchmark only (not a test): on a shared machine the numbers move with the load.
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench" / "peers"))
 from bench_decode import SHAPES, make_model  # noqa: E402
 from peers import llama_cpp_infer  # noqa: E402
 
-OURS = {"f16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4"}
+OURS = {"f16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"}
 
 
 def write_tokenizer(folder, vocab_size):

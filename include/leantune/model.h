@@ -40,12 +40,13 @@ enum class Quantization {
   Int4,      // integer 4-bit, symmetric, one scale per block of 32..4096 (llama.cpp's q4_0 grid)
   Int4Asym,  // integer 4-bit with a scale and a minimum per block (q4_1's grid)
   Q8_0,      // llama.cpp's q8_0: int8 in blocks of 32 with one f16 scale each (rows of whole blocks)
+  Q4_0,      // llama.cpp's q4_0 as stored: 4-bit in blocks of 32, one f16 scale each (rows of whole blocks)
 };
 
-// "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0"; "none" and "" are Quantization::None.
+// "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0", "q4_0"; "none" and "" are Quantization::None.
 // leantune::Error naming the accepted values otherwise.
 Quantization parse_quantization(std::string_view name);
-// "none", "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0".
+// "none", "nf4", "fp4", "int8", "int4", "int4_asym", "q8_0", "q4_0".
 const char* quantization_name(Quantization q);
 
 // How every weight the decode streams is held in memory, for inference (`--weights`). Each sets
@@ -60,8 +61,10 @@ enum class Weights {
   NF4,   // 4-bit NormalFloat, blocks of 64, int8 lm_head
   Q8_0,  // llama.cpp's q8_0: int8 in blocks of 32, one f16 scale each (1.0625 bytes), q8_0 lm_head;
          // a GGUF's q8_0 tensors are used as stored
+  Q4_0,  // llama.cpp's q4_0: 4-bit in blocks of 32, one f16 scale each (0.5625 bytes), q4_0 lm_head,
+         // inputs quantized to q8_0 as llama.cpp's product; a GGUF's q4_0 tensors are used as stored
 };
-// "f32", "bf16", "f16", "int8", "q4", "nf4", "q8_0"; leantune::Error naming the accepted values otherwise.
+// "f32", "bf16", "f16", "int8", "q4", "nf4", "q8_0", "q4_0"; leantune::Error naming the accepted values otherwise.
 Weights parse_weights(std::string_view name);
 const char* weights_name(Weights w);
 

@@ -137,6 +137,7 @@ struct TrainBenchOptions {
   int micro_batch = 4, seq = 256;     // B sequences of T tokens per step
   std::string checkpointing = "none"; // none | every | every:K | attention | mlp
   std::string precision = "fp32";     // fp32 | bf16 | fp16
+  std::string attention_precision = "auto";  // auto | f32 | bf16 (bf16: precision bf16 only)
   std::string quantization;           // "" | nf4 | fp4 | int8: the QLoRA base
   bool double_quant = false;
   int steps = 3;

@@ -17,7 +17,7 @@ Ids = Union[Sequence[int], "np.ndarray"]
 # `weights=`: how the linear weights are held in memory (the engine's Quantization)
 _WEIGHTS = {"f32": "none", "none": "none", "nf4": "nf4", "fp4": "fp4", "int8": "int8"}
 # `weights=` formats for inference only (the engine's leantune::Weights: lm_head too)
-_INFER_WEIGHTS = {"bf16", "f16", "q4", "q8_0"}
+_INFER_WEIGHTS = {"bf16", "f16", "q4", "q8_0", "q4_0"}
 
 
 def _ids(ids: Ids) -> List[int]:
@@ -310,7 +310,9 @@ def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "
     load: ``"nf4"``, ``"fp4"`` (bitsandbytes layouts; ``double_quant`` quantizes their block scales
     too), ``"int8"`` (LLM.int8); or, with the lm_head too, ``"bf16"`` / ``"f16"`` (16-bit, as stored in
     a 16-bit file), ``"q4"`` (int4 in blocks of 32, llama.cpp's q4_0 grid; int8 lm_head) and
-    ``"q8_0"`` (llama.cpp's q8_0: int8 in blocks of 32 with an f16 scale; q8_0 lm_head).
+    ``"q8_0"`` (llama.cpp's q8_0: int8 in blocks of 32 with an f16 scale; q8_0 lm_head) and ``"q4_0"``
+    (llama.cpp's q4_0: 4-bit in blocks of 32 with an f16 scale; q4_0 lm_head; inputs quantized to
+    q8_0 as llama.cpp does). A GGUF's q8_0 / q4_0 tensors are used as stored.
     ``kv_cache``: ``"f32"`` or ``"bf16"`` (half the bytes). ``adapter``: a PEFT LoRA adapter folder merged into the weights.
     ``threads``: threads per computing call (0: one per hardware thread).
 

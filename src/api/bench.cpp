@@ -46,6 +46,7 @@ lt::TrainConfig bench_config(const TrainBenchOptions& a) {
   c.sequence_len = a.seq;
   c.gradient_checkpointing = a.checkpointing;
   c.precision = lt::parse_precision(a.precision);
+  c.attention_precision = lt::parse_attention_precision(a.attention_precision);
   if (!a.quantization.empty()) {
     c.quantization = lt::parse_quantization(a.quantization);
     c.double_quant = a.double_quant;
@@ -67,6 +68,7 @@ nlohmann::json train_report(const TrainBenchOptions& a, lt::TrainLoop& loop, std
   j["model"] = a.model; j["threads"] = lt::num_threads(); j["method"] = a.method; j["lora_r"] = a.lora_r;
   j["micro_batch"] = a.micro_batch; j["seq"] = a.seq; j["checkpointing"] = a.checkpointing;
   j["precision"] = a.precision;
+  j["attention_precision"] = lt::bf16_attention(m.options()) ? "bf16" : "f32";  // as resolved (auto: by the CPU)
   j["quantization"] = a.quantization.empty() ? "none" : a.quantization;
   j["step_s"] = median(times);
   j["tokens_per_s"] = N / median(times);

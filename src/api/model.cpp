@@ -25,6 +25,7 @@ Quantization parse_quantization(std::string_view name) {
       case lt::QuantType::Int4: return Quantization::Int4;
       case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
       case lt::QuantType::Q8_0: return Quantization::Q8_0;
+      case lt::QuantType::Q4_0: return Quantization::Q4_0;
     }
     return Quantization::None;
   });
@@ -38,6 +39,7 @@ const char* quantization_name(Quantization q) {
     case Quantization::Int4: return "int4";
     case Quantization::Int4Asym: return "int4_asym";
     case Quantization::Q8_0: return "q8_0";
+    case Quantization::Q4_0: return "q4_0";
     case Quantization::None: break;
   }
   return "none";
@@ -53,6 +55,7 @@ lt::Quantization engine_quantization(Quantization q) {
     case Quantization::Int4: return lt::QuantType::Int4;
     case Quantization::Int4Asym: return lt::QuantType::Int4Asym;
     case Quantization::Q8_0: return lt::QuantType::Q8_0;
+    case Quantization::Q4_0: return lt::QuantType::Q4_0;
     case Quantization::None: break;
   }
   return std::nullopt;
@@ -67,6 +70,7 @@ Quantization public_quantization(lt::Quantization q) {
     case lt::QuantType::Int4: return Quantization::Int4;
     case lt::QuantType::Int4Asym: return Quantization::Int4Asym;
     case lt::QuantType::Q8_0: return Quantization::Q8_0;
+    case lt::QuantType::Q4_0: return Quantization::Q4_0;
   }
   return Quantization::None;
 }
@@ -74,10 +78,10 @@ Quantization public_quantization(lt::Quantization q) {
 Weights parse_weights_name(std::string_view name) {
   static constexpr std::pair<std::string_view, Weights> kNames[] = {{"f32", Weights::F32}, {"bf16", Weights::BF16},
       {"f16", Weights::F16}, {"int8", Weights::Int8}, {"q4", Weights::Q4}, {"nf4", Weights::NF4},
-      {"q8_0", Weights::Q8_0}};
+      {"q8_0", Weights::Q8_0}, {"q4_0", Weights::Q4_0}};
   for (const auto& [n, w] : kNames)
     if (n == name) return w;
-  lt::fail("weights '{}': expected f32, bf16, f16, int8, q4, nf4 or q8_0", name);
+  lt::fail("weights '{}': expected f32, bf16, f16, int8, q4, nf4, q8_0 or q4_0", name);
 }
 
 ModelConfig public_config(const lt::ModelConfig& c) {
@@ -132,6 +136,10 @@ void apply_weights(Weights w, Quantization q, lt::InferenceOptions& io) {
     case Weights::Q8_0:
       io.quantization = lt::QuantType::Q8_0, io.quant_blocksize = 32, io.double_quant = false;
       io.head = lt::WeightKind::Q8_0;
+      return;
+    case Weights::Q4_0:
+      io.quantization = lt::QuantType::Q4_0, io.quant_blocksize = 32, io.double_quant = false;
+      io.head = lt::WeightKind::Q4_0;
       return;
     case Weights::F32: return;
   }
@@ -190,6 +198,7 @@ const char* weights_name(Weights w) {
     case Weights::Q4: return "q4";
     case Weights::NF4: return "nf4";
     case Weights::Q8_0: return "q8_0";
+    case Weights::Q4_0: return "q4_0";
     case Weights::F32: break;
   }
   return "f32";

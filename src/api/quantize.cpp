@@ -14,7 +14,7 @@ lt::QuantSpec engine_spec(const QuantizeOptions& o) {
   // None is not a type to quantize to: the engine's parser words it
   const lt::Quantization t = detail::engine_quantization(o.type);
   const lt::QuantType type = t ? *t : lt::parse_quant_type(quantization_name(o.type));
-  return {type, type == lt::QuantType::Q8_0 ? 32 : o.blocksize, o.double_quant};  // q8_0: blocks of 32 only
+  return {type, lt::is_ggml_block(type) ? 32 : o.blocksize, o.double_quant};  // q8_0: blocks of 32 only
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ const char* quant_type_name(QuantType t) {
     case QuantType::Int4: return "int4";
     case QuantType::Int4Asym: return "int4_asym";
     case QuantType::Q8_0: return "q8_0";
+    case QuantType::Q4_0: return "q4_0";
   }
   return "?";
 }
@@ -26,12 +27,13 @@ std::optional<QuantType> find_quant_type(std::string_view name) {
   if (name == "int4") return QuantType::Int4;
   if (name == "int4_asym") return QuantType::Int4Asym;
   if (name == "q8_0") return QuantType::Q8_0;
+  if (name == "q4_0") return QuantType::Q4_0;
   return std::nullopt;
 }
 
 QuantType parse_quant_type(std::string_view name) {
   if (auto t = find_quant_type(name)) return *t;
-  fail("unknown quantization '{}': expected nf4, fp4, int8, int4, int4_asym or q8_0", name);
+  fail("unknown quantization '{}': expected nf4, fp4, int8, int4, int4_asym, q8_0 or q4_0", name);
 }
 
 const char* quantization_name(Quantization q) { return q ? quant_type_name(*q) : "none"; }
@@ -53,9 +55,9 @@ void check_quant_spec(const QuantSpec& spec) {
              "and fp4 only");
     return;
   }
-  if (spec.type == QuantType::Q8_0) {
-    LT_CHECK(!spec.double_quant && spec.blocksize == 32, "q8_0 has one f16 scale per block of 32 (got block size {}{})",
-             spec.blocksize, spec.double_quant ? ", double quantization" : "");
+  if (spec.type == QuantType::Q8_0 || spec.type == QuantType::Q4_0) {
+    LT_CHECK(!spec.double_quant && spec.blocksize == 32, "{} has one f16 scale per block of 32 (got block size {}{})",
+             quant_type_name(spec.type), spec.blocksize, spec.double_quant ? ", double quantization" : "");
     return;
   }
   if (is_int4(spec.type)) {

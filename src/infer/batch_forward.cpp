@@ -19,13 +19,12 @@ namespace lt {
 
 namespace {
 
-constexpr int kRowsPerCall = 3;  // Ops::matmul_forward's GEMV path (row-invariant) takes T <= 3
-
-// out (R, OC) = x (R, IC)·Wᵀ + bias, three rows per call so each row's arithmetic is the GEMV's.
+// out (R, OC) = x (R, IC)·Wᵀ + bias: each row's arithmetic is the GEMV's for that row alone
+// (Ops::matmul_rows), whatever R, so a request's tokens do not depend on its neighbours; the weights
+// are read from memory once per call for all R rows.
 void rows_linear(const Ops& ops, float* out, const float* x, const float* W, const float* bias, int R, int IC,
                  int OC) {
-  for (int t = 0; t < R; t += kRowsPerCall)
-    ops.matmul_forward(out + size_t(t) * OC, x + size_t(t) * IC, W, bias, std::min(kRowsPerCall, R - t), IC, OC);
+  ops.matmul_rows(out, x, W, bias, R, IC, OC);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ struct Scheduler::Seq {
   int take = 0;               // rows in this step's batch
   int draft_computed = 0;     // tokens whose draft keys and values are in the draft pool
   std::vector<int> proposal;  // this step's draft tokens (speculative decoding)
-  std::vector<float> q;       // sampled speculation: the draft's distribution of each proposal (K x V)
+  float* q = nullptr;         // sampled speculation, this step: the draft's distribution of each proposal (K x V)
   bool done = false;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Tokenizer::StreamDecoder> stream;
@@ -80,6 +80,17 @@ SchedulerOptions resolve_scheduler_options(const ModelConfig& c, SchedulerOption
   return o;
 }
 
+// Speculative decoding's own buffers: the draft's distribution q of each of the K proposals of every
+// running sequence (sampled requests), the model's p and the draft's processed logits.
+static MemoryPlan plan_spec_buffers(const ModelConfig& c, const SchedulerOptions& o) {
+  const size_t V = size_t(c.vocab_size), f = sizeof(float);
+  MemoryPlan p;
+  p.add("spec.q", Category::Workspace, size_t(o.max_seqs) * size_t(o.num_speculative) * V * f, Lifetime::Step);
+  p.add("spec.p", Category::Workspace, V * f, Lifetime::Step);
+  p.add("spec.scratch", Category::Workspace, V * f, Lifetime::Step);
+  return p;
+}
+
 MemoryPlan plan_scheduler(const ModelConfig& c, const SchedulerOptions& o, const ModelConfig* draft) {
   MemoryPlan p = plan_kv_pool(c, o.block_size, o.num_blocks);
   for (auto& b : plan_batch_forward(c, batch_options(o, draft != nullptr, false)).buffers) p.add(b.name, b.cat, b.bytes, b.life);
@@ -87,6 +98,7 @@ MemoryPlan plan_scheduler(const ModelConfig& c, const SchedulerOptions& o, const
     for (auto& b : plan_kv_pool(*draft, o.block_size, o.num_blocks).buffers) p.add("draft." + b.name, b.cat, b.bytes);
     for (auto& b : plan_batch_forward(*draft, batch_options(o, true, true)).buffers)
       p.add("draft." + b.name, b.cat, b.bytes, b.life);
+    for (auto& b : plan_spec_buffers(c, o).buffers) p.add(b.name, b.cat, b.bytes, b.life);
   }
   return p;
 }
@@ -105,15 +117,19 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> weights, const Tokenizer&
   eos_ = tok_.eos_id() >= 0 ? tok_.eos_id() : c.eos_token_id;
   raw_.resize(size_t(c.vocab_size));
   if (o_.draft) {
-    p_.resize(size_t(c.vocab_size));
-    scratch_.resize(size_t(c.vocab_size));
+    spec_arenas_.allocate(plan_spec_buffers(c, o_));
+    spec_q_ = spec_arenas_.get_as<float>("spec.q");
+    p_ = spec_arenas_.get_as<float>("spec.p");
+    scratch_ = spec_arenas_.get_as<float>("spec.scratch");
   }
   st_.blocks_total = o_.num_blocks;
 }
 
 size_t Scheduler::allocated_bytes() const {
   size_t n = pool_->arenas().allocated_total() + fwd_->arenas().allocated_total();
-  if (draft_pool_) n += draft_pool_->arenas().allocated_total() + draft_fwd_->arenas().allocated_total();
+  if (draft_pool_)
+    n += draft_pool_->arenas().allocated_total() + draft_fwd_->arenas().allocated_total() +
+         spec_arenas_.allocated_total();
   return n;
 }
 
@@ -276,7 +292,10 @@ void Scheduler::draft_phase(const std::vector<Seq*>& spec) {
     if (seqs.empty()) break;
     draft_fwd_->forward(tokens, seqs);
   }
-  for (Seq* s : spec) s->proposal.clear();
+  for (size_t i = 0; i < spec.size(); ++i) {  // spec holds at most max_seqs sequences: a q slot each
+    spec[i]->proposal.clear();
+    spec[i]->q = spec_q_ + i * size_t(K) * size_t(w_->config().vocab_size);
+  }
   for (int j = 0; j < K; ++j) {
     tokens.clear();
     seqs.clear();
@@ -295,12 +314,11 @@ void Scheduler::draft_phase(const std::vector<Seq*>& spec) {
 int Scheduler::propose(Seq& s, const float* l, int j) {
   const int V = w_->config().vocab_size;
   if (s.req.sampler.temperature == 0) return int(std::max_element(l, l + V) - l);
-  s.q.resize(size_t(o_.num_speculative) * size_t(V));
-  float* q = s.q.data() + size_t(j) * size_t(V);
-  std::copy(l, l + V, scratch_.begin());
+  float* q = s.q + size_t(j) * size_t(V);
+  std::copy(l, l + V, scratch_);
   ctx_.assign(s.tokens.begin(), s.tokens.end());
   ctx_.insert(ctx_.end(), s.proposal.begin(), s.proposal.end());
-  s.sampler->distribution(scratch_.data(), ctx_, q);
+  s.sampler->distribution(scratch_, ctx_, q);
   const int x = draw_weighted({q, size_t(V)}, s.sampler->uniform());
   LT_CHECK(x >= 0, "speculative decoding: the draft's distribution is empty");
   return x;
@@ -339,17 +357,17 @@ void Scheduler::end_round(Seq& s, int computed_before, int m) {
 // ends the round; after K acceptances the K + 1-th row gives a bonus draw from p.
 void Scheduler::verify_sampled(Seq& s, int first) {
   const int K = o_.num_speculative, c = s.computed, V = w_->config().vocab_size;
-  const std::span<const float> p(p_.data(), size_t(V));
+  const std::span<const float> p(p_, size_t(V));
   int m = 0;  // proposals accepted
   for (int j = 0; j <= K; ++j) {
     float* l = fwd_->logits(first + j);
     const float lse = keep_raw(s, l);
-    s.sampler->distribution(l, s.tokens, p_.data());
+    s.sampler->distribution(l, s.tokens, p_);
     bool accepted = false;
     int next;
     if (j < K) {
       const int x = s.proposal[size_t(j)];
-      const std::span<const float> q(s.q.data() + size_t(j) * size_t(V), size_t(V));
+      const std::span<const float> q(s.q + size_t(j) * size_t(V), size_t(V));
       accepted = spec_accept(p[size_t(x)], q[size_t(x)], s.sampler->uniform());
       next = accepted ? x : draw_residual(p, q, s.sampler->uniform());
     } else {

@@ -185,7 +185,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Seq>> running_;  // oldest admitted first
   std::vector<uint64_t> cancels_;
   std::vector<float> raw_;                     // (V) logits before sampling, for logprobs
-  std::vector<float> p_, scratch_;             // (V) sampled speculation: the model's p, draft logits
+  Arenas spec_arenas_;                         // speculation's planned buffers (plan_spec_buffers)
+  float* spec_q_ = nullptr;                    // (max_seqs, K, V) sampled proposals' q, a slot per sequence
+  float* p_ = nullptr;                         // (V) sampled speculation: the model's p
+  float* scratch_ = nullptr;                   // (V) the draft's logits, processed
   std::vector<int> ctx_;                       // a sequence's tokens and its proposals so far
   SchedStats st_;
 };

@@ -30,7 +30,7 @@ std::string linear_name(int l, int m, const char* what) {
 std::vector<const char*> quant_parts(const QuantSpec& s) {
   if (s.type == QuantType::Int8) return {".qweight", ".row_absmax"};
   if (s.type == QuantType::Int4) return {".codes", ".scales"};
-  if (s.type == QuantType::Q8_0) return {".blocks"};
+  if (is_ggml_block(s.type)) return {".blocks"};
   if (s.type == QuantType::Int4Asym) return {".codes", ".scales", ".mins"};
   if (s.double_quant) return {".codes", ".qabsmax", ".absmax2", ".offset"};
   return {".codes", ".absmax"};

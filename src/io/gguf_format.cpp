@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "quant/q4_0.h"
 #include "quant/q8_0.h"
 
 namespace lt::gguf {
@@ -85,35 +86,10 @@ size_t type_bytes(TensorType t, int64_t n) {
 
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out) { lt::quantize_q8_0(x, n, out); }  // quant/q8_0.h
 
-void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock, out += kQ4Bytes) {
-    float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, with its sign
-    for (int j = 0; j < kBlock; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(out, &dh, 2);
-    for (int j = 0; j < kBlock / 2; ++j) {  // element j in the low nibble, j + 16 in the high one
-      const int lo = std::min(15, int(int8_t(x[j] * id + 8.5f)));
-      const int hi = std::min(15, int(int8_t(x[j + kBlock / 2] * id + 8.5f)));
-      out[2 + j] = uint8_t(lo | (hi << 4));
-    }
-  }
-}
+void quantize_q4_0(const float* x, int64_t n, uint8_t* out) { lt::quantize_q4_0(x, n, out); }  // quant/q4_0.h
 
 void dequantize_q8_0(const uint8_t* in, int64_t n, float* y) { lt::dequantize_q8_0(in, n, y); }
 
-void dequantize_q4_0(const uint8_t* in, int64_t n, float* y) {
-  for (int64_t b = 0; b < n / kBlock; ++b, in += kQ4Bytes, y += kBlock) {
-    uint16_t dh;
-    std::memcpy(&dh, in, 2);
-    const float d = f16_to_f32(dh);
-    for (int j = 0; j < kBlock / 2; ++j) {
-      y[j] = float((in[2 + j] & 0x0f) - 8) * d;
-      y[j + kBlock / 2] = float((in[2 + j] >> 4) - 8) * d;
-    }
-  }
-}
+void dequantize_q4_0(const uint8_t* in, int64_t n, float* y) { lt::dequantize_q4_0(in, n, y); }
 
 }  // namespace lt::gguf

@@ -170,19 +170,19 @@ TensorInfo convert_tensor(const gguf::TensorEntry& t, const std::string& hf, con
   return ti;
 }
 
-// Whether every linear weight of every block is stored as q8_0 (blocks checked by check_blocks later).
-bool all_linears_q8_0(const gguf::Reader& r, int n_layers) {
+// Whether every linear weight of every block is stored as `type` (blocks checked by check_blocks later).
+bool all_linears_are(const gguf::Reader& r, int n_layers, gguf::TensorType type) {
   for (int l = 0; l < n_layers; ++l)
     for (Proj p : kProjs) {
       const gguf::TensorEntry* t = r.find_tensor(fmt::format("blk.{}.{}.weight", l, gguf::proj_gguf_name(p)));
-      if (!t || t->type != gguf::TensorType::Q8_0 || t->shape.size() != 2) return false;
+      if (!t || t->type != type || t->shape.size() != 2) return false;
     }
   return true;
 }
 
-// Linear weight `t` (q8_0) as its stored blocks, part "<hf>.blocks": in place, q/k rows un-permuted
+// Linear weight `t` (q8_0 / q4_0) as its stored blocks, part "<hf>.blocks": in place, q/k rows un-permuted
 // into memory `set` owns (a row is cols / 32 whole blocks).
-TensorInfo q8_0_blocks(const gguf::TensorEntry& t, const std::string& hf, const ModelConfig& c, TensorSet& set) {
+TensorInfo stored_blocks(const gguf::TensorEntry& t, const std::string& hf, const ModelConfig& c, TensorSet& set) {
   TensorInfo ti;
   ti.name = hf + ".blocks";
   ti.dtype = DType::U8;
@@ -251,12 +251,15 @@ ModelConfig gguf_model_config(const gguf::Reader& r) {
   return c;
 }
 
-ModelFiles load_gguf_model(const std::string& path, bool q8_0_as_stored) {
+ModelFiles load_gguf_model(const std::string& path, Quantization blocks_as_stored) {
   const gguf::Reader r(path);
   ModelFiles m;
   m.config = gguf_model_config(r);
-  const bool blocks = q8_0_as_stored && all_linears_q8_0(r, m.config.n_layers);
-  if (blocks) m.config.quantization = QuantType::Q8_0, m.config.quant_blocksize = 32, m.config.quant_double_quant = false;
+  LT_CHECK(!blocks_as_stored || is_ggml_block(*blocks_as_stored), "load_gguf_model: {} is not a GGUF block type",
+           quantization_name(blocks_as_stored));
+  const auto type = blocks_as_stored == QuantType::Q4_0 ? gguf::TensorType::Q4_0 : gguf::TensorType::Q8_0;
+  const bool blocks = blocks_as_stored && all_linears_are(r, m.config.n_layers, type);
+  if (blocks) m.config.quantization = blocks_as_stored, m.config.quant_blocksize = 32, m.config.quant_double_quant = false;
   m.tensors.source = path;
   m.tensors.add_file(r.file());
   for (const gguf::TensorEntry& t : r.tensors()) {
@@ -266,7 +269,7 @@ ModelFiles load_gguf_model(const std::string& path, bool q8_0_as_stored) {
              "output, rope_freqs and blk.N.{{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, "
              "ffn_up, ffn_down}})", path, excerpt(t.name));
     const bool linear = t.name.starts_with("blk.") && hf.ends_with("_proj.weight");
-    m.tensors.add(blocks && linear ? q8_0_blocks(t, hf, m.config, m.tensors) : convert_tensor(t, hf, m.config, m.tensors));
+    m.tensors.add(blocks && linear ? stored_blocks(t, hf, m.config, m.tensors) : convert_tensor(t, hf, m.config, m.tensors));
   }
   check_blocks(r, m.config.n_layers);
   return m;

@@ -1,8 +1,8 @@
 // A llama-architecture GGUF as a model: the ModelConfig from general.architecture and the llama.*
 // keys, the tensors under Hugging Face names (io/gguf_names.h). f32 / f16 / bf16 tensors point
 // into the mapped file; q8_0 / q4_0 ones are dequantized to f32 into memory the TensorSet owns, or,
-// asked for q8_0 weights when every linear weight is q8_0, those are kept as stored: the model is
-// then a quantized one (ModelConfig::quantization q8_0), each weight's blocks the part "W.blocks"
+// asked for q8_0 (q4_0) weights when every linear weight is q8_0 (q4_0), those are kept as stored: the
+// model is then a quantized one (ModelConfig::quantization q8_0 / q4_0), each weight's blocks the part "W.blocks"
 // (io/quant_model.h's layout), in place in the mapped file (q/k: un-permuted copies).
 // llama.cpp stores the q/k rows of each head in interleaved rotary order; they are put back in
 // HF's rotate-halves order (the inverse of gguf_export's permute_qk), so the model runs with
@@ -24,7 +24,8 @@ ModelConfig gguf_model_config(const gguf::Reader& r);
 
 // The config and the tensors of the GGUF at `path`; every tensor is one a llama model reads
 // (lt::Error naming it otherwise).
-// q8_0_as_stored: the linear weights as q8_0 blocks when all of them are q8_0 (else as without it).
-ModelFiles load_gguf_model(const std::string& path, bool q8_0_as_stored = false);
+// blocks_as_stored (q8_0 or q4_0): the linear weights as blocks of that type when all of them are of
+// it (else as without it).
+ModelFiles load_gguf_model(const std::string& path, Quantization blocks_as_stored = std::nullopt);
 
 }  // namespace lt

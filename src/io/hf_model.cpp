@@ -339,8 +339,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& whe
              "unquantized model", where, excerpt(method));
     const std::string type = qf.opt_string("type");
     c.quantization = find_quant_type(type);
-    LT_CHECK(c.quantization, "{}: quantization_config.type '{}' is not one of nf4, fp4, int8, int4, int4_asym, q8_0", where, excerpt(type));
-    c.quant_blocksize = qf.opt_int("blocksize", c.quantization == QuantType::Q8_0 ? 32 : 64);
+    LT_CHECK(c.quantization, "{}: quantization_config.type '{}' is not one of nf4, fp4, int8, int4, int4_asym, q8_0, q4_0", where, excerpt(type));
+    c.quant_blocksize = qf.opt_int("blocksize", is_ggml_block(*c.quantization) ? 32 : 64);
     c.quant_double_quant = qf.opt_bool("double_quant", false);
   }
   validate_config(c, where);

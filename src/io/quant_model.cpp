@@ -17,6 +17,7 @@
 //     int8             W.qweight  I8  [rows, cols]         round(W * 127 / row_absmax)
 //                      W.row_absmax F32 [rows]             max |W| of each row
 //     q8_0             W.blocks   U8  [rows*cols/32*34]    llama.cpp's block_q8_0 (quant/q8_0.h)
+//     q4_0             W.blocks   U8  [rows*cols/32*18]    llama.cpp's block_q4_0 (quant/q4_0.h)
 //                      every other tensor (embeddings, norms, lm_head, biases) as in the source, same dtype
 //   tokenizer files    copied from the source folder when present
 //
@@ -100,8 +101,8 @@ static void add_quant_parts(std::vector<TensorInfo>& out, const std::string& nam
     out.push_back(part(name + ".row_absmax", DType::F32, {q.rows}, q.row_absmax));
     return;
   }
-  if (spec.type == QuantType::Q8_0) {
-    out.push_back(part(name + ".blocks", DType::U8, {q.numel() / 32 * 34}, q.codes));
+  if (is_ggml_block(spec.type)) {
+    out.push_back(part(name + ".blocks", DType::U8, {q.numel() / 32 * (spec.type == QuantType::Q8_0 ? 34 : 18)}, q.codes));
     return;
   }
   out.push_back(part(name + ".codes", DType::U8, {(q.numel() + 1) / 2}, q.codes));
@@ -221,7 +222,7 @@ QuantTensor load_quant_tensor(const TensorSet& ts, const std::string& name, cons
       count = t->numel();
     }
   };
-  take(spec.type == QuantType::Q8_0 ? ".blocks" : ".codes", DType::U8, p.codes, p.codes_count);
+  take(is_ggml_block(spec.type) ? ".blocks" : ".codes", DType::U8, p.codes, p.codes_count);
   take(is_int4(spec.type) ? ".scales" : ".absmax", DType::F32, p.absmax, p.absmax_count);
   take(".mins", DType::F32, p.mins, p.mins_count);
   take(".qabsmax", DType::U8, p.qabsmax, p.qabsmax_count);

@@ -9,6 +9,7 @@
 // Usage: const TrainOps& tops = train_ops_ref(); tops.matmul_backward(dx, dw, nullptr, dout, x, w, T, IC, OC);
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/linear.h"
 
@@ -103,6 +104,20 @@ struct TrainOps {
   // cap * tanh(z / cap) before the softmax, and its gradient is multiplied by 1 - (capped / cap)².
   float (*lm_head_loss_softcap)(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
                                 const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap);
+  // The training attention ops above in bf16 (precision bf16 training): q, k, v and the forward's out in
+  // bf16 (round-to-nearest-even copies), dout in f32 (rounded to bf16 inside, D from the rounded
+  // dout); products on bf16
+  // pairs (vdpbf16ps) with f32 accumulation and an f32 softmax; the probabilities P and dS are
+  // rounded to bf16 before their products (as FlashAttention does), so results differ from the
+  // f32 entries on the same (widened) inputs by about 2^-8 of the output's scale. Same masks,
+  // GQA, outputs ("written" / "+=") and determinism for a thread count as the f32 entries.
+  // Return false, writing nothing, for shapes they do not handle (HS > 256). Null in tables
+  // whose CPU lacks AVX512-BF16 (and in ref): callers run the f32 entries on widened values.
+  bool (*attention_train_forward_bf16)(float* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                       const uint16_t* v, const int* doc_start, int T, int NH, int NKV, int HS);
+  bool (*attention_backward_bf16)(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
+                                  const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                                  const int* doc_start, int T, int NH, int NKV, int HS);
 };
 
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)

@@ -21,6 +21,7 @@ const char* weight_kind_name(WeightKind k) {
     case WeightKind::FP4: return "fp4";
     case WeightKind::Int4: return "int4";
     case WeightKind::Q8_0: return "q8_0";
+    case WeightKind::Q4_0: return "q4_0";
   }
   return "?";
 }
@@ -57,8 +58,9 @@ void check_linear(const LinearWeights& lw, int T) {
   if (w.kind == WeightKind::Int8)
     LT_CHECK(w.row_absmax && w.int8_threshold >= 0, "linear: an int8 weight needs row_absmax and a threshold >= 0 "
              "(got {})", w.int8_threshold);
-  if (w.kind == WeightKind::Q8_0)
-    LT_CHECK(w.cols % 32 == 0, "linear: a q8_0 weight's rows must be whole blocks of 32 (got {} columns)", w.cols);
+  if (w.kind == WeightKind::Q8_0 || w.kind == WeightKind::Q4_0)
+    LT_CHECK(w.cols % 32 == 0, "linear: a {} weight's rows must be whole blocks of 32 (got {} columns)", weight_kind_name(w.kind),
+             w.cols);
   if (w.four_bit())
     LT_CHECK(w.code_values && w.blocksize > 0 && (w.absmax || (w.qabsmax && w.absmax2 && w.absmax_code_values)),
              "linear: a {} weight needs code_values, a block size and its scales (absmax, or qabsmax + absmax2 + "

@@ -18,6 +18,9 @@
 //   Q8_0       float(q) · f16_to_f32(d) of llama.cpp's block_q8_0: data is (rows · cols / 32) blocks
 //              of 34 bytes (d as f16, then 32 int8 q), block f / 32, q its element f % 32; cols is a
 //              multiple of 32 (rows are whole blocks)
+//   Q4_0       float(q − 8) · f16_to_f32(d) of llama.cpp's block_q4_0: (rows · cols / 32) blocks of 18
+//              bytes (d as f16, then 16 bytes: element j of a block in byte j's low nibble, j + 16 in
+//              its high one); cols a multiple of 32 (kernels/ggml_blocks.h reads both block kinds)
 // What each kind's products are:
 //   F32, NF4, FP4, Int4  f32 products of x with the decoded W.
 //   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
@@ -29,9 +32,9 @@
 //                  columns are quantized per row, xq = round_half_even(x · ((1/absmax_t) · 127)),
 //                  absmax_t over the non-outlier columns, and y = float(Σ xq·q) · ((absmax_t ·
 //                  row_absmax[o]) · kInt8Inv127Sq). Backward: f32 products with the decoded W.
-//   Q8_0           forward: llama.cpp's q8_0 product. Each row of x is quantized in blocks of 32
+//   Q8_0, Q4_0     forward: llama.cpp's q8_0 / q4_0 product. Each row of x is quantized in blocks of 32
 //                  (kernels/q8_0_act.h: codes qx, f16 scales dx), and y[t,o] = Σ_b (dx_b · d_b) ·
-//                  float(Σ_{c in b} qx_c · q_c), the block sums in int32 (exact), the block terms
+//                  float(Σ_{c in b} qx_c · q_c) (Q4_0: q_c − 8), the block sums in int32 (exact), the block terms
 //                  summed in f32 in any order (the tiled prefill multiplies qx·dx by the decoded W,
 //                  which equals it up to that rounding). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
@@ -51,8 +54,8 @@
 
 namespace lt {
 
-enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4, Int4, Q8_0 };
-const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4", "int4", "q8_0"
+enum class WeightKind : uint8_t { F32, BF16, F16, Int8, NF4, FP4, Int4, Q8_0, Q4_0 };
+const char* weight_kind_name(WeightKind k);  // "f32", "bf16", "f16", "int8", "nf4", "fp4", "int4", "q8_0", "q4_0"
 
 inline constexpr float kInt8Inv127 = 7.874015718698502e-3f;  // bitsandbytes' 1/127
 inline constexpr float kInt8Inv127Sq = 6.2000124e-05f;       // bitsandbytes' 1/127²
@@ -60,7 +63,7 @@ inline constexpr float kInt8Inv127Sq = 6.2000124e-05f;       // bitsandbytes' 1/
 struct WeightView {
   WeightKind kind = WeightKind::F32;
   int rows = 0, cols = 0;                        // (OC, IC)
-  const void* data = nullptr;                    // F32 float, BF16/F16 uint16_t, Int8 int8_t, 4-bit codes, Q8_0 blocks
+  const void* data = nullptr;                    // F32 float, BF16/F16 uint16_t, Int8 int8_t, 4-bit codes, Q8_0/Q4_0 blocks
   const float* row_absmax = nullptr;             // Int8 (rows)
   float int8_threshold = 0.0f;                   // Int8: outlier threshold; 0: no outlier columns
   int blocksize = 64;                            // NF4/FP4 elements per scale block
@@ -72,7 +75,9 @@ struct WeightView {
   float offset = 0.0f;                           // double quantization
   const float* block_offset = nullptr;           // 4-bit: (nblocks) added after the scale (asymmetric Int4)
 
-  bool quantized() const { return kind == WeightKind::Int8 || kind == WeightKind::Q8_0 || four_bit(); }
+  bool quantized() const {
+    return kind == WeightKind::Int8 || kind == WeightKind::Q8_0 || kind == WeightKind::Q4_0 || four_bit();
+  }
   bool half() const { return kind == WeightKind::BF16 || kind == WeightKind::F16; }
   bool four_bit() const { return kind == WeightKind::NF4 || kind == WeightKind::FP4 || kind == WeightKind::Int4; }
 };

@@ -74,6 +74,10 @@ struct Ops {
   // before the softmax (Gemma 2 attn_logit_softcapping), cap > 0; lse of the capped scores.
   void (*attention_softcap_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int T,
                                     int pos0, int NH, int NKV, int HS, int window, int ring, float cap);
+  // matmul_forward with each row's result independent of T (the same products in the same order as
+  // for that row alone), for any T: the batch engine's projections, where a request's tokens must
+  // not depend on its neighbours. A fast backend reads each weight row from memory once for all T.
+  void (*matmul_rows)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

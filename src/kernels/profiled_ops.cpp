@@ -47,6 +47,10 @@ void swiglu_forward(float* out, const float* gate, const float* up, int T, int F
   prof::Scope s("swiglu_forward", 6.0 * T * Fd, 3.0 * F * T * Fd);
   g_in->swiglu_forward(out, gate, up, T, Fd);
 }
+void matmul_rows(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
+  prof::Scope s("matmul_rows", 2.0 * T * IC * OC, F * ((double)IC * OC + (double)T * (IC + OC)));
+  g_in->matmul_rows(out, x, w, bias, T, IC, OC);
+}
 void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
   // the GEMM inside records itself; this scope adds the bias and the call's own share
   prof::Scope s("matmul_forward", 0, 0);
@@ -87,6 +91,19 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                 F * (4.0 * T * NH * HS + 4.0 * T * NKV * HS));
   g_tin->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
 }
+bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const int* doc_start, int T, int NH, int NKV, int HS) {
+  prof::Scope s("attention_train_forward_bf16", prof::enabled() ? 4.0 * attended_pairs(doc_start, T) * NH * HS : 0,
+                2.0 * T * NH * HS + 4.0 * T * NKV * HS + F * T * NH * HS);
+  return g_tin->attention_train_forward_bf16(out, lse, q, k, v, doc_start, T, NH, NKV, HS);
+}
+bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q, const uint16_t* k,
+                             const uint16_t* v, const uint16_t* out, const float* lse, const int* doc_start, int T,
+                             int NH, int NKV, int HS) {
+  prof::Scope s("attention_backward_bf16", prof::enabled() ? 10.0 * attended_pairs(doc_start, T) * NH * HS : 0,
+                F * (3.0 * T * NH * HS + 2.0 * T * NKV * HS) + 2.0 * (2.0 * T * NH * HS + 2.0 * T * NKV * HS));
+  return g_tin->attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
+}
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int Fd) {
   prof::Scope s("swiglu_backward", 12.0 * T * Fd, 5.0 * F * T * Fd);
   g_tin->swiglu_backward(dgate, dup, dout, gate, up, T, Fd);
@@ -124,6 +141,7 @@ const Ops& ops_profiled(const Ops& inner) {
   t.attention_forward = attention_forward;
   t.swiglu_forward = swiglu_forward;
   t.matmul_forward = matmul_forward;
+  t.matmul_rows = matmul_rows;
   t.linear_forward = linear_forward;
   t.add_inplace = add_inplace;
   return t;
@@ -139,6 +157,8 @@ const TrainOps& train_ops_profiled(const TrainOps& inner) {
   t.rope_backward = rope_backward;
   t.attention_train_forward = attention_train_forward;
   t.attention_backward = attention_backward;
+  if (inner.attention_train_forward_bf16) t.attention_train_forward_bf16 = attention_train_forward_bf16;
+  if (inner.attention_backward_bf16) t.attention_backward_bf16 = attention_backward_bf16;
   t.swiglu_backward = swiglu_backward;
   t.matmul_backward = matmul_backward;
   t.linear_backward_input = linear_backward_input;

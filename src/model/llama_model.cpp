@@ -71,18 +71,21 @@ static void check_weight_options(const ModelConfig& c, const InferenceOptions& o
            "be combined with quantization ({}); choose one", dtype_name(o.linear16),
            c.quantization ? "the model folder is quantized" : quantization_name(o.quantization));
   LT_CHECK(o.head == WeightKind::F32 || o.head == WeightKind::BF16 || o.head == WeightKind::F16 ||
-           o.head == WeightKind::Int8 || o.head == WeightKind::Q8_0, "inference: the lm_head can be f32, bf16, f16, int8 "
-           "or q8_0 (got {})",
+           o.head == WeightKind::Int8 || o.head == WeightKind::Q8_0 || o.head == WeightKind::Q4_0,
+           "inference: the lm_head can be f32, bf16, f16, int8, q8_0 or q4_0 (got {})",
            weight_kind_name(o.head));
 }
 
 static WeightKind half_kind(DType t) { return t == DType::BF16 ? WeightKind::BF16 : WeightKind::F16; }
 static DType half_dtype(WeightKind k) { return k == WeightKind::BF16 ? DType::BF16 : DType::F16; }
-// the storage of a quantized lm_head (InferenceOptions::head Int8 or Q8_0)
+// the storage of a quantized lm_head (InferenceOptions::head Int8, Q8_0 or Q4_0)
 static QuantSpec head_spec(WeightKind k) {
-  return k == WeightKind::Q8_0 ? QuantSpec{QuantType::Q8_0, 32, false} : QuantSpec{QuantType::Int8, 64, false};
+  if (k == WeightKind::Q8_0) return {QuantType::Q8_0, 32, false};
+  return k == WeightKind::Q4_0 ? QuantSpec{QuantType::Q4_0, 32, false} : QuantSpec{QuantType::Int8, 64, false};
 }
-static bool quantized_head(WeightKind k) { return k == WeightKind::Int8 || k == WeightKind::Q8_0; }
+static bool quantized_head(WeightKind k) {
+  return k == WeightKind::Int8 || k == WeightKind::Q8_0 || k == WeightKind::Q4_0;
+}
 
 bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, QuantSpec* spec) {
   if (c.quantization) {
@@ -91,7 +94,7 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
   }
   if (!o.quantization) return false;
   spec->type = *o.quantization;
-  spec->blocksize = spec->type == QuantType::Q8_0 ? 32 : o.quant_blocksize;  // q8_0: blocks of 32 only
+  spec->blocksize = is_ggml_block(spec->type) ? 32 : o.quant_blocksize;  // q8_0 / q4_0: blocks of 32 only
   spec->double_quant = o.double_quant && spec->type != QuantType::Int8;
   check_quant_spec(*spec);
   return true;
@@ -267,10 +270,10 @@ void LlamaModel::bind_state() {
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceOptions opts, const Ops& ops) {
-  // --weights q8_0 on a q8_0 GGUF: its linear weights as stored (io/gguf_model.h), not decoded and
-  // quantized again (which would give the same blocks)
-  const bool q8 = opts.quantization == QuantType::Q8_0 && is_gguf_model_path(path);
-  auto files = q8 ? load_gguf_model(path, true) : load_model_files(path);
+  // --weights q8_0 / q4_0 on a GGUF of that type: its linear weights as stored (io/gguf_model.h), not
+  // decoded and quantized again (which would give the same blocks)
+  const bool blocks = opts.quantization && is_ggml_block(*opts.quantization) && is_gguf_model_path(path);
+  auto files = blocks ? load_gguf_model(path, opts.quantization) : load_model_files(path);
   return std::make_unique<LlamaModel>(files.config, files.tensors, opts, ops);
 }
 

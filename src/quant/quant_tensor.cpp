@@ -10,11 +10,20 @@
 #include "core/error.h"
 #include "quant/int4.h"
 #include "quant/int8.h"
+#include "quant/q4_0.h"
 #include "quant/q8_0.h"
 #include "quant/quant4.h"
 #include "quant/quant_layout.h"
 
 namespace lt {
+
+// the bytes of n elements (whole blocks of 32) of llama.cpp's q8_0 / q4_0
+static size_t ggml_bytes(QuantType t, int64_t n) {
+  return size_t(n / 32) * (t == QuantType::Q8_0 ? kQ8BlockBytes : kQ4_0BlockBytes);
+}
+static void quantize_ggml(QuantType t, const float* x, int64_t n, uint8_t* out) {
+  (t == QuantType::Q8_0 ? quantize_q8_0 : quantize_q4_0)(x, n, out);
+}
 
 size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
   using quant::align64;
@@ -22,10 +31,10 @@ size_t quant_storage_bytes(const QuantSpec& spec, int64_t rows, int64_t cols) {
   LT_CHECK(rows > 0 && cols > 0, "quantized tensor: shape ({}, {}) must be positive", rows, cols);
   const size_t n = size_t(rows * cols);
   if (spec.type == QuantType::Int8) return align64(n) + align64(size_t(rows) * 4);
-  if (spec.type == QuantType::Q8_0) {
-    LT_CHECK(cols % kQ8Block == 0, "q8_0: a ({}, {}) matrix's rows are not whole blocks of {}; quantize it to another "
-             "format (int8, int4) or keep it f32", rows, cols, kQ8Block);
-    return align64(n / kQ8Block * kQ8BlockBytes);
+  if (is_ggml_block(spec.type)) {
+    LT_CHECK(cols % kQ8Block == 0, "{}: a ({}, {}) matrix's rows are not whole blocks of {}; quantize it to another "
+             "format (int8, int4) or keep it f32", quant_type_name(spec.type), rows, cols, kQ8Block);
+    return align64(ggml_bytes(spec.type, int64_t(n)));
   }
   const size_t nblocks = (n + spec.blocksize - 1) / spec.blocksize;
   if (spec.type == QuantType::Int4Asym) return align64((n + 1) / 2) + 2 * align64(nblocks * 4);
@@ -53,9 +62,9 @@ QuantTensor quantize_weight(void* storage, size_t storage_bytes, const float* w,
     q.row_absmax = am;
     return q;
   }
-  if (spec.type == QuantType::Q8_0) {
-    uint8_t* blocks = quant::carve<uint8_t>(p, size_t(q.numel() / kQ8Block) * kQ8BlockBytes);
-    quantize_q8_0(w, q.numel(), blocks);
+  if (is_ggml_block(spec.type)) {
+    uint8_t* blocks = quant::carve<uint8_t>(p, ggml_bytes(spec.type, q.numel()));
+    quantize_ggml(spec.type, w, q.numel(), blocks);
     q.codes = blocks;
     return q;
   }
@@ -131,12 +140,12 @@ QuantTensor quantize_weight_chunked(void* storage, size_t storage_bytes, int64_t
     q.row_absmax = am;
     return q;
   }
-  if (spec.type == QuantType::Q8_0) {  // chunk: whole blocks (65536 or all of n, a multiple of 32)
-    uint8_t* blocks = quant::carve<uint8_t>(p, size_t(n / kQ8Block) * kQ8BlockBytes);
+  if (is_ggml_block(spec.type)) {  // chunk: whole blocks (65536 or all of n, a multiple of 32)
+    uint8_t* blocks = quant::carve<uint8_t>(p, ggml_bytes(spec.type, n));
     for (int64_t f = 0; f < n; f += chunk) {
       const int64_t cnt = std::min(chunk, n - f);
       read(buf, f, cnt);
-      quantize_q8_0(buf, cnt, blocks + size_t(f / kQ8Block) * kQ8BlockBytes);
+      quantize_ggml(spec.type, buf, cnt, blocks + ggml_bytes(spec.type, f));
     }
     q.codes = blocks;
     return q;
@@ -181,8 +190,8 @@ QuantTensor copy_quant_tensor(void* storage, size_t storage_bytes, const QuantTe
     q.row_absmax = copy(src.row_absmax, size_t(src.rows));
     return q;
   }
-  if (src.type == QuantType::Q8_0) {
-    q.codes = copy(src.codes, size_t(src.numel() / kQ8Block) * kQ8BlockBytes);
+  if (is_ggml_block(src.type)) {
+    q.codes = copy(src.codes, ggml_bytes(src.type, src.numel()));
     return q;
   }
   q.codes = copy(src.codes, size_t(src.numel() + 1) / 2);
@@ -203,6 +212,7 @@ WeightKind weight_kind(QuantType t) {
     case QuantType::Int4:
     case QuantType::Int4Asym: return WeightKind::Int4;
     case QuantType::Q8_0: return WeightKind::Q8_0;
+    case QuantType::Q4_0: return WeightKind::Q4_0;
     case QuantType::Int8: break;
   }
   return WeightKind::Int8;
@@ -221,8 +231,8 @@ WeightView weight_view(const QuantTensor& q, float int8_threshold) {
     v.int8_threshold = int8_threshold;
     return v;
   }
-  if (q.type == QuantType::Q8_0) {
-    v.kind = WeightKind::Q8_0;
+  if (is_ggml_block(q.type)) {
+    v.kind = weight_kind(q.type);
     v.data = q.codes;
     v.blocksize = kQ8Block;
     return v;
@@ -248,8 +258,8 @@ void dequantize_weight(float* out, const QuantTensor& q) {
     dequantize_int8_rows(out, q.qweight, q.row_absmax, q.rows, q.cols);
     return;
   }
-  if (q.type == QuantType::Q8_0) {
-    dequantize_q8_0(q.codes, q.numel(), out);
+  if (is_ggml_block(q.type)) {
+    (q.type == QuantType::Q8_0 ? dequantize_q8_0 : dequantize_q4_0)(q.codes, q.numel(), out);
     return;
   }
   if (is_int4(q.type)) {
@@ -294,11 +304,13 @@ QuantTensor quant_tensor_view(const QuantSpec& spec, int64_t rows, int64_t cols,
     q.row_absmax = parts.row_absmax;
     return q;
   }
-  if (spec.type == QuantType::Q8_0) {
-    LT_CHECK(cols % kQ8Block == 0, "quantized tensor '{}': a q8_0 matrix of {} columns; rows must be whole blocks of "
-             "{}", name, cols, kQ8Block);
-    check_part(parts.codes, parts.codes_count, q.numel() / kQ8Block * int64_t(kQ8BlockBytes), name, "q8_0 blocks",
-               "34 bytes per 32 elements of a " + shape + " matrix");
+  if (is_ggml_block(spec.type)) {
+    const char* t = quant_type_name(spec.type);
+    LT_CHECK(cols % kQ8Block == 0, "quantized tensor '{}': a {} matrix of {} columns; rows must be whole blocks of "
+             "{}", name, t, cols, kQ8Block);
+    check_part(parts.codes, parts.codes_count, int64_t(ggml_bytes(spec.type, q.numel())), name,
+               std::string(t) + " blocks", fmt::format("{} bytes per 32 elements of a {} matrix",
+               ggml_bytes(spec.type, 32), shape));
     q.codes = parts.codes;
     return q;
   }

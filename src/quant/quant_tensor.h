@@ -12,8 +12,10 @@
 //              minimum per block (quant/int4.h).
 //   Q8_0:      llama.cpp's block_q8_0 in `codes`: per 32 elements an f16 scale and 32 int8 (34 bytes,
 //              quant/q8_0.h); cols must be a multiple of 32 (each row whole blocks).
+//   Q4_0:      llama.cpp's block_q4_0 in `codes`: per 32 elements an f16 scale and 16 bytes of nibbles
+//              (18 bytes, quant/q4_0.h); cols a multiple of 32.
 // Storage bytes per parameter (large matrices): NF4/FP4 0.5625; with double quant
-// 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits); Int8 1 + 4/cols; Q8_0 1.0625.
+// 0.5 + 1/64 + 4/(64*256) = 0.51587 (4.127 bits); Int8 1 + 4/cols; Q8_0 1.0625; Q4_0 0.5625.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +33,7 @@ struct QuantTensor {
   int64_t rows = 0, cols = 0;          // (OC, IC) for a linear layer's weight
   int blocksize = 64;                  // NF4/FP4
   bool double_quant = false;           // NF4/FP4
-  const uint8_t* codes = nullptr;      // NF4/FP4: (ceil(rows*cols/2)) packed codes; Q8_0: the blocks
+  const uint8_t* codes = nullptr;      // NF4/FP4: (ceil(rows*cols/2)) packed codes; Q8_0/Q4_0: the blocks
   const float* absmax = nullptr;       // NF4/FP4 without double quant: (nblocks); Int4*: the scales d
   const float* mins = nullptr;         // Int4Asym: (nblocks) block minima
   const uint8_t* qabsmax = nullptr;    // double quant: (nblocks) dynamic-map codes of absmax - offset

@@ -194,7 +194,7 @@ const char* const kKnownKeys[] = {
     "sample_packing", "learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "max_grad_norm", "num_epochs",
     "max_steps", "gradient_checkpointing", "unfreeze_schedule", "eval_steps", "eval_batches", "save_steps",
     "logging_steps", "output_dir", "seed", "threads", "resume", "memory_budget", "auto", "quantization",
-    "double_quant", "quant_blocksize", "int8_threshold", "precision", "initial_loss_scale", "loss_scale_window",
+    "double_quant", "quant_blocksize", "int8_threshold", "precision", "attention_precision", "initial_loss_scale", "loss_scale_window",
     "zero_stage", "zero", "offload_optimizer", "offload_dir", "zero_overlap", "overwrite_output_dir",
     "grad_topk", "grad_topk_feedback", "grad_topk_workers", "grad_topk_variance_correction", "lora_rank_policy",
     "lora_target_r", "lora_rank_importance", "lora_rank_tinit", "lora_rank_tfinal", "lora_rank_delta_t", "lora_rank_beta1",
@@ -291,6 +291,12 @@ struct KeyValue {
     const std::string s = S();
     const std::optional<Precision> r = find_precision(s);
     LT_CHECK(r, "{}: precision '{}' is not one of fp32, bf16, fp16", where, s);
+    return *r;
+  }
+  AttentionPrecision attention_precision() const {
+    const std::string s = S();
+    const std::optional<AttentionPrecision> r = find_attention_precision(s);
+    LT_CHECK(r, "{}: attention_precision '{}' is not one of auto, f32, bf16", where, s);
     return *r;
   }
 };
@@ -408,6 +414,7 @@ bool apply_run_key(TrainConfig& c, const KeyValue& kv) {
   else if (key == "quant_blocksize") c.quant_blocksize = kv.I();
   else if (key == "int8_threshold") c.int8_threshold = kv.D();
   else if (key == "precision") c.precision = kv.precision();
+  else if (key == "attention_precision") c.attention_precision = kv.attention_precision();
   else if (key == "initial_loss_scale") c.initial_loss_scale = kv.D();
   else if (key == "loss_scale_window") c.loss_scale_window = kv.I();
   else if (key == "zero_stage" || key == "zero") c.zero_stage = kv.I();
@@ -611,6 +618,9 @@ void validate_train_config(const TrainConfig& c) {
              "fp16 the loss scale changes it. Use precision: bf16 or fp32", c.source);
   }
   check_adaptive_rank(c);
+  LT_CHECK(c.attention_precision != AttentionPrecision::BF16 || c.precision == Precision::BF16,
+           "{}: attention_precision: bf16 needs precision: bf16 (got precision: {}); use attention_precision: auto "
+           "or f32", c.source, precision_name(c.precision));
   LT_CHECK(c.qat == "none" || c.qat == "int4", "{}: qat '{}' is not one of none, int4", c.source, excerpt(c.qat));
   if (c.qat != "none") {
     LT_CHECK(c.method == Method::Full, "{}: qat: int4 trains the base weights through their 4-bit version: it needs "
@@ -676,6 +686,7 @@ TrainModelOptions train_model_options(const TrainConfig& c) {
   o.double_quant = c.double_quant;
   o.int8_threshold = float(c.int8_threshold);
   o.precision = c.precision;
+  o.attention_precision = c.attention_precision;
   o.loraplus_lr_ratio = float(c.loraplus_lr_ratio);
   if (c.qat == "int4") o.qat = c.qat_symmetric ? QuantType::Int4 : QuantType::Int4Asym;
   o.qat_group_size = c.qat_group_size;

@@ -64,6 +64,8 @@ struct TrainConfig {
   int quant_blocksize = 64;               // nf4 / fp4 block size: a power of two in [64, 4096]
   double int8_threshold = 6.0;            // LLM.int8 outlier threshold (0: no outlier columns)
   Precision precision = Precision::FP32;  // fp32 | bf16 | fp16: mixed precision (TrainModelOptions::precision)
+  // auto | f32 | bf16: the attention's operands with precision bf16 (TrainModelOptions::attention_precision)
+  AttentionPrecision attention_precision = AttentionPrecision::Auto;
   std::string qat = "none";               // none | int4: quantization-aware training (full fine-tuning), which
                                           // also writes OUTPUT_DIR/model_int4, a 4-bit model folder
   int qat_group_size = 32;                // int4 block: a power of two from 32 to 4096 (32, 64, 128 typical)

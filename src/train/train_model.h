@@ -65,6 +65,8 @@ struct TrainModelOptions {
   // the saved GEMM inputs (xn1, att, xn2, h) in that type, and run those linears' GEMMs with f32
   // accumulation (kernels/linear.h); masters, gradients, AdamW moments and LoRA A/B stay f32.
   Precision precision = Precision::FP32;
+  // precision bf16 only (else F32 / Auto): the attention's operands, see bf16_attention().
+  AttentionPrecision attention_precision = AttentionPrecision::Auto;
   // LoRA+ (PEFT's create_loraplus_optimizer): > 0 multiplies the lr of the tensors PEFT puts in its
   // B groups (every lora_B, and every 1-D tensor: trained biases, DoRA magnitudes) by this ratio;
   // 0: off. Sets TrainParam::lr_factor, which the sharding strategies apply.
@@ -87,6 +89,13 @@ struct TrainModelOptions {
 
 // The 16-bit storage type of a precision: BF16 for bf16, F16 for fp16, F32 for fp32.
 DType precision_dtype(Precision precision);
+
+// Whether a run saves q, k, v in bf16 and runs the bf16 attention: precision bf16 and
+// attention_precision bf16, or auto where the kernels' level (cpu_isa(), LEANTUNE_ISA caps it) is
+// avx512 on a CPU with AVX512-BF16. Where the bf16 kernels are not in the TrainOps table (ref, a
+// lower LEANTUNE_ISA, no AVX512-BF16) the f32 kernels run on the same rounded values, widened.
+// lt::Error for attention_precision bf16 with precision fp32 / fp16.
+bool bf16_attention(const TrainModelOptions& o);
 
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
@@ -187,6 +196,8 @@ class TrainModel {
   };
   void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
+  void attention_forward(LayerActs& a, const int* key_start);   // a.att, a.lse from a.q, a.k, a.v
+  void attention_backward(LayerActs& a, const int* key_start);  // d_q_, d_k_, d_v_ += from d_att_
   void refresh_working_copies();  // 16-bit or fake-quantized (QAT) working copies <- f32 masters (full fine-tuning)
   template <class Begin, class Finish>
   void init_mutating_lora(Linear& lin, const std::string& an, const std::string& bn, Begin& begin, Finish& finish);
@@ -232,6 +243,7 @@ class TrainModel {
   size_t load_scratch_floats_ = 0;
   DType half_ = DType::F32;                       // 16-bit storage type (F32: none)
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
+  float* attn_qkv_ = nullptr;                     // (N, QD + 2 KVD) bf16 precision: q, k, v in f32
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
 };

@@ -38,7 +38,7 @@ TEST(TrainTypes, OtherNamesAreRefused) {
   EXPECT_EQ(find_quant_type("none"), std::nullopt);
   EXPECT_EQ(error_of([] { parse_method("dora"); }), "method: 'dora' is not one of lora, full");
   EXPECT_EQ(error_of([] { parse_precision("FP16"); }), "precision: 'FP16' is not one of fp32, bf16, fp16");
-  EXPECT_EQ(error_of([] { parse_quantization("nf5"); }), "unknown quantization 'nf5': expected nf4, fp4, int8, int4, int4_asym or q8_0");
+  EXPECT_EQ(error_of([] { parse_quantization("nf5"); }), "unknown quantization 'nf5': expected nf4, fp4, int8, int4, int4_asym, q8_0 or q4_0");
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // CPU matmul vs ref, once per ISA: the GEMV path (T <= 3) and the oneDNN path (T >= 4), with and
-// without bias, odd IC / OC. Also the gemm.h wrapper's transposes and its error on bad arguments.
+// without bias, odd IC / OC; matmul_rows (the batch engine's row-invariant product) equal bit for bit
+// to one-row GEMVs for any T. Also the gemm.h wrapper's transposes and its error on bad arguments.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "core/error.h"
 #include "kernel_test_util.h"
@@ -42,6 +45,26 @@ TEST_P(KernelCpuMatmul, SmallAndOddShapes) {
 
 TEST_P(KernelCpuMatmul, DecodeSizedGemv) {
   for (int T : {1, 2, 3}) check_matmul(cpu(), T, 1031, 517, T == 2);
+}
+
+// matmul_rows: every row bit-identical to matmul_forward with T = 1 on that row (what a request
+// alone computes), whatever T and however the rows are grouped; and close to the reference.
+TEST_P(KernelCpuMatmul, RowsAreRowInvariant) {
+  for (int T : {1, 2, 3, 4, 7, 17})
+    for (auto [IC, OC] : {std::pair{67, 33}, std::pair{300, 129}, std::pair{1, 5}})
+      for (bool with_bias : {false, true}) {
+        auto x = random_vec((size_t)T * IC, 400 + T, -1, 1), w = random_vec((size_t)OC * IC, 500 + IC),
+             b = random_vec(OC, 600 + OC, -5, 5);
+        const float* bias = with_bias ? b.data() : nullptr;
+        std::vector<float> got((size_t)T * OC, NAN), one((size_t)T * OC, NAN), want((size_t)T * OC);
+        cpu().matmul_rows(got.data(), x.data(), w.data(), bias, T, IC, OC);
+        for (int t = 0; t < T; t++)
+          cpu().matmul_forward(one.data() + (size_t)t * OC, x.data() + (size_t)t * IC, w.data(), bias, 1, IC, OC);
+        ops_ref().matmul_rows(want.data(), x.data(), w.data(), bias, T, IC, OC);
+        const std::string tag = "matmul_rows T=" + std::to_string(T) + " IC=" + std::to_string(IC);
+        ASSERT_EQ(0, std::memcmp(got.data(), one.data(), got.size() * sizeof(float))) << tag;
+        expect_close(got, want, 1e-4, 1e-4, tag);
+      }
 }
 
 LT_INSTANTIATE_ISAS(KernelCpuMatmul);

@@ -86,7 +86,8 @@ struct KindWeight {
           v.offset = 0.25f;
         }
         break;
-      case WeightKind::Q8_0:  // not in kAllKinds (rows of whole 32-blocks): test_decode_gemv, test_q8_0
+      case WeightKind::Q8_0:  // not in kAllKinds (rows of whole 32-blocks): test_decode_gemv, test_q8_0,
+      case WeightKind::Q4_0:  // test_q4_0
         break;
     }
     return v;

@@ -1,15 +1,15 @@
 // The decode products (kernels/cpu/decode_gemv.h: T <= 3 tokens against BF16 / F16 / NF4 / Int4 /
-// Q8_0 weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
+// Q8_0 / Q4_0 weights) at every ISA level this CPU runs, through ops_cpu_for(isa).linear_forward and
 // cpu::decode_gemv directly (including, on AVX-512, both the vdpbf16ps and the widening bf16
 // loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
 // work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
-// 4-bit block sizes, Q8_0 rows of 1 to 18 blocks; 1 and 2 threads give the same bits.
+// 4-bit block sizes, Q8_0 and Q4_0 rows of 1 to 48 blocks; 1 and 2 threads give the same bits.
 //
 // Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
 // only summed in another order: the reference adds x·(table[q]·s) left to right; the fast loops add
 // x·table[q] into per-lane block sums, scale each block sum once by s, and add lanes and blocks in a
-// tree. Q8_0 quantizes x too (kernels/q8_0_act.h, the same function on both sides, so the same
+// tree. Q8_0 (and Q4_0, whose codes q − 8 are int8 too) quantizes x too (kernels/q8_0_act.h, the same function on both sides, so the same
 // codes), and both sides form the same block terms (dx·dw)·Σ qx·qw (an exact int32 sum, one rounding
 // of dx·dw, one of the product); the fast loops split each block's sum over 8 lanes (so up to 8 terms
 // per block, each with those two roundings) and add them in another order: the bound above holds with
@@ -51,7 +51,7 @@ struct DecodeCase {
     v.kind = kind, v.rows = OC, v.cols = IC;
     if (kind == WeightKind::BF16 || kind == WeightKind::F16) {
       v.data = h16.data();
-    } else if (kind == WeightKind::Q8_0) {
+    } else if (kind == WeightKind::Q8_0 || kind == WeightKind::Q4_0) {
       v.data = codes.data(), v.blocksize = 32;
     } else {
       v.data = codes.data(), v.blocksize = bs, v.code_values = code_values.data(), v.absmax = absmax.data();
@@ -79,6 +79,12 @@ struct DecodeCase {
         codes.push_back(uint8_t(d & 255)), codes.push_back(uint8_t(d >> 8));
         for (int j = 0; j < 32; ++j) codes.push_back(uint8_t(rng()));
       }
+    } else if (k == WeightKind::Q4_0) {  // ggml's block_q4_0: f16 d, then 16 bytes of nibbles (all of 0..15)
+      for (size_t b = 0; b < n / 32; ++b) {
+        const uint16_t d = f32_to_f16(pos(rng) * 6e-3f);
+        codes.push_back(uint8_t(d & 255)), codes.push_back(uint8_t(d >> 8));
+        for (int j = 0; j < 16; ++j) codes.push_back(uint8_t(rng()));
+      }
     } else {
       for (size_t i = 0; i < n / 2; ++i) codes.push_back(uint8_t(rng()));
       for (int i = 0; i < 16; ++i) code_values.push_back(k == WeightKind::Int4 ? float(i - 8) : u(rng));
@@ -101,8 +107,9 @@ std::vector<DecodeCase> cases() {
     for (WeightKind k : {WeightKind::NF4, WeightKind::Int4})
       for (auto [IC, OC, bs] : {std::tuple{96, 150, 32}, {192, 7, 64}, {576, 193, 32}, {128, 1, 128}, {256, 17, 256}})
         v.emplace_back(k, T, IC, OC, bs, seed++);
-    for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 193}, {64, 1}, {1536, 9}})
-      v.emplace_back(WeightKind::Q8_0, T, IC, OC, 32, seed++);
+    for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
+      for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 193}, {64, 1}, {1536, 9}})
+        v.emplace_back(k, T, IC, OC, 32, seed++);
   }
   return v;
 }
@@ -125,7 +132,7 @@ struct Scratch {
 void reference(const DecodeCase& c, Vec& y, std::vector<double>& bound) {
   const WeightView w = c.view();
   Vec xq = c.x;
-  if (c.kind == WeightKind::Q8_0) fake_quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data());
+  if (c.kind == WeightKind::Q8_0 || c.kind == WeightKind::Q4_0) fake_quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data());
   y.assign(size_t(c.T) * c.OC, 0.0f);
   LinearWeights lw;
   lw.w = w;
@@ -165,13 +172,14 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       ++checked;
     }
     // the widening bf16 loop too where vdpbf16ps is what dispatch picks
-    // the AVX2 q8_0 loop too where VNNI's is what dispatch picks on AVX-512
-    if (c.kind == WeightKind::Q8_0 && cpu_supports(Isa::Avx512)) {
+    // the AVX2 q8_0 / q4_0 loop too where VNNI's is what dispatch picks on AVX-512
+    if ((c.kind == WeightKind::Q8_0 || c.kind == WeightKind::Q4_0) && cpu_supports(Isa::Avx512)) {
       std::vector<int8_t> xq(c.x.size());
       Vec xd(c.x.size() / 32);
       quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
       Vec y(y_ref.size(), NAN);
-      cpu::gemv::avx2::q8_0_rows(y.data(), xq.data(), xd.data(), c.T, w, 0, c.OC);
+      (c.kind == WeightKind::Q8_0 ? cpu::gemv::avx2::q8_0_rows : cpu::gemv::avx2::q4_0_rows)(y.data(), xq.data(),
+          xd.data(), c.T, w, 0, c.OC);
       expect_within(y, y_ref, bound, c.name() + " avx2 on avx512");
     }
     if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
@@ -180,7 +188,7 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       expect_within(y, y_ref, bound, c.name() + " avx512 widening");
     }
   }
-  EXPECT_GE(checked, 75);
+  EXPECT_GE(checked, 90);
 }
 
 TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {

@@ -51,36 +51,6 @@ class KernelTrainCpu : public KernelIsaTest {
   const TrainOps* tops_ = nullptr;
 };
 
-// Document layouts: "one" (plain causal), "every17" (restart every 17 tokens), "irregular"
-// (documents of 1, 2, 40, 3, ... tokens: one-token documents and ones longer than a key tile),
-// "window20" (the irregular documents under a sliding window of 20 keys: max(start, t - 19), as
-// TrainModel passes it), "unsorted" (starts that go back and forth, which no model passes: the
-// kernels must not rely on their order).
-std::vector<int> make_doc_start(int T, const std::string& kind) {
-  std::vector<int> ds(T);
-  if (kind == "one") return std::vector<int>(T, 0);
-  if (kind == "window20") {
-    ds = make_doc_start(T, "irregular");
-    for (int t = 0; t < T; t++) ds[t] = std::max(ds[t], t - 19);
-    return ds;
-  }
-  if (kind == "unsorted") {
-    for (int t = 0; t < T; t++) ds[t] = t % 3 == 0 ? t / 2 : t % 3 == 1 ? 0 : t;
-    return ds;
-  }
-  if (kind == "every17") {
-    for (int t = 0; t < T; t++) ds[t] = t - t % 17;
-    return ds;
-  }
-  static const int lens[] = {1, 2, 40, 3, 1, 70, 5};
-  int start = 0, li = 0, end = lens[0];
-  for (int t = 0; t < T; t++) {
-    if (t == end) start = end, end += lens[++li % 7];
-    ds[t] = start;
-  }
-  return ds;
-}
-
 struct AttnCase {
   int T, NH, NKV, HS;
   std::string docs;

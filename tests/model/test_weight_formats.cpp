@@ -272,3 +272,48 @@ TEST(WeightFormats, Q8_0NeedsRowsOfWholeBlocks) {
     EXPECT_NE(std::string(e.what()).find("whole blocks of 32"), std::string::npos) << e.what();
   }
 }
+
+// --weights q4_0 (llama.cpp's blocks of 32 4-bit codes with an f16 scale, q4_0 lm_head, inputs
+// quantized to q8_0 as llama.cpp's product does) on the same random model. Its step is a block's
+// amax/8 instead of q8_0's amax/127, 16x coarser: on Gaussian blocks of 32 (amax ≈ 2.1σ) the
+// rounding error is step/√12 ≈ 0.077σ, ~8% of the weights' RMS, against ~0.5% for q8_0. The
+// logits see q8_0's weight and input errors at ~0.02 (above), so 16x the weight part puts q4_0 near
+// 0.3: bounded by 0.45, and above q8_0's. The grid is Int4's (--weights q4, f32 scales, f32 inputs),
+// so the two must be as close to f32 as each other (within 1.3x): the f16 scale and the q8_0 inputs
+// add errors ~100x smaller than the 4-bit step.
+TEST(WeightFormats, Q4_0StaysCloseToF32InAnEighthOfTheBytesPlusScales) {
+  const std::string dir = write_q8_model(7);
+  auto f32 = LlamaModel::load(dir, {}, ops_cpu());
+  InferenceOptions o;
+  o.quantization = QuantType::Q4_0, o.quant_blocksize = 32, o.head = WeightKind::Q4_0;
+  auto m = LlamaModel::load(dir, o, ops_cpu());
+  const auto ref = run_ids(*f32);
+  const double e = rel_rms(run_ids(*m), ref);
+  InferenceOptions i4;
+  i4.quantization = QuantType::Int4, i4.quant_blocksize = 32, i4.head = WeightKind::Int8;
+  const double e4 = rel_rms(run_ids(*LlamaModel::load(dir, i4, ops_cpu())), ref);
+  const double e8 = rel_rms(run_ids(*LlamaModel::load(dir, q8_options(), ops_cpu())), ref);
+  std::printf("q4_0: relative RMS logit error vs f32 %.5f (q4, f32 scales: %.5f; q8_0: %.5f)\n", e, e4, e8);
+  EXPECT_LT(e, 0.45);
+  EXPECT_GT(e, e8);
+  EXPECT_LT(e, 1.3 * e4);
+  EXPECT_LT(e4, 1.3 * e);
+  for (size_t c = 0; c < kNumCategories; ++c)
+    EXPECT_EQ(m->arenas().allocated_bytes(Category(c)), m->plan().arena_bytes(Category(c)));
+  // every linear weight and the head: 18 bytes per 32 weights (64-byte aligned per tensor)
+  const ModelConfig& c = m->config();
+  size_t q4 = 0, f32_lin = 0;
+  auto q4_bytes = [](size_t n) { return (n / 32 * 18 + 63) / 64 * 64; };
+  for (Proj p : kProjs) {
+    const size_t n = size_t(c.linear_shape(p).first * c.linear_shape(p).second);
+    q4 += q4_bytes(n) * size_t(c.n_layers), f32_lin += n * 4 * size_t(c.n_layers);
+  }
+  q4 += q4_bytes(size_t(c.vocab_size) * c.dim);  // the q4_0 head beside the tied f32 table
+  EXPECT_EQ(m->arenas().allocated_bytes(Category::FrozenWeights),
+            f32->arenas().allocated_bytes(Category::FrozenWeights) - f32_lin + q4);
+  // fast kernels against the reference on the same weights: as for q8_0 above
+  auto r = LlamaModel::load(dir, o, ops_ref());
+  const double fr = rel_rms(run_ids(*m), run_ids(*r));
+  std::printf("q4_0: fast vs reference kernels, relative RMS logit difference %.2e\n", fr);
+  EXPECT_LT(fr, 5e-3);
+}

@@ -454,18 +454,20 @@ def test_bad_gguf_models(leantune_bin, tmp_path):
     assert "cut.gguf" in e and "past the end of the file" in e
 
 
-def test_q8_0_gguf_weights_as_stored(leantune_bin, tmp_path):
-    # `--weights q8_0` on a q8_0 GGUF keeps its linear weights' blocks as stored (q/k rows
-    # un-permuted, no f32 copy); on a safetensors copy of the GGUF's values it quantizes them again
-    # with ggml's q8_0 quantizer, which gives back the same blocks (a decoded block re-quantizes to
-    # itself). So the logits are equal bit for bit, and close to the f32 ones.
+@pytest.mark.parametrize("typ", ["q8_0", "q4_0"])
+def test_block_gguf_weights_as_stored(leantune_bin, tmp_path, typ):
+    # `--weights q8_0` / `q4_0` on a GGUF of that type keeps its linear weights' blocks as stored (q/k
+    # rows un-permuted, no f32 copy); on a safetensors copy of the GGUF's values it quantizes them
+    # again with ggml's reference quantizer, which gives back the same blocks (a decoded block
+    # re-quantizes to itself: its largest element decodes to q·d with q the end of the grid). So the
+    # logits are equal bit for bit, and close to the f32 ones.
     model = build("smollm2")
-    values = write_gguf(tmp_path / "m.gguf", model, "q8_0")
+    values = write_gguf(tmp_path / "m.gguf", model, typ)
     ref = hf_folder_with(model, values, tmp_path / "ref")
     V = model.config.vocab_size
     ids = np.random.default_rng(3).integers(0, V, size=80).tolist()
-    q8 = ["--weights", "q8_0"]
-    stored = our_logits(leantune_bin, tmp_path / "m.gguf", ids, tmp_path, q8)
-    np.testing.assert_array_equal(stored, our_logits(leantune_bin, ref, ids, tmp_path, q8))
+    w = ["--weights", typ]
+    stored = our_logits(leantune_bin, tmp_path / "m.gguf", ids, tmp_path, w)
+    np.testing.assert_array_equal(stored, our_logits(leantune_bin, ref, ids, tmp_path, w))
     f32 = our_logits(leantune_bin, ref, ids, tmp_path)
     assert 0 < np.abs(stored - f32).max() < 0.05 * np.abs(f32).max()

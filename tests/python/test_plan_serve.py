@@ -59,3 +59,22 @@ def test_kv_grows_with_concurrency_beams_and_context(leantune_bin, folder):
                            "--adapter-memory", "4", "--buffers"], capture_output=True, text=True, timeout=60)
     assert text.returncode == 0, text.stderr
     assert "serving plan" in text.stdout and "kv_pool.k" in text.stdout and "adapters.resident" in text.stdout
+
+
+def test_plan_counts_speculation_buffers(leantune_bin, folder):
+    """With a draft model the plan holds, per running sequence, K rows of V floats (each sampled
+    proposal's draft distribution), plus the model's p and the draft's processed logits."""
+    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+    ws = {}
+    for k in (1, 3):
+        p = plan(leantune_bin, folder, "--max-seqs", "4", "--context", "64", "--draft-model", str(folder),
+                 "--num-speculative-tokens", str(k))
+        ws[k] = p["categories"]["workspace"]
+    assert ws[3] - ws[1] == 4 * 2 * vocab * 4
+    no_draft = plan(leantune_bin, folder, "--max-seqs", "4", "--context", "64")
+    text = subprocess.run([leantune_bin, "plan", "--serve", "--model", str(folder), "--max-seqs", "4", "--context", "64",
+                           "--draft-model", str(folder), "--num-speculative-tokens", "3", "--buffers"],
+                          capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert "spec.q" in text.stdout and "spec.p" in text.stdout and "spec.scratch" in text.stdout
+    assert "spec.q" not in json.dumps(no_draft)

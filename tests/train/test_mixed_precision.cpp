@@ -1,14 +1,20 @@
 // Mixed precision (precision: bf16 | fp16) on a small random Llama: LoRA and full fine-tuning
 // gradients against fp32 within the 16-bit types' rounding (and not identical to them: the 16-bit
 // path really ran), the full model's 16-bit working copies refreshed after an optimizer step, and
-// the plan's bytes: frozen linear weights and the saved GEMM inputs halve, the rest is unchanged.
+// the plan's bytes: frozen linear weights and the saved GEMM inputs halve (with bf16 attention also
+// the saved attention operands q, k, v), the rest is unchanged. attention_precision: which runs get
+// the bf16 attention, and its fallback (the f32 kernels on the rounded values) below avx512.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/kernels.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
 
@@ -71,8 +77,10 @@ struct Batch {
   }
 };
 
-TrainModelOptions options(const char* method, const char* precision) {
+TrainModelOptions options(const char* method, const char* precision,
+                          AttentionPrecision attention = AttentionPrecision::Auto) {
   TrainModelOptions o;
+  o.attention_precision = attention;
   o.method = parse_method(method);
   o.lora.r = 8;
   o.lora.alpha = 16;
@@ -167,10 +175,14 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
   SmallModel sm;
   const size_t N = B * T, linear = size_t(L) * (2 * C * QD + 2 * C * KVD + 3 * C * F);
   const size_t gemm_inputs = size_t(L) * N * (2 * C + QD + F);  // xn1, att, xn2, h
+  const size_t attn_operands = size_t(L) * N * (QD + 2 * KVD);   // q, k, v: saved in bf16 with bf16 only
   for (const char* prec : {"bf16", "fp16"}) {
-    const MemoryPlan p32 = plan_training(sm.cfg, options("lora", "fp32")), p16 = plan_training(sm.cfg, options("lora", prec));
+    const bool bf16 = std::string(prec) == "bf16";
+    const AttentionPrecision ap = bf16 ? AttentionPrecision::BF16 : AttentionPrecision::Auto;
+    const MemoryPlan p32 = plan_training(sm.cfg, options("lora", "fp32")), p16 = plan_training(sm.cfg, options("lora", prec, ap));
+    const size_t halved = gemm_inputs + (bf16 ? attn_operands : 0);
     EXPECT_EQ(p32.arena_bytes(Category::FrozenWeights) - p16.arena_bytes(Category::FrozenWeights), 2 * linear) << prec;
-    EXPECT_EQ(p32.arena_bytes(Category::Activations) - p16.arena_bytes(Category::Activations), 2 * gemm_inputs) << prec;
+    EXPECT_EQ(p32.arena_bytes(Category::Activations) - p16.arena_bytes(Category::Activations), 2 * halved) << prec;
     for (Category c : {Category::TrainableParams, Category::Grads, Category::OptimizerState, Category::LossChunk})
       EXPECT_EQ(p32.arena_bytes(c), p16.arena_bytes(c)) << prec << " " << category_name(c);
     // full: f32 masters, gradients and moments as in fp32, plus a 16-bit working copy of each linear
@@ -185,4 +197,70 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("precision: 'f16' is not one of fp32, bf16, fp16"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+// LEANTUNE_ISA set for a scope (restored after).
+struct IsaCap {
+  std::string old;
+  bool had;
+  explicit IsaCap(const char* level) : had(std::getenv("LEANTUNE_ISA") != nullptr) {
+    if (had) old = std::getenv("LEANTUNE_ISA");
+    setenv("LEANTUNE_ISA", level, 1);
+  }
+  ~IsaCap() {
+    if (had) setenv("LEANTUNE_ISA", old.c_str(), 1);
+    else unsetenv("LEANTUNE_ISA");
+  }
+};
+}  // namespace
+
+// Which runs get the bf16 attention: precision bf16 with attention_precision bf16, or auto where
+// the kernels' level is avx512 on a CPU with AVX512-BF16; bf16 with another precision is refused.
+TEST(MixedPrecision, AttentionPrecisionResolution) {
+  const bool fast = cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+  EXPECT_EQ(bf16_attention(options("lora", "bf16")), fast);
+  EXPECT_TRUE(bf16_attention(options("lora", "bf16", AttentionPrecision::BF16)));
+  EXPECT_FALSE(bf16_attention(options("lora", "bf16", AttentionPrecision::F32)));
+  EXPECT_FALSE(bf16_attention(options("lora", "fp16")));
+  EXPECT_FALSE(bf16_attention(options("full", "fp32", AttentionPrecision::F32)));
+  {
+    IsaCap cap("avx2");
+    EXPECT_FALSE(bf16_attention(options("lora", "bf16")));
+    EXPECT_TRUE(bf16_attention(options("lora", "bf16", AttentionPrecision::BF16)));
+  }
+  for (const char* prec : {"fp32", "fp16"}) {
+    try {
+      bf16_attention(options("lora", prec, AttentionPrecision::BF16));
+      FAIL() << prec;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_precision: bf16 needs precision: bf16"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// attention_precision f32 in a bf16 run keeps q, k, v in f32 (and no f32 staging workspace for
+// them); bf16 saves them in bf16. Both train close to fp32 and differ from each other (the bf16
+// operands really ran). Below avx512 the bf16 choice runs the f32 kernels on the rounded values: the
+// same function up to the bf16 kernels' own rounding of P and dS.
+TEST(MixedPrecision, AttentionPrecisionF32AndBf16) {
+  SmallModel sm;
+  const size_t N = B * T, operands = size_t(L) * N * (QD + 2 * KVD);
+  const MemoryPlan pf = plan_training(sm.cfg, options("lora", "bf16", AttentionPrecision::F32));
+  const MemoryPlan pb = plan_training(sm.cfg, options("lora", "bf16", AttentionPrecision::BF16));
+  EXPECT_EQ(pf.arena_bytes(Category::Activations) - pb.arena_bytes(Category::Activations), 2 * operands);
+  EXPECT_EQ(pb.arena_bytes(Category::Workspace) - pf.arena_bytes(Category::Workspace), N * (QD + 2 * KVD) * 4);
+  const GradRun f32 = run_once(sm, options("lora", "fp32"));
+  const GradRun af = run_once(sm, options("lora", "bf16", AttentionPrecision::F32));
+  const GradRun ab = run_once(sm, options("lora", "bf16", AttentionPrecision::BF16));
+  expect_close(af, f32, 3e-2, "LoRA bf16, f32 attention");
+  expect_close(ab, f32, 3e-2, "LoRA bf16, bf16 attention");
+  expect_close(ab, af, 3e-2, "bf16 attention against f32 attention");
+  if (!cpu_supports(Isa::Avx2)) return;
+  IsaCap cap("avx2");
+  ASSERT_EQ(train_ops_cpu().attention_backward_bf16, nullptr);
+  const GradRun fallback = run_once(sm, options("lora", "bf16", AttentionPrecision::BF16));
+  expect_close(fallback, af, 3e-2, "bf16 attention at avx2 (f32 kernels on rounded q, k, v)");
+  if (cpu_features().avx512_bf16 && cpu_supports(Isa::Avx512)) expect_close(fallback, ab, 3e-2, "avx2 against bf16 kernels");
 }

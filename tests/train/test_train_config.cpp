@@ -137,6 +137,28 @@ TEST(TrainConfigRanges, MethodPrecisionQuantizationAreParsedWhereRead) {
   EXPECT_EQ(d.precision, Precision::FP16);
 }
 
+// attention_precision: auto | f32 | bf16, read as its type; bf16 needs precision bf16; the errors
+// name the key (and the flag or line).
+TEST(TrainConfigRanges, AttentionPrecisionKey) {
+  EXPECT_EQ(error_of([&] { from_yaml("precision: bf16\nattention_precision: fp32\n"); }),
+            "run.yaml: line 2: attention_precision 'fp32' is not one of auto, f32, bf16");
+  EXPECT_EQ(error_of([&] { parse_train_args({"--attention-precision", "half"}); }),
+            "--attention_precision: attention_precision 'half' is not one of auto, f32, bf16");
+  EXPECT_EQ(from_yaml("precision: bf16\n").attention_precision, AttentionPrecision::Auto);
+  const TrainConfig c = from_yaml("base_model: m\ndatasets: [d.txt]\nprecision: bf16\nattention_precision: f32\n");
+  validate_train_config(c);
+  EXPECT_EQ(c.attention_precision, AttentionPrecision::F32);
+  EXPECT_EQ(train_model_options(c).attention_precision, AttentionPrecision::F32);
+  const TrainConfig b = parse_train_args({"--base_model", "m", "--datasets", "d", "--precision", "bf16",
+                                          "--attention_precision", "bf16"});
+  validate_train_config(b);
+  EXPECT_EQ(train_model_options(b).attention_precision, AttentionPrecision::BF16);
+  expect_contains(error_of([&] {
+                    validate_train_config(from_yaml("base_model: m\ndatasets: [d.txt]\nattention_precision: bf16\n"));
+                  }),
+                  {"run.yaml", "attention_precision: bf16 needs precision: bf16", "precision: fp32"});
+}
+
 // The boundaries themselves are valid, and so is every key with a sensible value.
 TEST(TrainConfigRanges, BoundaryValuesLoad) {
   const TrainConfig c = from_yaml(
@@ -204,6 +226,7 @@ double_quant: false
 quant_blocksize: 128
 int8_threshold: 6.0
 precision: fp32
+attention_precision: auto
 initial_loss_scale: 1024
 loss_scale_window: 100
 zero_stage: 1

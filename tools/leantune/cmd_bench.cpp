@@ -54,10 +54,12 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--seq", a->train.seq, "training: sequence length T");
   c->add_option("--checkpointing", a->train.checkpointing, "training: none | every | every:K");
   c->add_option("--precision", a->train.precision, "training: fp32 | bf16 | fp16 (weights, saved GEMM inputs and GEMMs)");
+  c->add_option("--attention-precision", a->train.attention_precision,
+                 "training: auto | f32 | bf16, the attention's q, k, v with --precision bf16");
   c->add_option("--steps", a->train.steps, "training: measured steps (after one warm-up), at least 1");
   c->add_option("--quantize", a->quantize, "quantize the frozen linear weights on load (nf4 | fp4 | int8): inference, or the QLoRA base with --train");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4 double quantization");
-  c->add_option("--weights", a->weights, "inference: weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 | q8_0");
+  c->add_option("--weights", a->weights, "inference: weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 | q8_0 | q4_0");
   c->add_option("--kv-cache", a->kv_cache, "inference: the KV cache's element type: f32 | bf16");
   c->add_option("--profile", a->train.profile_trace, "training: Chrome trace of the measured steps to this file, per-op table on stderr");
   c->callback([a] {

@@ -242,7 +242,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--quantize", a->quantize, "quantize the linear weights on load: nf4 | fp4 | int8 (LLM.int8)");
   c->add_flag("--double-quant", a->double_quant, "nf4 / fp4: double quantization of the block scales");
   c->add_option("--weights", a->weights, "inference weights (and lm_head) in memory: f32 | bf16 | f16 | int8 | q4 | nf4 | q8_0 "
-                "(16-bit as stored; q4 = llama.cpp's q4_0 grid, blocks of 32)");
+                "| q4_0 (16-bit as stored; q4 = llama.cpp's q4_0 grid with f32 scales; q8_0 / q4_0 = llama.cpp's "
+                "formats and products, a GGUF's as stored)");
   c->add_option("--kv-cache", a->kv_cache, "the KV cache's element type: f32 (default) | bf16 (half the bytes)");
   c->add_option("--threads,-t", a->threads, "threads (default: all cores)");
   c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");

@@ -1,4 +1,4 @@
-// `leantune quantize --model M --type nf4|fp4|int8|int4|int4_asym [--double-quant] [--blocksize 64] --out DIR`:
+// `leantune quantize --model M --type nf4|fp4|int8|int4|int4_asym|q8_0|q4_0 [--double-quant] [--blocksize 64] --out DIR`:
 // writes a quantized model folder (layout: src/io/quant_model.cpp) that `leantune train` with
 // base_model: DIR loads without re-quantizing (LoRA on the quantized base).
 #include <memory>
@@ -16,7 +16,7 @@ void add_quantize_command(CLI::App& app) {
   auto* c = app.add_subcommand("quantize", "Write a model with its linear weights quantized (nf4, fp4, int8, int4, "
                                "int4_asym)");
   c->add_option("--model,-m", a->model, "model: HF folder, .safetensors, or llama2.c .bin")->required();
-  c->add_option("--type", a->type, "nf4, fp4, int8, int4 (q4_0's grid), int4_asym (q4_1's) or q8_0 (default nf4)");
+  c->add_option("--type", a->type, "nf4, fp4, int8, int4 (q4_0's grid), int4_asym (q4_1's), q8_0 or q4_0 (default nf4)");
   c->add_flag("--double-quant", a->dq, "nf4/fp4: quantize the absmax values to 8 bits (QLoRA's double quantization)");
   c->add_option("--blocksize", a->blocksize, "4-bit block size: a power of two from 64 (int4: 32) to 4096 "
                  "(default 64)");

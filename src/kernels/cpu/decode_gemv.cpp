@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/carve.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/q8_0_act.h"
 
 namespace lt::cpu {
@@ -16,7 +17,7 @@ namespace lt::cpu {
 bool decode_gemv_applies(const WeightView& w, int T) {
   if (T < 1 || T > kDecodeMaxT) return false;
   if (w.half()) return true;
-  if (w.kind == WeightKind::Q8_0) return w.cols % 32 == 0;
+  if (ggml_block_kind(w.kind)) return w.cols % 32 == 0;
   if (!w.four_bit() || w.qabsmax || w.block_offset || !w.absmax) return false;
   return w.blocksize % 32 == 0 && w.cols % w.blocksize == 0;
 }
@@ -33,28 +34,30 @@ static gemv::RowsFn rows_fn(Isa isa, const WeightView& w) {
   return half ? gemv::scalar::half_rows : gemv::scalar::four_bit_rows;
 }
 
-static gemv::Q8RowsFn q8_rows_fn(Isa isa) {
-  if (isa == Isa::Avx512 && cpu_features().avx512_vnni) return gemv::avx512::q8_0_rows_vnni;
-  return isa == Isa::Scalar ? gemv::scalar::q8_0_rows : gemv::avx2::q8_0_rows;  // AVX-512 without VNNI: AVX2's
+static gemv::Q8RowsFn q8_rows_fn(Isa isa, WeightKind k) {
+  const bool q4 = k == WeightKind::Q4_0;
+  if (isa == Isa::Avx512 && cpu_features().avx512_vnni) return q4 ? gemv::avx512::q4_0_rows_vnni : gemv::avx512::q8_0_rows_vnni;
+  if (isa == Isa::Scalar) return q4 ? gemv::scalar::q4_0_rows : gemv::scalar::q8_0_rows;
+  return q4 ? gemv::avx2::q4_0_rows : gemv::avx2::q8_0_rows;  // AVX-512 without VNNI: AVX2's
 }
 
 size_t decode_gemv_scratch_bytes(const WeightView& w, int T) {
-  if (w.kind != WeightKind::Q8_0) return 0;
+  if (!ggml_block_kind(w.kind)) return 0;
   return kernels::align64(size_t(T) * w.cols) + kernels::align64(size_t(T) * (w.cols / 32) * sizeof(float));
 }
 
-// The Q8_0 products: x quantized once (kernels/q8_0_act.h), then the rows split as for every kind
-static void decode_q8_0(Isa isa, float* y, const LinearInput& in, const WeightView& w, void* scratch,
+// The Q8_0 / Q4_0 products: x quantized once (kernels/q8_0_act.h), then the rows split as for every kind
+static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const WeightView& w, void* scratch,
                         size_t scratch_bytes) {
   const size_t need = decode_gemv_scratch_bytes(w, in.T);
-  LT_CHECK(scratch && scratch_bytes >= need, "decode_gemv: a q8_0 weight needs {} bytes of scratch for the quantized "
-           "input (got {})", need, scratch_bytes);
+  LT_CHECK(scratch && scratch_bytes >= need, "decode_gemv: a {} weight needs {} bytes of scratch for the quantized "
+           "input (got {})", weight_kind_name(w.kind), need, scratch_bytes);
   char* p = static_cast<char*>(scratch);
   int8_t* xq = kernels::carve<int8_t>(p, size_t(in.T) * w.cols);
   float* xd = kernels::carve<float>(p, size_t(in.T) * (w.cols / 32));
   for (int t = 0; t < in.T; ++t)
     quantize_act_q8_0(in.x + size_t(t) * w.cols, w.cols, xq + size_t(t) * w.cols, xd + size_t(t) * (w.cols / 32));
-  const gemv::Q8RowsFn fn = q8_rows_fn(isa);
+  const gemv::Q8RowsFn fn = q8_rows_fn(isa, w.kind);
   const int OC = w.rows, chunks = (OC + kGemvRows - 1) / kGemvRows;
   const bool par = int64_t(OC) * w.cols >= (1 << 15) && chunks > 1;
 #pragma omp parallel for schedule(static) if (par)
@@ -68,7 +71,7 @@ void decode_gemv(Isa isa, float* y, const LinearInput& in, const WeightView& w, 
            isa_name(isa));
   LT_CHECK(w.kind != WeightKind::BF16 || in.x16 || isa != Isa::Avx512 || !cpu_features().avx512_bf16,
            "linear_forward: a bf16 weight needs the input's bf16 bits (LinearInput::x16)");
-  if (w.kind == WeightKind::Q8_0) return decode_q8_0(isa, y, in, w, scratch, scratch_bytes);
+  if (ggml_block_kind(w.kind)) return decode_ggml_block(isa, y, in, w, scratch, scratch_bytes);
   const gemv::RowsFn fn = rows_fn(isa, w);
   const int OC = w.rows, chunks = (OC + kGemvRows - 1) / kGemvRows;
   const bool par = int64_t(OC) * w.cols >= (1 << 15) && chunks > 1;

@@ -15,6 +15,8 @@
 //         int8 dot product in int32 (AVX-512 VNNI vpdpbusd; AVX2 vpmaddubsw + vpmaddwd on |q_w| and
 //         q_x with q_w's sign, as ggml does), scaled by dx·dw: y = Σ_b (dx_b·dw_b) · Σ_{c in b} qx_c·qw_c,
 //         as the reference computes it (only the f32 sum over blocks runs in another order).
+//   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
+//         int8 codes q − 8 (low nibbles, then high, as ggml's bytes_from_nibbles_32), then as Q8_0.
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound).
 #pragma once
@@ -39,23 +41,26 @@ size_t decode_gemv_scratch_bytes(const WeightView& w, int T);
 namespace gemv {
 // Rows [o0, o1) of y for in.T tokens.
 using RowsFn = void (*)(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
-// Q8_0 rows [o0, o1) of y for T tokens of x quantized to xq (T, IC) with block scales xd (T, IC / 32).
+// Q8_0 / Q4_0 rows [o0, o1) of y for T tokens of x quantized to xq (T, IC) with block scales xd (T, IC / 32).
 using Q8RowsFn = void (*)(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 namespace scalar {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
+void q4_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 }  // namespace scalar
 namespace avx2 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
+void q4_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 }  // namespace avx2
 namespace avx512 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void bf16_dot_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);  // needs AVX512-BF16
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void q8_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
+void q4_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
 }  // namespace avx512
 }  // namespace gemv
 

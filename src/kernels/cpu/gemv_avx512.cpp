@@ -122,17 +122,30 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-template <int NT>
-void q8_0_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView& w, int o0, int o1) {
+// a block's 32 codes as int8: q8_0's as stored; q4_0's nibbles spread (low nibbles, then high) minus 8
+template <bool Q4>
+inline __m256i block_codes(const uint8_t* blk) {
+  if constexpr (Q4) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  }
+}
+
+template <int NT, bool Q4>
+void block_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView& w, int o0, int o1) {
   const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  constexpr size_t kBytes = Q4 ? 18 : 34;
   const auto* blocks = static_cast<const uint8_t*>(w.data);
   for (int o = o0; o < o1; ++o) {
-    const uint8_t* row = blocks + size_t(o) * nb * 34;
+    const uint8_t* row = blocks + size_t(o) * nb * kBytes;
     __m256 acc[NT];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + size_t(b) * 34;
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const uint8_t* blk = row + size_t(b) * kBytes;
+      const __m256i wv = block_codes<Q4>(blk);
       const __m256i aw = _mm256_sign_epi8(wv, wv);  // |w| (-128 -> 128 as unsigned)
       const float dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));
 #pragma GCC unroll 3
@@ -151,9 +164,17 @@ void q8_0_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView& 
 
 void q8_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
   switch (T) {
-    case 1: return q8_0_rows_t<1>(y, xq, xd, w, o0, o1);
-    case 2: return q8_0_rows_t<2>(y, xq, xd, w, o0, o1);
-    default: return q8_0_rows_t<3>(y, xq, xd, w, o0, o1);
+    case 1: return block_rows_t<1, false>(y, xq, xd, w, o0, o1);
+    case 2: return block_rows_t<2, false>(y, xq, xd, w, o0, o1);
+    default: return block_rows_t<3, false>(y, xq, xd, w, o0, o1);
+  }
+}
+
+void q4_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
+  switch (T) {
+    case 1: return block_rows_t<1, true>(y, xq, xd, w, o0, o1);
+    case 2: return block_rows_t<2, true>(y, xq, xd, w, o0, o1);
+    default: return block_rows_t<3, true>(y, xq, xd, w, o0, o1);
   }
 }
 

@@ -2,6 +2,7 @@
 // blocking: 4-bit block sums scaled once per block), for LEANTUNE_ISA=scalar and CPUs without AVX2.
 #include "core/dtype.h"
 #include "kernels/cpu/decode_gemv.h"
+#include "kernels/ggml_blocks.h"
 
 namespace lt::cpu::gemv::scalar {
 
@@ -60,6 +61,23 @@ void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightV
       y[size_t(t) * OC + o] = acc;
     }
   }
+}
+
+void q4_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+  for (int o = o0; o < o1; ++o)
+    for (int t = 0; t < T; ++t) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = ggml_block(w, int64_t(o) * nb + b);
+        const int8_t* x = xq + size_t(t) * IC + b * 32;
+        int32_t sum = 0;
+        for (int j = 0; j < 16; ++j)
+          sum += int32_t(x[j]) * ((blk[2 + j] & 15) - 8) + int32_t(x[j + 16]) * ((blk[2 + j] >> 4) - 8);
+        acc += (xd[size_t(t) * nb + b] * ggml_block_scale(blk)) * float(sum);
+      }
+      y[size_t(t) * OC + o] = acc;
+    }
 }
 
 }  // namespace lt::cpu::gemv::scalar

@@ -1,10 +1,11 @@
-// The fast linear products against quantized weights (Int8, NF4, FP4, Int4, Q8_0; kernels/linear.h), without
+// The fast linear products against quantized weights (Int8, NF4, FP4, Int4, Q8_0, Q4_0;
+// kernels/linear.h), without
 // materializing the decoded matrix: W (OC, IC) is decoded kQuantTileRows rows at a time into the
 // tile scratch and multiplied with the f32 GEMM (gemm.h). The decoding has a scalar reference and
 // AVX2 / AVX-512 versions (dequant_*.cpp), all giving the same bits. The Int8 forward is the
-// LLM.int8 product (int8_linear.cpp). Q8_0 rows are decoded by one plain loop on every ISA (the
+// LLM.int8 product (int8_linear.cpp). Q8_0 / Q4_0 rows are decoded by one plain loop on every ISA (the
 // compiler vectorizes it; a tile's decoding is small next to its GEMM), and multiplied with x
-// quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 product's input.
+// quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 / q4_0 product's input.
 #include <algorithm>
 
 #include "core/dtype.h"
@@ -13,6 +14,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/q8_0_act.h"
 
 namespace lt::cpu {
@@ -39,7 +41,7 @@ dequant::Dequant8Fn dequant8_for(Isa isa) {
 }
 
 size_t tile_scratch_floats(WeightKind k, int blocksize, bool double_quant, int64_t rows, int64_t cols) {
-  if (k == WeightKind::Int8 || k == WeightKind::Q8_0 || !double_quant) return 0;
+  if (k == WeightKind::Int8 || ggml_block_kind(k) || !double_quant) return 0;
   return size_t(rows * cols / blocksize + 2);  // blocks touched by `rows` consecutive rows
 }
 
@@ -89,16 +91,16 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
     for (int64_t r = 0; r < nrows; ++r) fn(out + r * cols, q + (row0 + r) * cols, w.row_absmax + row0 + r, 1, cols);
     return;
   }
-  if (w.kind == WeightKind::Q8_0) {
-    const auto* blocks = static_cast<const uint8_t*>(w.data);
+  if (ggml_block_kind(w.kind)) {
     const int64_t nb = cols / 32;  // blocks per row (check_linear: whole blocks)
+    const WeightKind k = w.kind;
 #pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
     for (int64_t r = 0; r < nrows; ++r)
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = blocks + size_t((row0 + r) * nb + b) * 34;
-        const float d = f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)));
+        const uint8_t* blk = ggml_block(w, (row0 + r) * nb + b);
+        const float d = ggml_block_scale(blk);
         float* o = out + r * cols + b * 32;
-        for (int j = 0; j < 32; ++j) o[j] = float(int8_t(blk[2 + j])) * d;
+        for (int j = 0; j < 32; ++j) o[j] = float(ggml_block_code(k, blk, j)) * d;
       }
     return;
   }
@@ -127,7 +129,7 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
     return;
   }
   const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
-  if (w.kind == WeightKind::Q8_0) {  // the input as the q8_0 product sees it, after the tile
+  if (ggml_block_kind(w.kind)) {  // the input as the q8_0 / q4_0 product sees it, after the tile
     char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
     float* xf = dequant::carve<float>(p, size_t(T) * IC);
     fake_quantize_act_q8_0(x, int64_t(T) * IC, xf);
@@ -160,7 +162,7 @@ size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, 
   using cpu::dequant::align64;
   if (k == WeightKind::F16) return size_t(std::min(kHalfTileRows, OC)) * IC * sizeof(float);
   if (k == WeightKind::F32 || k == WeightKind::BF16) return 0;
-  if (k == WeightKind::Q8_0)  // decoded rows, then x quantized (decode: codes and scales; prefill: as floats)
+  if (ggml_block_kind(k))  // decoded rows, then x quantized (decode: codes and scales; prefill: as floats)
     return align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4) + align64(size_t(T) * IC * 4);
   LT_CHECK(k == WeightKind::Int8 || (blocksize >= 1 && (blocksize & (blocksize - 1)) == 0),
            "linear_tile_bytes: {} block size {} is not a power of two", weight_kind_name(k), blocksize);

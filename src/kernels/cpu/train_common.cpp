@@ -129,6 +129,10 @@ static TrainOps make_train_ops(Isa isa) {
       ops.linear_backward_input = cpu::linear_backward_input_isa<Isa::Avx512>;
       ops.linear_backward_weight = cpu::linear_backward_weight_isa<Isa::Avx512>;
       cpu::avx512::fill_train_ops(ops);
+      if (cpu_features().avx512_bf16) {  // else null: TrainModel runs the f32 kernels on rounded values
+        ops.attention_train_forward_bf16 = cpu::avx512::attention_train_forward_bf16;
+        ops.attention_backward_bf16 = cpu::avx512::attention_backward_bf16;
+      }
       break;
   }
   return ops;

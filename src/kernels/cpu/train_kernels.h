@@ -17,6 +17,16 @@ namespace scalar { void fill_train_ops(TrainOps& ops); }
 namespace avx2 { void fill_train_ops(TrainOps& ops); }
 namespace avx512 { void fill_train_ops(TrainOps& ops); }
 
+// The bf16 training attention on AVX512-BF16 (attention_bf16_{fwd,bwd}_avx512.cpp; contracts in
+// backward.h); installed in the avx512 table only when the CPU has avx512_bf16.
+namespace avx512 {
+bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const int* doc_start, int T, int NH, int NKV, int HS);
+bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
+                             const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                             const int* doc_start, int T, int NH, int NKV, int HS);
+}  // namespace avx512
+
 // ISA-independent training kernels (train_common.cpp): scatter-adds, RoPE (cos/sin bound, kept
 // bit-identical to ref), and the linear-layer backward as oneDNN GEMMs.
 void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C);

@@ -23,6 +23,8 @@ const TrainOps& train_ops_ref() {
       ref::attention_softcap_train_forward,
       ref::attention_softcap_backward,
       ref::lm_head_loss_softcap,
+      nullptr,  // attention_train_forward_bf16: the model runs the f32 ops on bf16-rounded values
+      nullptr,  // attention_backward_bf16
   };
   return ops;
 }

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/q8_0_act.h"
 #include "kernels/ref/ref.h"
 
@@ -23,9 +24,10 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
     case WeightKind::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::F16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[f]);
     case WeightKind::Int8: return (float(static_cast<const int8_t*>(w.data)[f]) * w.row_absmax[r]) * kInt8Inv127;
-    case WeightKind::Q8_0: {
-      const auto* blk = static_cast<const uint8_t*>(w.data) + size_t(f / 32) * 34;
-      return float(int8_t(blk[2 + f % 32])) * f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)));
+    case WeightKind::Q8_0:
+    case WeightKind::Q4_0: {
+      const uint8_t* blk = ggml_block(w, f / 32);
+      return float(ggml_block_code(w.kind, blk, int(f % 32))) * ggml_block_scale(blk);
     }
     case WeightKind::NF4:
     case WeightKind::FP4:
@@ -71,10 +73,10 @@ void decoded_forward(float* out, const float* x, const WeightView& w, const floa
     }
 }
 
-// out (T, OC) = the q8_0 product (kernels/linear.h) of x with the Q8_0 weight w, + bias: blocks in order
-void q8_0_forward(float* out, const float* x, const WeightView& w, const float* bias, int T) {
+// out (T, OC) = the q8_0 / q4_0 product (kernels/linear.h) of x with the Q8_0 / Q4_0 weight w, + bias:
+// blocks in order
+void ggml_block_forward(float* out, const float* x, const WeightView& w, const float* bias, int T) {
   const int IC = w.cols, OC = w.rows, nb = IC / 32;
-  const auto* blocks = static_cast<const uint8_t*>(w.data);
   int8_t qx[32];
   for (int t = 0; t < T; ++t) {
     float* y = out + size_t(t) * OC;
@@ -83,10 +85,10 @@ void q8_0_forward(float* out, const float* x, const WeightView& w, const float* 
       float dx;
       quantize_act_q8_0(x + size_t(t) * IC + b * 32, 32, qx, &dx);
       for (int o = 0; o < OC; ++o) {
-        const uint8_t* blk = blocks + (size_t(o) * nb + b) * 34;
+        const uint8_t* blk = ggml_block(w, int64_t(o) * nb + b);
         int32_t sum = 0;
-        for (int j = 0; j < 32; ++j) sum += int32_t(qx[j]) * int8_t(blk[2 + j]);
-        y[o] += (dx * f16_to_f32(uint16_t(blk[0] | (blk[1] << 8)))) * float(sum);
+        for (int j = 0; j < 32; ++j) sum += int32_t(qx[j]) * ggml_block_code(w.kind, blk, j);
+        y[o] += (dx * ggml_block_scale(blk)) * float(sum);
       }
     }
     if (bias)
@@ -161,8 +163,8 @@ void base_forward(float* out, const float* x, const WeightView& W, const float* 
   const int IC = W.cols, OC = W.rows;
   if (W.kind == WeightKind::F32) {
     matmul_forward(out, x, static_cast<const float*>(W.data), bias, T, IC, OC);
-  } else if (W.kind == WeightKind::Q8_0) {
-    q8_0_forward(out, x, W, bias, T);
+  } else if (ggml_block_kind(W.kind)) {
+    ggml_block_forward(out, x, W, bias, T);
   } else if (W.kind == WeightKind::Int8) {
     LT_CHECK(s.tile && s.tile_bytes >= size_t(IC), "linear_forward: the int8 reference needs {} bytes of tile "
              "scratch (got {})", IC, s.tile_bytes);

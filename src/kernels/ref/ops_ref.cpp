@@ -21,6 +21,7 @@ const Ops& ops_ref() {
       ref::geglu_forward,
       ref::softcap_forward,
       ref::attention_softcap_forward,
+      ref::matmul_forward,  // row-invariant: every row is its own loop
   };
   return ops;
 }
