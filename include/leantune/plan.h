@@ -190,6 +190,10 @@ struct AdaptiveRankPlan {
   size_t gradient_bytes_init = 0, gradient_bytes_final = 0;
   size_t optimizer_bytes_init = 0, optimizer_bytes_final = 0;
   size_t importance_bytes = 0;  // adaptive rank's planned rows: two EMAs per LoRA entry, the masks
+  // The optimizer state (arena, pages) after the release at the final budget, at most: which modules
+  // keep which ranks is decided during the run, so this places the budget's components in the widest
+  // modules (the run's ledger.json measures the figure: optimizer_resident_after_release).
+  size_t optimizer_bytes_after_release_bound = 0;
 };
 
 struct TrainingPlan {

@@ -20,6 +20,7 @@
 #include "model/llama_model.h"
 #include "plan/baseline.h"
 #include "plan/flops.h"
+#include "train/adaptive_rank.h"
 #include "train/report.h"
 #include "train/train_config.h"
 #include "train/train_model.h"
@@ -276,14 +277,16 @@ static AdaptiveRankPlan adaptive_rank_plan(const lt::ModelConfig& mc, lt::TrainM
   a.optimizer_bytes_final = p1.arena_bytes(C::OptimizerState);
   for (const auto& b : p.buffers)  // the plan's rows of adaptive rank's state (optimizer state above)
     if (b.name.starts_with("rank_ema") || b.name.starts_with("rank_mask.")) a.importance_bytes += b.bytes;
+  a.optimizer_bytes_after_release_bound = lt::released_optimizer_bound(p, a.init_r, target_r);
   return a;
 }
 
 std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a) {
   return detail::guard([&] {
-    std::string t = fmt::format("adaptive rank: r {} -> average {} per module (the arenas keep r {} for the run; "
-                                "pruned components are zeroed, the saved adapter truncated)\n", a.init_r, a.target_r,
-                                a.init_r);
+    std::string t = fmt::format("adaptive rank: r {} -> average {} per module (A, B and their gradients keep r {} "
+                                "for the run, pruned components zeroed; at the final budget the AdamW moments of "
+                                "pruned components and the importance state are released; the saved adapter is "
+                                "truncated)\n", a.init_r, a.target_r, a.init_r);
     const char* row = "{:<22} {:>14} {:>14}\n";
     t += fmt::format(fmt::runtime(row), "", fmt::format("r={}", a.init_r), fmt::format("final r={}", a.target_r));
     t += fmt::format(fmt::runtime(row), "trainable parameters", a.trainable_params_init, a.trainable_params_final);
@@ -293,6 +296,9 @@ std::string format_adaptive_rank_plan(const AdaptiveRankPlan& a) {
                      lt::format_bytes(a.optimizer_bytes_final));
     t += fmt::format("{:<22} {:>14}  (two EMAs per LoRA entry and masks, planned rows)\n", "importance state",
                      lt::format_bytes(a.importance_bytes));
+    t += fmt::format("{:<22} {:>14} {:>14}  (this run's optimizer arena before / after the release; after: at most, "
+                     "the budget in the widest modules; ledger.json measures it)\n", "optimizer released",
+                     lt::format_bytes(a.optimizer_bytes_init), "<= " + lt::format_bytes(a.optimizer_bytes_after_release_bound));
     return t;
   });
 }
@@ -374,7 +380,8 @@ std::string to_json(const TrainingPlan& plan, bool buffers) {
                             {"gradient_bytes_final", a->gradient_bytes_final},
                             {"optimizer_bytes_init", a->optimizer_bytes_init},
                             {"optimizer_bytes_final", a->optimizer_bytes_final},
-                            {"importance_bytes", a->importance_bytes}};
+                            {"importance_bytes", a->importance_bytes},
+                            {"optimizer_bytes_after_release_bound", a->optimizer_bytes_after_release_bound}};
     if (buffers)
       for (const auto& b : plan.memory.buffers)
         j["buffers"].push_back({{"name", b.name}, {"category", category_name(b.category)}, {"bytes", b.bytes},

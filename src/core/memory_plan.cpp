@@ -164,6 +164,15 @@ size_t Arenas::resident_bytes(Category c, std::vector<unsigned char>& scratch) c
   return std::min(pages * kPage, sizes_[size_t(c)]);
 }
 
+size_t Arenas::release_tail(Category c, size_t keep) {
+  LT_CHECK(!borrowed_[size_t(c)], "internal: release_tail on the borrowed {} arena", category_name(c));
+  const size_t from = align_up(keep, kPage), end = align_up(sizes_[size_t(c)], kPage);
+  if (from >= end) return 0;
+  LT_CHECK(madvise(bases_[size_t(c)] + from, end - from, MADV_DONTNEED) == 0, "madvise of the {} arena failed",
+           category_name(c));
+  return end - from;
+}
+
 size_t Arenas::max_pages() const {
   size_t m = 0;
   for (auto s : sizes_) m = std::max(m, align_up(s, kPage) / kPage);

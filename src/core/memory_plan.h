@@ -92,6 +92,10 @@ class Arenas {
   // Bytes of category c's arena resident in RAM now (mincore); scratch holds max_pages() bytes.
   size_t resident_bytes(Category c, std::vector<unsigned char>& scratch) const;
   size_t max_pages() const;
+  // Returns the pages of category c's arena from byte `keep` (rounded up to a page) to its end to the
+  // OS (madvise MADV_DONTNEED; they read as zeros if touched again) and the bytes returned. The
+  // owner compacts what it keeps below `keep` first (train/adaptive_rank.h). Not for a borrowed arena.
+  size_t release_tail(Category c, size_t keep);
 
  private:
   std::array<uint8_t*, kNumCategories> bases_{};

@@ -73,6 +73,12 @@ RankAllocator::RankAllocator(const AdaptiveRankOptions& o, std::vector<TrainPara
     state_.push_back(st);
     modules_.push_back(std::move(m));
   }
+  role_.assign(params.size(), -1);
+  for (size_t k = 0; k < modules_.size(); ++k) {
+    role_[modules_[k].a] = int(2 * k);
+    role_[modules_[k].b] = int(2 * k + 1);
+  }
+  if (!o.release) stats_.skipped = "release disabled";
   LT_CHECK(!modules_.empty(), "lora_rank_policy: adaptive needs LoRA modules (method: lora)");
 }
 
@@ -159,6 +165,7 @@ bool RankAllocator::update(int step) {
   const int before = active_total();
   if (prune) prune_to(budget);
   apply_masks();
+  if (step >= o_.total_steps - o_.tfinal && !stats_.released) release(step);  // the budget is final
   return active_total() != before;
 }
 
@@ -168,9 +175,10 @@ void RankAllocator::apply_masks() {
     const TrainParam &A = (*params_)[m.a], &B = (*params_)[m.b];
     for (int i = 0; i < m.r; ++i) {
       if (m.keep[size_t(i)]) continue;
-      for (float* t : {A.p, A.g, A.m, A.v})
+      const bool moments = !stats_.released;  // released: masked components have none
+      for (float* t : {A.p, A.g, moments ? A.m : nullptr, moments ? A.v : nullptr})
         if (t) std::memset(t + size_t(i) * size_t(m.in), 0, size_t(m.in) * sizeof(float));
-      for (float* t : {B.p, B.g, B.m, B.v})
+      for (float* t : {B.p, B.g, moments ? B.m : nullptr, moments ? B.v : nullptr})
         if (t)
           for (int o = 0; o < m.out; ++o) t[size_t(o) * size_t(m.r) + size_t(i)] = 0.0f;
     }
@@ -205,6 +213,7 @@ std::vector<TensorInfo> RankAllocator::state_tensors() {
   for (size_t k = 0; k < modules_.size(); ++k) {
     const RankModule& m = modules_[k];
     add("rank_mask." + m.name, size_t(m.r), state_[k].mask);
+    if (stats_.released) continue;  // the EMAs are gone: only the masks matter from here on
     add("rank_ema1." + m.name, entries(k), state_[k].ema1);
     add("rank_ema2." + m.name, entries(k), state_[k].ema2);
   }
@@ -212,12 +221,16 @@ std::vector<TensorInfo> RankAllocator::state_tensors() {
 }
 
 void RankAllocator::load_state(const TensorSet& ts) {
+  LT_CHECK(!stats_.released, "internal: adaptive rank's state loaded after its release");
+  bool released = false;  // a checkpoint written after the release holds masks without EMAs
   for (size_t k = 0; k < modules_.size(); ++k) {
     RankModule& m = modules_[k];
     if (!ts.find("rank_mask." + m.name)) continue;  // a fixed-rank run's checkpoint: fresh state
     const size_t n = entries(k);
+    released = !ts.find("rank_ema1." + m.name);
     for (auto [prefix, v, len] : {std::tuple{"rank_mask.", state_[k].mask, size_t(m.r)},
                                   std::tuple{"rank_ema1.", state_[k].ema1, n}, std::tuple{"rank_ema2.", state_[k].ema2, n}}) {
+      if (released && std::string_view(prefix).starts_with("rank_ema")) continue;
       const TensorInfo& t = ts.get(prefix + m.name, {int64_t(len)});
       convert_to_f32(v, t.data, t.dtype, len);
     }
@@ -225,6 +238,12 @@ void RankAllocator::load_state(const TensorSet& ts) {
     LT_CHECK(m.active() >= 1, "rank_mask.{} masks every component (a module keeps at least one)", m.name);
   }
   apply_masks();
+  if (released) {  // the masks first, then the release; the caller then reads the compacted moments
+    LT_CHECK(arenas_ && o_.release && stats_.skipped.empty(), "{}: the checkpoint's optimizer state was compacted at "
+             "adaptive rank's final budget (no rank_ema tensors); this run cannot compact it ({}): resume with the "
+             "configuration that wrote it", ts.source, stats_.skipped.empty() ? "no arena" : stats_.skipped);
+    release(0);
+  }
 }
 
 }  // namespace lt

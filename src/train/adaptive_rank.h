@@ -16,13 +16,24 @@
 // stays zero. The saved adapter keeps only active components (train/run_outputs.cpp). The EMAs and
 // the masks are memory-plan rows (TrainModelOptions::adaptive_rank), reached through each lora_A's
 // TrainParam::rank.
+// Release: once the budget is final (the first update at step T − tfinal or later) the allocator
+// compacts the OptimizerState arena in place, in the plan's row order: the AdamW moments of each A
+// keep only active rows ((active, in)), of each B only active columns ((out, active)), the EMAs
+// (never read again) go, every other row moves down whole; the pages past the new end go back to
+// the OS (Arenas::release_tail). From then on AdamW runs over the active rows of A and columns of B
+// as groups (optimizer_groups): per element, so the bits are those of the masked run. A, B and
+// their gradients keep rank r: the matrix products read them, and a smaller shape would change
+// oneDNN's kernels and the bits. Checkpoints after release hold the masks and the compacted
+// moments (moment_shape); a resume loads the masks, releases, then reads the moments.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/memory_plan.h"
 #include "io/tensor_set.h"
+#include "train/optimizer.h"
 
 namespace lt {
 
@@ -42,6 +53,23 @@ struct AdaptiveRankOptions {
   int total_steps = 1;   // the run's optimizer steps
   double beta1 = 0.85, beta2 = 0.85;  // the importance EMAs
   RankImportance importance = RankImportance::Sensitivity;
+  bool release = true;   // compact and release the optimizer state at the final budget (tests: false)
+};
+
+// An upper bound on the OptimizerState arena's bytes after the release (pages), from `plan` (a run
+// at init_r with adaptive rank's rows): every other row whole, no EMAs, and the moments of the budget
+// target_r·M placed where they cost most: one component per module, the rest in the widest modules
+// (at most init_r each), each moment row padded to the arena's alignment. 0 when `plan` has no
+// adaptive rank rows.
+size_t released_optimizer_bound(const MemoryPlan& plan, int init_r, int target_r);
+
+// What the release did (ledger.json's "adaptive_rank"): the OptimizerState arena's resident bytes
+// (mincore) just before and just after, the bytes it then holds (accounted) and those returned.
+struct RankReleaseStats {
+  bool released = false;
+  int step = 0;  // the optimizer step after which it happened (0: not released)
+  size_t resident_before = 0, resident_after = 0, kept_bytes = 0, released_bytes = 0;
+  std::string skipped;  // why it was not released, when it will not be
 };
 
 // The total-rank budget after optimizer step `step` (1-based) of M modules; *prune: whether this
@@ -66,8 +94,23 @@ class RankAllocator {
   // After optimizer step `step` (1-based), with the step's gradients still in place: the
   // importance, the pruning the schedule asks for, and the masks applied. Returns whether it pruned.
   bool update(int step);
-  // Zeroes every masked component's A row / B column in parameters, gradients and moments.
+  // Zeroes every masked component's A row / B column in parameters, gradients and (before the
+  // release) moments.
   void apply_masks();
+  // The OptimizerState arena and its rows in plan order (category_plan), for the release; without
+  // it nothing is released. Rows other than AdamW moments and adaptive rank's (grad_topk's) keep
+  // the arena as it is (RankReleaseStats::skipped).
+  void set_arena(Arenas& arenas, const MemoryPlan& optimizer_rows);
+  // Compacts the arena and returns its tail (see the top of this file). Once.
+  void release(int step);
+  bool released() const { return stats_.released; }
+  const RankReleaseStats& release_stats() const { return stats_; }
+  // AdamW's groups: `full` (one per trainable tensor, params order) until the release, then with
+  // each A and B split into the runs of active components over the compacted moments.
+  std::vector<ParamGroup> optimizer_groups(const std::vector<ParamGroup>& full) const;
+  // The shape of trainable tensor i's AdamW moments as they are held now (compacted after release).
+  std::vector<int64_t> moment_shape(size_t i) const;
+  size_t moment_floats(size_t i) const;
   // Component scores (module-major, r per module) from the current EMAs.
   std::vector<double> scores() const;
   int active_total() const;
@@ -87,6 +130,12 @@ class RankAllocator {
   void update_importance(size_t param, float* e1, float* e2);
   size_t entries(size_t module) const;  // A's and B's entries: r·(in + out)
   void prune_to(int budget);
+  void compact_moment(size_t k, bool a, const float* src, float* dst) const;
+
+  Arenas* arenas_ = nullptr;
+  MemoryPlan rows_;               // the OptimizerState rows, in order
+  std::vector<int> role_;         // per trainable tensor: 2k (module k's A), 2k + 1 (its B), or -1
+  RankReleaseStats stats_;
 
   AdaptiveRankOptions o_;
   std::vector<TrainParam>* params_;

@@ -18,6 +18,12 @@ namespace fs = std::filesystem;
 
 namespace lt {
 
+static size_t elements(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
+}
+
 void LocalStrategy::attach(std::vector<TrainParam>& params) {
   params_ = &params;
   groups_.clear();
@@ -30,11 +36,13 @@ void LocalStrategy::attach(std::vector<TrainParam>& params) {
     g.lr_factor = p.lr_factor;
     groups_.push_back(g);
   }
+  adam_groups_ = groups_;
 }
 
 void LocalStrategy::set_frozen(size_t i, bool frozen, float lr_factor) {
   groups_[i].frozen = frozen;
   groups_[i].lr_factor = lr_factor;
+  sync_adam_groups();
 }
 
 void LocalStrategy::set_grad_topk(const TopkOptions& o) {
@@ -48,14 +56,25 @@ void LocalStrategy::set_grad_topk(const TopkOptions& o) {
   }
   topk_.emplace(o, counts, topk_buffers(*params_));
   for (size_t i = 0; i < groups_.size(); ++i) groups_[i].age = topk_->age(i);
+  sync_adam_groups();
   idx_.resize(mx);
   val_.resize(mx);
   if (o.workers > 1) topk_sum_.assign(total, 0.0f);
 }
 
-void LocalStrategy::set_adaptive_rank(const AdaptiveRankOptions& o) {
+void LocalStrategy::set_adaptive_rank(const AdaptiveRankOptions& o, Arenas& arenas, const MemoryPlan& optimizer_rows) {
   LT_CHECK(params_, "internal: set_adaptive_rank before attach");
   rank_.emplace(o, *params_);
+  rank_->set_arena(arenas, optimizer_rows);
+}
+
+// AdamW's groups after the moments moved (adaptive rank's release) or a group's flags changed.
+void LocalStrategy::sync_adam_groups() {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    groups_[i].m = (*params_)[i].m;
+    groups_[i].v = (*params_)[i].v;
+  }
+  adam_groups_ = rank_ ? rank_->optimizer_groups(groups_) : groups_;
 }
 
 void LocalStrategy::sparsify(int worker, float* into) {
@@ -97,8 +116,12 @@ OptimizerStepResult LocalStrategy::optimizer_step(const OptimizerStepArgs& a) {
   }
   const float norm = a.max_grad_norm > 0 ? clip_grad_norm(groups_, a.max_grad_norm) : 0.0f;
   if (!grads_finite(groups_)) return {norm, false};
-  adamw_step(groups_, a.adamw, a.lr, a.adam_step);
-  if (rank_) rank_->update(a.step);  // after the update, as PEFT's AdaLoRA update_and_allocate
+  adamw_step(adam_groups_, a.adamw, a.lr, a.adam_step);
+  if (rank_) {  // after the update, as PEFT's AdaLoRA update_and_allocate
+    const bool released = rank_->released();
+    rank_->update(a.step);
+    if (rank_->released() != released) sync_adam_groups();  // the moments moved
+  }
   return {norm, true};
 }
 
@@ -110,16 +133,18 @@ void LocalStrategy::save_checkpoint(const std::string& out_dir, const TrainerSta
   if (name != previous) fs::remove_all(fs::path(out_dir) / name);  // left by a run killed before publishing it
   write_checkpoint_folder(out_dir, name, previous, [&](const std::string& dir) {
     std::vector<TensorInfo> ts;
-    for (const auto& p : *params_)
+    for (size_t i = 0; i < params_->size(); ++i) {
+      const TrainParam& p = (*params_)[i];
       for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
         TensorInfo t;
         t.name = prefix + p.name;
         t.dtype = DType::F32;
-        t.shape = p.shape;
+        t.shape = ptr == p.p ? p.shape : moment_shape(i);  // moments: compacted after adaptive rank's release
         t.data = ptr;
-        t.nbytes = p.n * sizeof(float);
+        t.nbytes = elements(t.shape) * sizeof(float);
         ts.push_back(t);
       }
+    }
     // error feedback's residuals and ages: a resumed run repeats an uninterrupted one
     for (const auto& [name, ptr] : topk_state())
       ts.push_back({name, DType::F32, (*params_)[size_t(ptr.first)].shape, ptr.second,
@@ -143,18 +168,29 @@ TrainerState LocalStrategy::load_checkpoint(const std::string& path, const std::
   TensorSet ts;
   ts.source = dir;
   load_safetensors(dir + "/state.safetensors", ts);
-  for (auto& p : *params_)
-    for (auto [prefix, ptr] : {std::pair{"param.", p.p}, std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
-      const TensorInfo& t = ts.get(prefix + p.name, p.shape);
-      convert_to_f32(ptr, t.data, t.dtype, p.n);
+  for (auto& p : *params_) {
+    const TensorInfo& t = ts.get("param." + p.name, p.shape);
+    convert_to_f32(p.p, t.data, t.dtype, p.n);
+  }
+  if (rank_) {  // the masks, then (a checkpoint after the final budget) the release, then the moments
+    rank_->load_state(ts);
+    sync_adam_groups();
+  }
+  for (size_t i = 0; i < params_->size(); ++i) {
+    TrainParam& p = (*params_)[i];
+    const std::vector<int64_t> shape = moment_shape(i);
+    const size_t n = elements(shape);
+    for (auto [prefix, ptr] : {std::pair{"adam_m.", p.m}, std::pair{"adam_v.", p.v}}) {
+      const TensorInfo& t = ts.get(prefix + p.name, shape);
+      convert_to_f32(ptr, t.data, t.dtype, n);
     }
+  }
   for (const auto& [name, ptr] : topk_state()) {  // a checkpoint of a dense run: the state starts at zero
     const auto& p = (*params_)[size_t(ptr.first)];
     if (!ts.find(name)) continue;
     const TensorInfo& t = ts.get(name, p.shape);
     convert_to_f32(ptr.second, t.data, t.dtype, p.n);
   }
-  if (rank_) rank_->load_state(ts);
   return r;
 }
 
@@ -169,6 +205,10 @@ std::vector<std::pair<std::string, std::pair<int, float*>>> LocalStrategy::topk_
     if (topk_->age(i)) r.push_back({topk_age_name(name), {int(i), topk_->age(i)}});
   }
   return r;
+}
+
+std::vector<int64_t> LocalStrategy::moment_shape(size_t i) const {
+  return rank_ ? rank_->moment_shape(i) : (*params_)[i].shape;
 }
 
 TrainedTensorFn LocalStrategy::trained_tensors() {

@@ -7,7 +7,9 @@
 // are checkpointed too ("topk_residual.<worker>.<name>", "topk_age.<name>"); with W emulated workers each run of
 // accumulation/W micro-batches is sparsified as it ends and the sparse gradients are summed.
 // With adaptive rank (train/adaptive_rank.h) each step ends with the importance update and the
-// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...).
+// rank masks, and checkpoints hold the masks and importance EMAs ("rank_mask.<module>", ...); after
+// its release at the final budget AdamW runs over the active components' groups and checkpoints
+// hold the masks and the compacted moments (a resume: masks, release, then moments).
 #pragma once
 #include <optional>
 #include <vector>
@@ -28,11 +30,13 @@ class LocalStrategy final : public ShardingStrategy {
   TrainedTensorFn trained_tensors() override;
   void set_grad_topk(const TopkOptions& o) override;
   void micro_batch_done(int a, int accum) override;
-  void set_adaptive_rank(const AdaptiveRankOptions& o) override;
+  void set_adaptive_rank(const AdaptiveRankOptions& o, Arenas& arenas, const MemoryPlan& optimizer_rows) override;
   const RankAllocator* rank_allocator() const override { return rank_ ? &*rank_ : nullptr; }
 
  private:
   void sparsify(int worker, float* into);
+  void sync_adam_groups();
+  std::vector<int64_t> moment_shape(size_t i) const;  // trainable tensor i's AdamW moments as held now
   // grad_topk's checkpointed state: (name, (tensor, buffer)) per residual and age
   std::vector<std::pair<std::string, std::pair<int, float*>>> topk_state();  // every trained gradient, top-k of it added to into (or in place)
 
@@ -43,7 +47,8 @@ class LocalStrategy final : public ShardingStrategy {
   std::vector<uint32_t> idx_;
   std::vector<float> val_;
   std::vector<TrainParam>* params_ = nullptr;
-  std::vector<ParamGroup> groups_;
+  std::vector<ParamGroup> groups_;       // one per trainable tensor: unscaling, clipping, the finiteness check
+  std::vector<ParamGroup> adam_groups_;  // AdamW's: groups_, or after adaptive rank's release its active runs
 };
 
 }  // namespace lt

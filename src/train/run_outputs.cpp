@@ -216,6 +216,7 @@ void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledg
 
 nlohmann::json adaptive_rank_json(const RankAllocator& ranks) {
   const size_t f0 = ranks.init_lora_floats(), f1 = ranks.active_lora_floats(), b = sizeof(float);
+  const RankReleaseStats& rs = ranks.release_stats();
   return {{"modules", ranks.modules().size()},
           {"total_rank_init", ranks.modules().size() * size_t(ranks.options().init_r)},
           {"total_rank_final", ranks.active_total()},
@@ -223,7 +224,13 @@ nlohmann::json adaptive_rank_json(const RankAllocator& ranks) {
           {"gradient_bytes_init", f0 * b}, {"gradient_bytes_final", f1 * b},
           {"optimizer_bytes_init", 2 * f0 * b}, {"optimizer_bytes_final", 2 * f1 * b},
           {"importance_bytes", (2 * f0 + ranks.modules().size() * size_t(ranks.options().init_r)) * b},
-          {"released_bytes", 0}};  // importance: the plan's rank_ema1 / rank_ema2 / rank_mask rows
+          // the release at the final budget: the OptimizerState arena resident (mincore) just before
+          // and just after it, the bytes it kept (compacted) and the bytes returned to the OS
+          {"released", rs.released}, {"release_step", rs.step},
+          {"optimizer_resident_before_release", rs.resident_before},
+          {"optimizer_resident_after_release", rs.resident_after},
+          {"optimizer_bytes_after_release", rs.kept_bytes}, {"released_bytes", rs.released_bytes},
+          {"release_skipped", rs.skipped}};  // importance: the plan's rank_ema1 / rank_ema2 / rank_mask rows
 }
 
 void print_memory_summary(const MemoryPlan& plan, size_t baseline, size_t data_bytes) {

@@ -53,7 +53,8 @@ void write_trained_model(const TrainConfig& c, const MemoryPlan& plan, TrainMode
 void write_ledger(const std::string& out_dir, const MemoryPlan& plan, const Ledger& ledger, size_t baseline,
                   size_t data_bytes, const Arenas* engine = nullptr, const RankAllocator* ranks = nullptr);
 // Adaptive rank's totals at the initial rank and now: total rank, LoRA parameters, their gradient
-// and AdamW bytes, and the importance EMAs' bytes; "released_bytes" is 0 (the arenas keep r).
+// and AdamW bytes, the importance EMAs' bytes, and the release (RankReleaseStats): the optimizer
+// state's resident bytes before and after, its compacted bytes and the bytes returned.
 nlohmann::json adaptive_rank_json(const RankAllocator& ranks);
 
 // Prints the predicted process peak (baseline + plan + data) against the measured peak RSS.

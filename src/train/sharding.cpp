@@ -22,7 +22,7 @@ void ShardingStrategy::set_grad_topk(const TopkOptions&) {
   fail("grad_topk: this run's sharding ({}) does not sparsify gradients; leave grad_topk at 0", describe());
 }
 
-void ShardingStrategy::set_adaptive_rank(const AdaptiveRankOptions&) {
+void ShardingStrategy::set_adaptive_rank(const AdaptiveRankOptions&, Arenas&, const MemoryPlan&) {
   fail("lora_rank_policy: adaptive runs in one process without ZeRO; this run's sharding ({}) does not mask rank "
        "components. Use lora_rank_policy: fixed, or train in one process", describe());
 }

@@ -97,7 +97,8 @@ class ShardingStrategy {
   virtual void set_grad_topk(const TopkOptions& o);
   // Adaptive LoRA rank (train/adaptive_rank.h) from the next step on; lt::Error when this strategy
   // cannot run it (the default). rank_allocator(): its state, null when off.
-  virtual void set_adaptive_rank(const AdaptiveRankOptions& o);
+  // `arenas` and `optimizer_rows` (the OptimizerState rows of its plan): where the release compacts.
+  virtual void set_adaptive_rank(const AdaptiveRankOptions& o, Arenas& arenas, const MemoryPlan& optimizer_rows);
   virtual const RankAllocator* rank_allocator() const { return nullptr; }
 
   // ---- The optimizer. Per tensor, as ParamGroup::frozen / lr_factor (staged unfreezing).

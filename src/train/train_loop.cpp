@@ -187,7 +187,8 @@ void TrainLoop::start() {
   fp16_ = c.precision == Precision::FP16;
   scaler_ = LossScaler({float(c.initial_loss_scale), 2.0f, 0.5f, c.loss_scale_window});
   if (c.lora_rank_policy == "adaptive")  // before the checkpoint, which holds its masks
-    strategy().set_adaptive_rank(adaptive_rank_options(c, total_steps_));
+    strategy().set_adaptive_rank(adaptive_rank_options(c, total_steps_), model_->arenas(),
+                                 category_plan(process_plan(), Category::OptimizerState));
   const TrainerState rs = resume_state();
   model_->zero_grads();  // also the working copies (16-bit, QAT) of the weights a checkpoint just loaded
   tty_ = lead_ && watchers_.print && isatty(fileno(stdout));

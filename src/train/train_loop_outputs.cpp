@@ -106,11 +106,17 @@ void TrainLoop::write_outputs() {
   if (lead_) {
     write_trained_model(config_, single_plan_, *model_, files_.tensors, trained, watchers_.print,
                         strategy().rank_allocator());
-    if (const RankAllocator* ra = strategy().rank_allocator())
-      say(fmt::format("adaptive rank: total rank {} -> {} over {} modules; LoRA parameters {} -> {} (the arenas keep "
-                      "rank {}: pruned components are zero, not released)\n", ra->modules().size() * size_t(ra->options().init_r),
-                      ra->active_total(), ra->modules().size(), ra->init_lora_floats(), ra->active_lora_floats(),
-                      ra->options().init_r));
+    if (const RankAllocator* ra = strategy().rank_allocator()) {
+      const RankReleaseStats& rs = ra->release_stats();
+      say(fmt::format("adaptive rank: total rank {} -> {} over {} modules; LoRA parameters {} -> {}; optimizer state {}\n",
+                      ra->modules().size() * size_t(ra->options().init_r), ra->active_total(), ra->modules().size(),
+                      ra->init_lora_floats(), ra->active_lora_floats(),
+                      rs.released ? fmt::format("resident {} -> {} after the release ({} returned; A, B and their "
+                                                "gradients keep rank {})", format_bytes(rs.resident_before),
+                                                format_bytes(rs.resident_after), format_bytes(rs.released_bytes),
+                                                ra->options().init_r)
+                                  : "not released (" + (rs.skipped.empty() ? "the budget is not final" : rs.skipped) + ")"));
+    }
     const std::string report = write_training_report(out);
     say(fmt::format("report: {}\n", report));
   }

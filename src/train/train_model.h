@@ -176,6 +176,7 @@ class TrainModel {
   const TrainModelOptions& options() const { return opts_; }
   const MemoryPlan& plan() const { return plan_; }
   const Arenas& arenas() const { return arenas_; }
+  Arenas& arenas() { return arenas_; }  // adaptive rank's release (train/adaptive_rank.h)
   // Marks the ledger after each layer's forward and backward and after the loss (null: off).
   void set_ledger(Ledger* l) { ledger_ = l; }
   size_t trainable_count() const;

@@ -6,6 +6,7 @@
 # of the pruning window and resumed repeats the uninterrupted run bit for bit (the checkpoint holds
 # the masks and the importance EMAs), and `leantune plan` shows the memory at both ranks.
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -82,9 +83,12 @@ def test_adaptive_adapter_loads_in_peft_with_our_logits(leantune_bin, tmp_path, 
         zero_rows += len(dead)
         for i in dead:
             assert not b[:, i].any()
-            for pre in ("adam_m.", "adam_v."):
-                assert not state[pre + key][i].any() and not state[pre + key.replace("lora_A", "lora_B")][:, i].any()
+        # released at the final budget: the moments hold only the active components, the EMAs are gone
+        for pre in ("adam_m.", "adam_v."):
+            assert state[pre + key].shape == (r0 - len(dead), a.shape[1])
+            assert state[pre + key.replace("lora_A", "lora_B")].shape == (b.shape[0], r0 - len(dead))
     assert zero_rows == (r0 - r1) * n_modules
+    assert not any(k.startswith("rank_ema") for k in state)
     ids = np.random.default_rng(6).integers(0, 290, size=PROMPT_LEN + DECODE_STEPS).tolist()
     pm = PeftModel.from_pretrained(build_biased(), str(adir)).eval()
     ref = hf_logits(pm, ids)[:DECODE_STEPS]
@@ -135,6 +139,48 @@ def test_resume_mid_pruning_repeats_the_uninterrupted_run(leantune_bin, fault_bi
     b = load_file(str(cut / "adapter" / "adapter_model.safetensors"))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert (full / "adapter" / "adapter_config.json").read_text() == (cut / "adapter" / "adapter_config.json").read_text()
+
+
+def test_release_keeps_the_bits_within_the_plans_bound(leantune_bin, fault_bin, shared_dir, tmp_path):
+    """At the final budget the optimizer state is compacted and its tail released: the losses equal
+    those of the masked run without release (the internal switch), the measured optimizer state after
+    the release is within `leantune plan`'s bound and below the figure before, and a run killed after
+    the release (checkpoint 10 of 12; the budget is final from step 9) resumes to the same bits."""
+    full = tmp_path / "full"
+    r = subprocess.run([leantune_bin, "train", *aesop_args(shared_dir, full)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    keep = tmp_path / "keep"
+    env = dict(os.environ, LEANTUNE_RANK_NO_RELEASE="1")
+    r = subprocess.run([leantune_bin, "train", *aesop_args(shared_dir, keep)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert losses(full) == losses(keep)
+    a = load_file(str(full / "adapter" / "adapter_model.safetensors"))
+    b = load_file(str(keep / "adapter" / "adapter_model.safetensors"))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    led = json.loads((full / "ledger.json").read_text())["adaptive_rank"]
+    assert led["released"] and led["release_step"] == 9 and led["released_bytes"] > 0
+    assert not json.loads((keep / "ledger.json").read_text())["adaptive_rank"]["released"]
+    r = subprocess.run([leantune_bin, "plan", *aesop_args(shared_dir, tmp_path / "p"), "--json"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)["adaptive_rank"]
+    bound = plan["optimizer_bytes_after_release_bound"]
+    assert led["optimizer_resident_after_release"] <= led["optimizer_bytes_after_release"] + 4095
+    assert led["optimizer_resident_after_release"] <= bound < plan["optimizer_bytes_init"]
+    assert led["optimizer_resident_after_release"] < led["optimizer_resident_before_release"]
+    cut = tmp_path / "cut"
+    r = subprocess.run([fault_bin, "--fault-abort-after-checkpoint", "10",
+                        *aesop_args(shared_dir, cut, "--save_steps", "5")], capture_output=True, text=True)
+    assert r.returncode != 0 and (cut / "checkpoint-10").is_dir()
+    state = load_file(str(cut / "checkpoint-10" / "state.safetensors"))
+    assert not any(k.startswith("rank_ema") for k in state)
+    assert sum(v.shape[0] for k, v in state.items() if k.startswith("adam_m.") and ".lora_A." in k) == 3 * 35
+    r = subprocess.run([leantune_bin, "train", *aesop_args(shared_dir, cut, "--save_steps", "5", "--resume", "auto")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert losses(cut) == losses(full)
+    c = load_file(str(cut / "adapter" / "adapter_model.safetensors"))
+    assert a.keys() == c.keys() and all(np.array_equal(a[k], c[k]) for k in a)
 
 
 def test_plan_shows_memory_at_both_ranks(leantune_bin, shared_dir, tmp_path):

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -300,6 +301,90 @@ TEST(AdaptiveRank, StateRoundTripsThroughACheckpoint) {
 
 // The EMAs and masks are persistent OptimizerState rows of the plan, sized r·(in + out) and r per
 // module; the model allocates exactly the plan and the allocator works in those buffers.
+// The release at the final budget (tfinal): in the model's own OptimizerState arena, the moments of
+// A and B shrink to the active rows / columns in place, the EMAs go, the tail's pages go back to the
+// OS, and AdamW over optimizer_groups leaves every parameter and moment bit-identical to AdamW over the
+// full masked tensors of a twin that does not release. What stays is within the plan's bound.
+TEST(AdaptiveRankRelease, CompactsTheMomentsAndAdamWKeepsTheBits) {
+  TinyModel tm;
+  TrainModelOptions o = TinyModel::options({});
+  o.adaptive_rank = true;
+  const MemoryPlan plan = plan_training(tm.cfg, o);
+  TrainModel m1(tm.cfg, tm.ts, o, ops_cpu()), m2(tm.cfg, tm.ts, o, ops_cpu());
+  std::vector<TrainParam>&p1 = m1.params(), &p2 = m2.params();
+  AdaptiveRankOptions ao = opts(4, 2, 10);
+  ao.tfinal = 2;  // the budget is final after step 8
+  RankAllocator r1(ao, p1), r2(ao, p2);
+  r1.set_arena(m1.arenas(), category_plan(plan, Category::OptimizerState));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  auto fill = [&](bool grads_only) {  // the same numbers into both models (v >= 0)
+    for (size_t i = 0; i < p1.size(); ++i) {
+      float* const a[4] = {p1[i].p, p1[i].g, p1[i].m, p1[i].v};
+      float* const b[4] = {p2[i].p, p2[i].g, p2[i].m, p2[i].v};
+      for (int t = grads_only ? 1 : 0; t < (grads_only ? 2 : 4); ++t)
+        for (size_t j = 0; j < p1[i].n; ++j) a[t][j] = b[t][j] = t == 3 ? std::fabs(d(rng)) : d(rng);
+    }
+  };
+  fill(false);
+  for (int step = 1; step <= 8; ++step) {
+    fill(true);
+    EXPECT_FALSE(r1.released());
+    r1.update(step);
+    r2.update(step);
+  }
+  ASSERT_TRUE(r1.released());
+  ASSERT_FALSE(r2.released());
+  ASSERT_EQ(r1.active_total(), 2 * 7);
+  const RankReleaseStats& st = r1.release_stats();
+  EXPECT_GT(st.released_bytes, 0u);
+  EXPECT_LT(st.resident_after, st.resident_before);
+  EXPECT_LE(st.resident_after, released_optimizer_bound(plan, 4, 2)) << st.kept_bytes << " " << st.resident_before;
+  EXPECT_LT(released_optimizer_bound(plan, 4, 2), plan.arena_bytes(Category::OptimizerState));
+  for (TensorInfo& t : r1.state_tensors()) EXPECT_TRUE(t.name.starts_with("rank_mask.")) << t.name;
+  auto groups = [](std::vector<TrainParam>& ps) {
+    std::vector<ParamGroup> g;
+    for (auto& p : ps) g.push_back({p.p, p.g, p.m, p.v, p.n, 1.0f, p.decay});
+    return g;
+  };
+  for (int step = 9; step <= 10; ++step) {
+    fill(true);
+    r1.apply_masks();  // masked gradients are zero in a run (both factors are)
+    r2.apply_masks();
+    std::vector<ParamGroup> g1 = r1.optimizer_groups(groups(p1));
+    std::vector<ParamGroup> g2 = groups(p2);
+    EXPECT_GT(g1.size(), g2.size());
+    adamw_step(g1, AdamWOptions{}, 1e-2f, step);
+    adamw_step(g2, AdamWOptions{}, 1e-2f, step);
+    r1.update(step);
+    r2.update(step);
+  }
+  for (size_t i = 0; i < p1.size(); ++i) {
+    EXPECT_EQ(std::memcmp(p1[i].p, p2[i].p, p1[i].n * sizeof(float)), 0) << p1[i].name;
+    const std::vector<int64_t> shape = r1.moment_shape(i);
+    std::vector<float> m_full, v_full;  // r2's moments gathered at r1's active components
+    const bool a = p1[i].name.ends_with(".lora_A.weight"), b = p1[i].name.ends_with(".lora_B.weight");
+    if (!a && !b) {
+      EXPECT_EQ(shape, p1[i].shape);
+      EXPECT_EQ(std::memcmp(p1[i].m, p2[i].m, p1[i].n * sizeof(float)), 0) << p1[i].name;
+      continue;
+    }
+    const std::string mod = p1[i].name.substr(0, p1[i].name.size() - 14);
+    const RankModule& k = *std::find_if(r1.modules().begin(), r1.modules().end(), [&](auto& x) { return x.name == mod; });
+    const std::vector<int64_t> want = a ? std::vector<int64_t>{k.active(), k.in} : std::vector<int64_t>{k.out, k.active()};
+    EXPECT_EQ(shape, want);
+    for (int64_t row = 0; row < (a ? 4 : k.out); ++row)
+      for (int64_t c = 0; c < (a ? k.in : 4); ++c)
+        if (k.keep[size_t(a ? row : c)]) {
+          m_full.push_back(p2[i].m[row * (a ? k.in : 4) + c]);
+          v_full.push_back(p2[i].v[row * (a ? k.in : 4) + c]);
+        }
+    ASSERT_EQ(m_full.size(), size_t(shape[0] * shape[1])) << p1[i].name;
+    EXPECT_EQ(std::memcmp(p1[i].m, m_full.data(), m_full.size() * sizeof(float)), 0) << p1[i].name;
+    EXPECT_EQ(std::memcmp(p1[i].v, v_full.data(), v_full.size() * sizeof(float)), 0) << p1[i].name;
+  }
+}
+
 TEST(AdaptiveRankPlan, StateIsOptimizerStateRowsTheAllocatorUses) {
   TinyModel tm;
   TrainModelOptions o = TinyModel::options({});
