@@ -21,7 +21,7 @@ stage_t0=0
 stage_hm0="0 0"
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 ccache_hm() {  # "HITS MISSES" so far in this ccache directory ("0 0" without ccache)
-  { command -v ccache >/dev/null && ccache --print-stats 2>/dev/null; } | awk '
+  { command -v ccache >/dev/null && ccache --print-stats 2>/dev/null || true; } | awk '
     $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
     $1 == "cache_miss" { m += $2 }
     END { print h + 0, m + 0 }'
