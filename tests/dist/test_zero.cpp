@@ -30,8 +30,16 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kRelTol = 1e-5;
+// fp16 runs: ZeRO stages 2-3 accumulate each micro-batch's gradient into a zeroed bucket, the one
+// process into the gradient buffer that already holds the last one (GEMMs with beta = 1). Where the
+// GEMM blocks K (oneDNN's AVX2 sgemm does, its AVX-512 one not at these sizes) the f32 sums round
+// differently, ~1e-7 relative (the f32 runs above show it). In fp16 the next step rounds dY to
+// fp16, where such a difference can flip an element by one fp16 ulp (2^-10 relative), and the loss,
+// a mean over many elements, moves by well under that: losses agree to half an ulp, 2^-11.
+constexpr double kFp16RelTol = 1.0 / 2048;
 
-void expect_same_losses(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+void expect_same_losses(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                        double rel_tol = kRelTol) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) / want[i] - 1));
@@ -39,7 +47,7 @@ void expect_same_losses(const std::vector<float>& got, const std::vector<float>&
     std::printf("%s, %d rank(s): losses %.6f .. %.6f, largest relative difference to one process %.2e\n",
                 what.c_str(), world().size(), got.front(), got.back(), worst);
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_LE(std::fabs(double(got[i]) - want[i]), kRelTol * std::fabs(double(want[i])))
+    EXPECT_LE(std::fabs(double(got[i]) - want[i]), rel_tol * std::fabs(double(want[i])))
         << what << ": step " << i + 1 << " loss " << got[i] << " vs one process " << want[i];
 }
 
@@ -252,7 +260,7 @@ TEST(DistZeroFp16, LossScalingSkipsTheSameStepsAsOneProcess) {
     ZeroOptions z;
     z.stage = stage;
     const std::string name = "fp16_zero" + std::to_string(stage);
-    expect_same_losses(zero_losses(fp16(dist_config("lora", 2)), z, name), want, name);
+    expect_same_losses(zero_losses(fp16(dist_config("lora", 2)), z, name), want, name, kFp16RelTol);
     if (world().rank() == 0) {
       int got = 0;
       std::ifstream m(dist_dir(name) + "/metrics.jsonl");

@@ -1,8 +1,12 @@
 // The bf16 GEMM against a double-precision product of the same bf16 values: every transpose,
-// leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1.
+// leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1, sizes past the widened
+// path's blocks. Run as the machine dispatches it and with LEANTUNE_ISA=avx2, which takes the
+// widened f32 path that AVX2-only CPUs (no oneDNN bf16 matmul) use.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -10,13 +14,16 @@
 
 using namespace lt;
 
-TEST(GemmBf16, MatchesADoubleProductOfTheSameBf16Values) {
+namespace {
+
+void check_against_double() {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 1);
   struct Case { int M, N, K; bool ta, tb; float alpha, beta; int pad; };
   for (const Case& t : {Case{1, 37, 19, false, true, 1, 0, 0}, Case{17, 33, 65, false, false, 1, 0, 3},
                         Case{64, 48, 32, true, false, 0.5f, 1, 1}, Case{5, 7, 3, true, true, 2, 0.25f, 5},
-                        Case{128, 96, 576, false, true, 1, 1, 0}}) {
+                        Case{128, 96, 576, false, true, 1, 1, 0}, Case{300, 530, 270, true, false, 1, 0.5f, 2},
+                        Case{260, 520, 300, false, true, 1, 0, 1}}) {
     const int lda = (t.ta ? t.M : t.K) + t.pad, ldb = (t.tb ? t.K : t.N) + t.pad, ldc = t.N + t.pad;
     std::vector<uint16_t> A(size_t(t.ta ? t.K : t.M) * lda), B(size_t(t.tb ? t.N : t.K) * ldb);
     for (auto& v : A) v = f32_to_bf16(nd(rng));
@@ -42,4 +49,17 @@ TEST(GemmBf16, MatchesADoubleProductOfTheSameBf16Values) {
     for (int i = 0; i < t.M; ++i)  // padding columns untouched
       for (int j = t.N; j < ldc; ++j) EXPECT_EQ(C[size_t(i) * ldc + j], C0[size_t(i) * ldc + j]);
   }
+}
+
+}  // namespace
+
+TEST(GemmBf16, MatchesADoubleProductOfTheSameBf16Values) { check_against_double(); }
+
+TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
+  const char* old = std::getenv("LEANTUNE_ISA");
+  const std::string saved = old ? old : "";
+  setenv("LEANTUNE_ISA", "avx2", 1);
+  check_against_double();
+  if (old) setenv("LEANTUNE_ISA", saved.c_str(), 1);
+  else unsetenv("LEANTUNE_ISA");
 }

@@ -1,14 +1,22 @@
 // bf16 GEMM behind gemm.h: C (f32) = alpha * op(A) · op(B) + beta * C with A, B in bf16 and f32
 // accumulation, through oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps where the CPU has it,
-// oneDNN's own emulation otherwise). oneDNN 2.x has no BLAS-like bf16 call, so transposes and
-// leading dimensions become strided memory descriptors; primitives are cached per shape (creation
-// costs 0.25-0.5 ms, a cache hit ~1 µs), which allocates only the first time a shape is seen.
+// oneDNN's own emulation on other AVX-512 CPUs). oneDNN 2.x has no BLAS-like bf16 call, so
+// transposes and leading dimensions become strided memory descriptors; primitives are cached per
+// shape (creation costs 0.25-0.5 ms, a cache hit ~1 µs), which allocates only the first time a
+// shape is seen. Where oneDNN has no bf16 matmul (it needs AVX-512: an AVX2-only CPU reports
+// "unimplemented") or LEANTUNE_ISA caps the level below avx512, the product is computed by
+// widening blocks of A and B to f32 into a fixed scratch and calling gemm_f32: bf16 -> f32 is
+// exact and so is every product of two bf16 values in f32, so only the f32 summation order differs.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
+#include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/profiler.h"
 #include "kernels/cpu/gemm.h"
@@ -20,9 +28,51 @@ namespace {
 using Key = std::tuple<bool, bool, int, int, int, int, int, int, float, float>;
 
 struct Cached {
+  bool widen = false;  // oneDNN has no bf16 matmul here: gemm_widened
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c;
 };
+
+// Block sizes of the widened path: a (kBm x kBk) block of op(A) and a (kBk x kBn) block of op(B),
+// widened in their stored orientation (1.25 MiB of f32 per thread, allocated once per thread).
+constexpr int kBm = 256, kBn = 512, kBk = 256;
+
+// rows x cols of a row-major bf16 matrix (row stride ld) widened into dst (row stride cols).
+void widen(float* dst, const uint16_t* src, int ld, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const uint16_t* s = src + size_t(r) * ld;
+    float* d = dst + size_t(r) * cols;
+    for (int c = 0; c < cols; ++c) d[c] = bf16_to_f32(s[c]);
+  }
+}
+
+void gemm_widened(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+                  const uint16_t* B, int ldb, float beta, float* C, int ldc) {
+  thread_local std::vector<float> scratch(size_t(kBm) * kBk + size_t(kBk) * kBn);
+  float* a = scratch.data();
+  float* b = a + size_t(kBm) * kBk;
+  if (K == 0) {  // C = beta * C
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0 ? 0.0f : beta * C[size_t(i) * ldc + j];
+    return;
+  }
+  for (int k0 = 0; k0 < K; k0 += kBk) {
+    const int kb = std::min(kBk, K - k0);
+    const float bk = k0 == 0 ? beta : 1.0f;
+    for (int n0 = 0; n0 < N; n0 += kBn) {
+      const int nb = std::min(kBn, N - n0);
+      // op(B) block rows k0.., cols n0..: stored (N, K) when transposed
+      if (tb) widen(b, B + size_t(n0) * ldb + k0, ldb, nb, kb);
+      else widen(b, B + size_t(k0) * ldb + n0, ldb, kb, nb);
+      for (int m0 = 0; m0 < M; m0 += kBm) {
+        const int mb = std::min(kBm, M - m0);
+        if (ta) widen(a, A + size_t(k0) * lda + m0, lda, kb, mb);
+        else widen(a, A + size_t(m0) * lda + k0, lda, mb, kb);
+        gemm_f32(ta, tb, mb, nb, kb, alpha, a, ta ? mb : kb, b, tb ? kb : nb, bk, C + size_t(m0) * ldc + n0, ldc);
+      }
+    }
+  }
+}
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -42,6 +92,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
   prof::Scope prof_scope("gemm_bf16", 2.0 * M * N * K,
                          2.0 * (double(M) * K + double(K) * N) + 4.0 * (beta != 0 ? 2.0 : 1.0) * M * N);
   if (M == 0 || N == 0) return;
+  if (cpu_isa() != Isa::Avx512) return gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static std::mutex mu;
   static std::map<Key, Cached> cache;
   const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
@@ -62,8 +113,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
         po.append_sum(beta);
         attr.set_post_ops(po);
       }
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(n.a, n.b, n.c), attr, engine());
-      n.prim = dnnl::matmul(pd);
+      try {
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(n.a, n.b, n.c), attr, engine());
+        n.prim = dnnl::matmul(pd);
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;
+        n.widen = true;
+      }
       it = cache.emplace(key, std::move(n)).first;
     }
     c = &it->second;
@@ -71,6 +127,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
     fail("gemm_bf16: oneDNN rejected trans_a={} trans_b={} M={} N={} K={} lda={} ldb={} ldc={}: {}", trans_a, trans_b,
          M, N, K, lda, ldb, ldc, e.what());
   }
+  if (c->widen) return gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static dnnl::stream stream(engine());
   dnnl::memory ma(c->a, engine(), const_cast<uint16_t*>(A)), mb(c->b, engine(), const_cast<uint16_t*>(B)),
       mc(c->c, engine(), C);
