@@ -2,7 +2,7 @@
 """LoRA training speed and memory by base format: fp32, bf16, fp16 (mixed precision) and NF4 +
 double quant, FP4, int8 (QLoRA) bases, on the random-weight SmolLM2-135M-shaped folder, LoRA r=16
 on all linear modules. One `leantune bench --train` per row: median step after a warm-up,
-tokens/s, model FLOPs utilization (against the measured peak of the precision the GEMMs run in),
+tokens/s, model FLOPs utilization (against the fastest measured unit of the precision: bf16 on AMX where present),
 frozen-weight bytes as planned and peak RSS. leantune only: the PyTorch peer is in
 bench/peers/peers.py.
 

@@ -144,8 +144,9 @@ struct TrainBenchOptions {
   int threads = 0;                    // 0: every core
   std::string profile_trace;          // the measured steps' Chrome trace; the per-op table goes to stderr
 };
-// One JSON object's text: step_s, tokens_per_s, MFU (against the peak of the precision the GEMMs
-// run in), planned and measured bytes, and the configuration.
+// One JSON object's text: step_s, tokens_per_s, MFU (against the fastest unit of the run's precision:
+// bf16 on AMX tiles where present, else AVX512-BF16, else f32 FMA; peak_unit_used_for_mfu names it,
+// mfu_by_peak gives it against each measured peak), planned and measured bytes, and the configuration.
 std::string bench_training(const TrainBenchOptions& options);
 
 // Inference on pseudo-random token ids: prefill tokens/s over prompt_tokens, then decode tokens/s

@@ -80,11 +80,20 @@ nlohmann::json train_report(const TrainBenchOptions& a, lt::TrainLoop& loop, std
   j["peak_phase"] = lj["peak_phase"];
   const lt::PhaseFlops f = lt::training_flops_per_token(m.config(), m.options());
   j["model_flops_per_token"] = f.forward + f.backward;
-  // MFU against the peak of the precision the GEMMs run in (bf16: vdpbf16ps when present)
-  const double peak = a.precision == "bf16" && lt::peak_bf16_gflops() > 0 ? lt::peak_bf16_gflops() : lt::peak_f32_gflops();
+  // MFU against the fastest unit of the run's precision on this machine (bf16: AMX tiles where
+  // present, else vdpbf16ps, else the f32 FMA peak), and against each measured peak
+  const double model_gflops = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / 1e9;
+  const lt::MfuPeak peak = lt::mfu_peak(a.precision == "bf16");
   j["peak_f32_gflops"] = lt::peak_f32_gflops();
-  j["peak_gflops_used_for_mfu"] = peak;
-  j["mfu"] = (f.forward + f.backward) * j["tokens_per_s"].get<double>() / (peak * 1e9);
+  j["peak_bf16_gflops"] = lt::peak_bf16_gflops();
+  j["peak_amx_bf16_gflops"] = lt::peak_amx_bf16_gflops();
+  j["peak_gflops_used_for_mfu"] = peak.gflops;
+  j["peak_unit_used_for_mfu"] = peak.unit;
+  j["mfu"] = model_gflops / peak.gflops;
+  nlohmann::json by_peak;
+  for (const char* k : {"peak_f32_gflops", "peak_bf16_gflops", "peak_amx_bf16_gflops"})
+    if (j[k].get<double>() > 0) by_peak[k] = model_gflops / j[k].get<double>();
+  j["mfu_by_peak"] = by_peak;
   return j;
 }
 

@@ -24,7 +24,11 @@ RunServices common_services() {
     const PhaseFlops f = training_flops_per_token(m, o);
     return FlopsPerToken{f.forward + f.backward, f.total()};
   };
-  s.peak_flops = [] { return peak_f32_gflops() * 1e9; };
+  s.peak_flops = [](Precision p) {
+    const MfuPeak m = mfu_peak(p == Precision::BF16);
+    const std::string_view u = m.unit;
+    return PeakRate{m.gflops * 1e9, u == "amx_bf16" ? "AMX bf16" : u == "avx512_bf16" ? "AVX512-BF16" : "f32 FMA"};
+  };
   return s;
 }
 

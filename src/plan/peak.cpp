@@ -56,4 +56,34 @@ double peak_bf16_gflops() {
   });
 }
 
+double peak_amx_bf16_gflops() {
+  if (!amx_bf16_usable()) return 0;
+  const int n = num_threads();
+  return cached_measurement(fmt::format("peak_amx_bf16_gflops_threads_{}", n), [&] {
+    std::vector<double> per(size_t(n), 0.0);
+#pragma omp parallel num_threads(n)
+    {
+      const int t = omp_get_thread_num();
+      for (int trial = 0; trial < 10; ++trial)
+        per[size_t(t)] = std::max(per[size_t(t)], detail::amx_bf16_gflops(0.01));
+    }
+    double total = 0;
+    for (double g : per) total += g;
+    return total;
+  });
+}
+
+MfuPeak fastest_peak(bool bf16, double f32_gflops, double bf16_gflops, double amx_bf16_gflops) {
+  MfuPeak p{f32_gflops, "f32_fma"};
+  if (!bf16) return p;
+  if (bf16_gflops > p.gflops) p = {bf16_gflops, "avx512_bf16"};
+  if (amx_bf16_gflops > p.gflops) p = {amx_bf16_gflops, "amx_bf16"};
+  return p;
+}
+
+MfuPeak mfu_peak(bool bf16) {
+  if (!bf16) return fastest_peak(false, peak_f32_gflops(), 0, 0);
+  return fastest_peak(true, peak_f32_gflops(), peak_bf16_gflops(), peak_amx_bf16_gflops());
+}
+
 }  // namespace lt

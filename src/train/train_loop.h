@@ -77,6 +77,12 @@ struct RunSetup {
 
 // What the loop takes from the modules above train; src/api fills it (budgets and FLOPs from
 // plan, ZeRO from dist).
+// A measured peak rate and the unit it was measured on ("f32 FMA", "AMX bf16", ...).
+struct PeakRate {
+  double flops = 0;
+  std::string unit;
+};
+
 struct RunServices {
   Communicator* comm = nullptr;  // the ranks (the strategy's communicator); null: one process
   // The process baseline (runtime, threads), for budgets and the ledger: called once, after the
@@ -86,9 +92,10 @@ struct RunServices {
   // config to run and its strategy (fixed_bytes: baseline + data). lt::Error when over budget.
   std::function<RunSetup(const TrainConfig& requested, const ModelConfig& model, size_t fixed_bytes)> setup;
   // For the throughput line's model FLOPs utilization (null: not printed): the model's FLOPs per
-  // token, and this machine's measured peak in FLOP/s at the run's thread count.
+  // token, and this machine's measured peak in FLOP/s at the run's thread count for the run's
+  // precision (the fastest unit: bf16 on AMX tiles where present) with the unit's name.
   std::function<FlopsPerToken(const ModelConfig&, const TrainModelOptions&)> flops_per_token;
-  std::function<double()> peak_flops;
+  std::function<PeakRate(Precision)> peak_flops;
   // Runs that share one base in this process (`leantune sweep`; train/base_cache.h): the model's
   // files and its converted frozen weights come from here (it must outlive the loop). Null: the run
   // loads its own.

@@ -76,9 +76,10 @@ void TrainLoop::print_throughput() {
                                  R > 1 ? fmt::format(" on {} ranks", R) : "");
   if (services_.flops_per_token && services_.peak_flops) {
     const FlopsPerToken f = services_.flops_per_token(files_.config, model_->options());
-    const double per_rank = tps / R, peak = services_.peak_flops();
-    line += fmt::format("; model FLOPs utilization {:.1f}% of this machine's measured f32 peak ({:.0f} GFLOP/s, {} "
-                        "threads){}", 100.0 * f.model * per_rank / peak, peak / 1e9, num_threads(),
+    const PeakRate pr = services_.peak_flops(config_.precision);
+    const double per_rank = tps / R, peak = pr.flops;
+    line += fmt::format("; model FLOPs utilization {:.1f}% of this machine's measured {} peak ({:.0f} GFLOP/s, {} "
+                        "threads){}", 100.0 * f.model * per_rank / peak, pr.unit, peak / 1e9, num_threads(),
                         f.with_recompute > f.model
                             ? fmt::format("; with recomputation {:.1f}% of peak", 100.0 * f.with_recompute * per_rank / peak)
                             : "");
