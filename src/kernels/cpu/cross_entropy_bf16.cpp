@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/backward.h"
 #include "kernels/bf16_rows.h"
@@ -31,6 +32,7 @@ float lm_head_loss_rows_bf16(XentRowFn row_fn, float* dx, float* dw, float* logi
   double row_loss[kRows];
   // the bf16 dlogits in place: row r at the first 2V bytes of the f32 row r, a row stride of 2V halves
   const auto* dl16 = reinterpret_cast<const uint16_t*>(logits_chunk);
+  const bool avx512 = cpu_isa() == Isa::Avx512;  // its rounding loop (in-place safe, convert.h)
   for (int t0 = 0; t0 < T; t0 += chunk) {
     const int n = std::min(chunk, T - t0);
     f32_to_half(DType::BF16, x16, nullptr, x + size_t(t0) * C, size_t(n) * C);
@@ -46,7 +48,8 @@ float lm_head_loss_rows_bf16(XentRowFn row_fn, float* dx, float* dw, float* logi
           row_loss[r] = 0.0;
         } else {
           row_loss[r] = row_fn(lr, V, y, gscale, want_grad);
-          if (want_grad) round_row_bf16_inplace(lr, size_t(V));
+          if (want_grad && avx512) avx512::f32_to_half(true, reinterpret_cast<uint16_t*>(lr), nullptr, lr, size_t(V));
+          else if (want_grad) round_row_bf16_inplace(lr, size_t(V));
         }
       }
       for (int r = 0; r < nr; r++) loss_sum += row_loss[r];
