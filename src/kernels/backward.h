@@ -118,6 +118,16 @@ struct TrainOps {
   bool (*attention_backward_bf16)(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
                                   const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                                   const int* doc_start, int T, int NH, int NKV, int HS);
+  // lm_head_loss with the lm_head w (V, C) in bf16 (precision bf16 runs store a frozen lm_head
+  // so): per chunk, x's rows are rounded to bf16 into x16 (chunk, C) scratch, logits = x16 · wᵀ
+  // with f32 accumulation, the softmax, loss and dlogits in f32 (as lm_head_loss), then dlogits
+  // are rounded to bf16 (in place in logits_chunk, row stride 2V halves) for dx = dlogits16 · w
+  // (WRITTEN) and dw += dlogits16ᵀ · x16 (f32, may be null: a frozen lm_head has none).
+  // Results differ from lm_head_loss on the widened w by the rounding of x and of dlogits
+  // (about 2^-9 relative each). Every table has it (cpu: bf16 GEMMs, ref: scalar loops).
+  float (*lm_head_loss_bf16)(float* dx, float* dw, float* logits_chunk, uint16_t* x16, const float* x,
+                             const uint16_t* w, const int* labels, int T, int C, int V, int chunk,
+                             float loss_scale);
 };
 
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
@@ -156,6 +166,8 @@ void attention_softcap_backward(float* dq, float* dk, float* dv, const float* do
                                 int NH, int NKV, int HS, float cap);
 float lm_head_loss_softcap(float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
                            const int* labels, int T, int C, int V, int chunk, float loss_scale, float cap);
+float lm_head_loss_bf16(float* dx, float* dw, float* logits_chunk, uint16_t* x16, const float* x, const uint16_t* w,
+                        const int* labels, int T, int C, int V, int chunk, float loss_scale);
 }  // namespace ref
 
 }  // namespace lt

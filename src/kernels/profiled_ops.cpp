@@ -127,6 +127,11 @@ float lm_head_loss(float* dx, float* dw, float* logits_chunk, const float* x, co
   prof::Scope s("lm_head_loss (softmax)", 5.0 * T * V, 2.0 * F * T * V);  // its GEMMs record themselves
   return g_tin->lm_head_loss(dx, dw, logits_chunk, x, w, labels, T, C, V, chunk, loss_scale);
 }
+float lm_head_loss_bf16(float* dx, float* dw, float* logits_chunk, uint16_t* x16, const float* x, const uint16_t* w,
+                        const int* labels, int T, int C, int V, int chunk, float loss_scale) {
+  prof::Scope s("lm_head_loss_bf16 (softmax)", 5.0 * T * V, 2.0 * F * T * V);  // its GEMMs record themselves
+  return g_tin->lm_head_loss_bf16(dx, dw, logits_chunk, x16, x, w, labels, T, C, V, chunk, loss_scale);
+}
 
 }  // namespace
 
@@ -164,6 +169,7 @@ const TrainOps& train_ops_profiled(const TrainOps& inner) {
   t.linear_backward_input = linear_backward_input;
   t.linear_backward_weight = linear_backward_weight;
   t.lm_head_loss = lm_head_loss;
+  t.lm_head_loss_bf16 = lm_head_loss_bf16;
   return t;
 }
 

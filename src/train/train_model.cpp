@@ -20,6 +20,8 @@
 // att, xn2, h: each is computed in f32 into one shared (N, max_io) buffer, rounded there and
 // stored in 16 bits; the backward widens it back into that buffer when it needs it. The other
 // saved activations (residuals, q, k, v, lse, rstd, x_mid, gate, up, x·Aᵀ) stay f32.
+// LoRA in bf16 (bf16_head()): the frozen embedding / lm_head are bf16 tables too, the lookup widens
+// a token's row, and the fused loss's products run in bf16 (TrainOps::lm_head_loss_bf16).
 #include "train/train_model.h"
 
 #include <algorithm>
@@ -64,6 +66,10 @@ bool bf16_attention(const TrainModelOptions& o) {
   // and the whole bf16 LoRA step 1-2% less (SmolLM2-135M shape, 4 x 512, 1 thread), with half the
   // bytes for the saved q, k, v
   return cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+}
+
+bool bf16_head(const ModelConfig& c, const TrainModelOptions& o) {
+  return o.precision == Precision::BF16 && o.method == Method::Lora && c.final_softcap <= 0;
 }
 
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
@@ -418,6 +424,9 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
                Lifetime::Phase, to<&M::logits_chunk_>});
   r.push_back({"loss.d_xn", Category::LossChunk, N * d.C * f, Lifetime::Phase, to<&M::d_xnf_>});
+  if (bf16_head(c, o))
+    r.push_back({"loss.x16", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.C * 2, Lifetime::Phase,
+                 to<&M::loss_x16_>});
   // backward scratch, reused layer by layer
   r.push_back({"bwd.d_res", W, N * d.C * f, Lifetime::Phase, to<&M::d_res_>});
   r.push_back({"bwd.d_xn", W, N * d.C * f, Lifetime::Layer, to<&M::d_xn_>});
@@ -612,7 +621,12 @@ static void plan_linear(MemoryPlan& p, const ModelConfig& c, const TrainModelOpt
 // Every weight, in checkpoint order.
 static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOptions& o, const Dims& d) {
   const bool full = o.method == Method::Full;
-  plan_weight(p, o, "model.embed_tokens.weight", size_t(d.V) * d.C, full && !o.freeze_embeddings);
+  const bool head16 = bf16_head(c, o);  // frozen embedding / lm_head in bf16
+  auto plan_table = [&](const std::string& name, bool train) {
+    if (head16) p.add(half_buffer_name(name, o.precision), Category::FrozenWeights, size_t(d.V) * d.C * 2);
+    else plan_weight(p, o, name, size_t(d.V) * d.C, train);
+  };
+  plan_table("model.embed_tokens.weight", full && !o.freeze_embeddings);
   for (int l = 0; l < d.L; ++l) {
     plan_weight(p, o, fmt::format("model.layers.{}.input_layernorm.weight", l), d.C, full);
     plan_weight(p, o, fmt::format("model.layers.{}.post_attention_layernorm.weight", l), d.C, full);
@@ -625,7 +639,7 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
     for (Proj pj : kProjs) plan_linear(p, c, o, d, l, pj);
   }
   plan_weight(p, o, "model.norm.weight", d.C, full);
-  if (!c.tie_embeddings) plan_weight(p, o, "lm_head.weight", size_t(d.V) * d.C, full && !o.freeze_lm_head);
+  if (!c.tie_embeddings) plan_table("lm_head.weight", full && !o.freeze_lm_head);
 }
 
 // The decoder layers' activations: each layer's own set, or (replayed parts) one shared recompute
@@ -817,7 +831,13 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     release_mapped_pages(t.data, t.nbytes);
     return dst;
   };
-  load("model.embed_tokens.weight", {V, C}, -1, true, &embed_, &d_embed_);
+  const bool head16 = bf16_head(cfg_, opts_);
+  if (head16) {  // frozen, in bf16: no f32 table, no gradient
+    embed16_ = load_half("model.embed_tokens.weight", V, C);
+    embed_ = d_embed_ = nullptr;
+  } else {
+    load("model.embed_tokens.weight", {V, C}, -1, true, &embed_, &d_embed_);
+  }
   std::mt19937_64 rng(opts_.seed);
   // the vectors' elements are registered pointers: no reallocation after this
   attn_norm_.assign(size_t(d.L), nullptr);
@@ -904,7 +924,10 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     }
   }
   load("model.norm.weight", {C}, -1, false, &final_norm_, &d_final_norm_);
-  if (cfg_.tie_embeddings) {
+  if (head16) {  // tied: the embedding's bf16 table serves as the lm_head too
+    lm_head16_ = cfg_.tie_embeddings ? embed16_ : load_half("lm_head.weight", V, C);
+    lm_head_ = d_lm_head_ = nullptr;
+  } else if (cfg_.tie_embeddings) {
     lm_head_ = embed_;
     d_lm_head_ = d_embed_;
     if (!params_.empty() && params_[0].name == "model.embed_tokens.weight")  // one tensor, two names
@@ -1275,7 +1298,12 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   UnitStore& s = *store_;
   s.begin_pass(backward);
   s.before(0, Pass::Forward);
-  ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  if (embed16_) {  // bf16 table: each token's row widened (exact)
+    for (int i = 0; i < N; ++i)
+      ops_.widen_half(DType::BF16, res_[0] + size_t(i) * d.C, embed16_ + size_t(b.tokens[i]) * d.C, size_t(d.C));
+  } else {
+    ops_.embedding_forward(res_[0], b.tokens, embed_, N, d.C);
+  }
   if (cfg_.embed_scale != 1.0f)  // Gemma: times sqrt(C)
     for (size_t i = 0; i < size_t(N) * d.C; ++i) res_[0][i] *= cfg_.embed_scale;
   s.after(0, Pass::Forward);
@@ -1293,7 +1321,9 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   s.before(lm, loss_pass);
   const int chunk = std::min(opts_.loss_chunk, N);
   const float loss =
-      cfg_.final_softcap > 0
+      lm_head16_ ? t.lm_head_loss_bf16(backward ? d_xnf_ : nullptr, nullptr, logits_chunk_, loss_x16_, xnf_, lm_head16_,
+                                       b.labels, N, d.C, d.V, chunk, loss_scale)
+      : cfg_.final_softcap > 0
           ? t.lm_head_loss_softcap(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,
                                    lm_head_, b.labels, N, d.C, d.V, chunk, loss_scale, cfg_.final_softcap)
           : t.lm_head_loss(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,

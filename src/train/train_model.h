@@ -97,6 +97,11 @@ DType precision_dtype(Precision precision);
 // lt::Error for attention_precision bf16 with precision fp32 / fp16.
 bool bf16_attention(const TrainModelOptions& o);
 
+// Whether the frozen embedding and lm_head (one table when tied) are stored in bf16 and the loss
+// runs TrainOps::lm_head_loss_bf16: LoRA (or QLoRA) with precision bf16, logits not soft-capped.
+// The embedding lookup widens the bf16 rows to f32; the softmax, loss and dlogits stay f32.
+bool bf16_head(const ModelConfig& c, const TrainModelOptions& o);
+
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
 
@@ -223,6 +228,7 @@ class TrainModel {
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
+  uint16_t *embed16_ = nullptr, *lm_head16_ = nullptr;  // bf16_head(): the frozen tables (embed_, lm_head_ null)
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
   std::vector<float*> q_norm_, d_q_norm_, k_norm_, d_k_norm_;  // Qwen3 (HS each), else null
   // Gemma (sandwich_norms): post_attention_layernorm (on the attention's output) and
@@ -238,6 +244,7 @@ class TrainModel {
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)
   float *xnf_, *rstdf_, *d_xnf_, *d_res_, *logits_chunk_;
+  uint16_t* loss_x16_ = nullptr;                  // bf16_head(): (chunk, C) the loss chunk's rows of xnf in bf16
   int* window_start_ = nullptr;                   // (N) sliding window's first key per query (null: no window)
   float* load_scratch_ = nullptr;                 // quantizing checkpoint tensors on load (constructor)
   size_t load_scratch_floats_ = 0;

@@ -2,7 +2,8 @@
 // gradients against fp32 within the 16-bit types' rounding (and not identical to them: the 16-bit
 // path really ran), the full model's 16-bit working copies refreshed after an optimizer step, and
 // the plan's bytes: frozen linear weights and the saved GEMM inputs halve (with bf16 attention also
-// the saved attention operands q, k, v), the rest is unchanged. attention_precision: which runs get
+// the saved attention operands q, k, v; with bf16 LoRA the frozen embedding and lm_head), the rest
+// is unchanged but for the bf16 loss's x scratch. attention_precision: which runs get
 // the bf16 attention, and its fallback (the f32 kernels on the rounded values) below avx512.
 #include <gtest/gtest.h>
 
@@ -181,9 +182,14 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
     const AttentionPrecision ap = bf16 ? AttentionPrecision::BF16 : AttentionPrecision::Auto;
     const MemoryPlan p32 = plan_training(sm.cfg, options("lora", "fp32")), p16 = plan_training(sm.cfg, options("lora", prec, ap));
     const size_t halved = gemm_inputs + (bf16 ? attn_operands : 0);
-    EXPECT_EQ(p32.arena_bytes(Category::FrozenWeights) - p16.arena_bytes(Category::FrozenWeights), 2 * linear) << prec;
+    // bf16 LoRA (bf16_head()): the frozen embedding and lm_head in bf16 too (2 of their 4 bytes per
+    // element saved, each), and the loss chunk's rows of x in bf16 (loss.x16, chunk x C)
+    const size_t tables = bf16 ? 2 * size_t(V) * C * 2 : 0, x16 = bf16 ? N * C * 2 : 0;
+    EXPECT_EQ(p32.arena_bytes(Category::FrozenWeights) - p16.arena_bytes(Category::FrozenWeights), 2 * linear + tables)
+        << prec;
     EXPECT_EQ(p32.arena_bytes(Category::Activations) - p16.arena_bytes(Category::Activations), 2 * halved) << prec;
-    for (Category c : {Category::TrainableParams, Category::Grads, Category::OptimizerState, Category::LossChunk})
+    EXPECT_EQ(p16.arena_bytes(Category::LossChunk) - p32.arena_bytes(Category::LossChunk), x16) << prec;
+    for (Category c : {Category::TrainableParams, Category::Grads, Category::OptimizerState})
       EXPECT_EQ(p32.arena_bytes(c), p16.arena_bytes(c)) << prec << " " << category_name(c);
     // full: f32 masters, gradients and moments as in fp32, plus a 16-bit working copy of each linear
     const MemoryPlan f32 = plan_training(sm.cfg, options("full", "fp32")), f16 = plan_training(sm.cfg, options("full", prec));
@@ -191,6 +197,16 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
       EXPECT_EQ(f32.arena_bytes(c), f16.arena_bytes(c)) << prec << " " << category_name(c);
     EXPECT_GE(f16.arena_bytes(Category::Workspace), f32.arena_bytes(Category::Workspace) + 2 * linear) << prec;
   }
+  // tied embeddings: one bf16 table serves as both
+  ModelConfig tied = sm.cfg;
+  tied.tie_embeddings = true;
+  const MemoryPlan t32 = plan_training(tied, options("lora", "fp32")), t16 = plan_training(tied, options("lora", "bf16"));
+  EXPECT_EQ(t32.arena_bytes(Category::FrozenWeights) - t16.arena_bytes(Category::FrozenWeights),
+            2 * linear + size_t(V) * C * 2);
+  size_t table16 = 0;
+  for (const auto& b : t16.buffers)
+    if (b.name == "model.embed_tokens.weight.bf16") table16 = b.bytes;
+  EXPECT_EQ(table16, size_t(V) * C * 2);
   try {
     plan_training(sm.cfg, options("lora", "f16"));
     FAIL();

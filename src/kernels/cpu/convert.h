@@ -20,6 +20,8 @@ void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_
 void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n);
 
 namespace avx512 {  // one thread's range; called only when cpu_isa() == Avx512
+// dst16 may also be src's own bytes (in place, as kernels/bf16_rows.h): each block of 16 is loaded
+// before its halves are stored, at half its byte offset.
 void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
 void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n);
 }  // namespace avx512

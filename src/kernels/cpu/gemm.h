@@ -31,5 +31,9 @@ float lm_head_loss_softcap(float* dx, float* dw, float* logits_chunk, const floa
 using XentRowFn = double (*)(float* logits_row, int V, int label, float gscale, bool want_grad);
 float lm_head_loss_rows(XentRowFn row_fn, float* dx, float* dw, float* logits_chunk, const float* x, const float* w,
                         const int* labels, int T, int C, int V, int chunk, float loss_scale);
+// TrainOps::lm_head_loss_bf16 with the ISA's row function (cross_entropy_bf16.cpp).
+float lm_head_loss_rows_bf16(XentRowFn row_fn, float* dx, float* dw, float* logits_chunk, uint16_t* x16,
+                             const float* x, const uint16_t* w, const int* labels, int T, int C, int V, int chunk,
+                             float loss_scale);
 
 }  // namespace lt::cpu

@@ -11,8 +11,8 @@ namespace lt {
 const TrainOps& train_ops_cpu_for(Isa isa);
 
 namespace cpu {
-// Each fills rmsnorm_backward, attention_train_forward, attention_backward and swiglu_backward
-// with its ISA's kernels (train_kernels_{scalar,avx2,avx512}.cpp, all from train_kernels.inc).
+// Each fills lm_head_loss and lm_head_loss_bf16 (with its row function), rmsnorm_backward,
+// attention_train_forward, attention_backward and swiglu_backward with its ISA's kernels (train_kernels_{scalar,avx2,avx512}.cpp, all from train_kernels.inc).
 namespace scalar { void fill_train_ops(TrainOps& ops); }
 namespace avx2 { void fill_train_ops(TrainOps& ops); }
 namespace avx512 { void fill_train_ops(TrainOps& ops); }

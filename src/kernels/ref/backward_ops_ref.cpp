@@ -1,5 +1,5 @@
 // The reference training op table: every entry is a plain scalar loop from this directory
-// (backward_*.cpp, cross_entropy.cpp). Fast backends fill the same TrainOps and test against it.
+// (backward_*.cpp, cross_entropy*.cpp). Fast backends fill the same TrainOps and test against it.
 #include "kernels/backward.h"
 #include "kernels/ref/ref.h"
 
@@ -25,6 +25,7 @@ const TrainOps& train_ops_ref() {
       ref::lm_head_loss_softcap,
       nullptr,  // attention_train_forward_bf16: the model runs the f32 ops on bf16-rounded values
       nullptr,  // attention_backward_bf16
+      ref::lm_head_loss_bf16,
   };
   return ops;
 }
