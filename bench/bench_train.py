@@ -19,10 +19,10 @@ from bench_inference import ROOT, make_smollm2
 
 PEER = r"""
 import json, resource, sys, time, torch
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 method, ckpt, threads, B, T, r, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 torch.set_num_threads(threads)
-m = LlamaForCausalLM.from_pretrained(sys.argv[8], dtype=torch.float32)
+m = AutoModelForCausalLM.from_pretrained(sys.argv[8], dtype=torch.float32)
 if ckpt != "none":
     m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     m.config.use_cache = False

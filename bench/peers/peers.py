@@ -2,7 +2,8 @@
 """leantune against the engines people use, on identical workloads, in one invocation.
 
 Training (PyTorch + PEFT, the peer): random-weight Hugging Face folders with SmolLM2-135M's
-configuration and a wider ~1B shape (shorter run); the same token batches (micro-batch 4 x 512
+configuration, Qwen2.5-0.5B's (vocab 151,936, GQA 7:1, q/k/v biases, tied; --models qwen) and a
+wider ~1B shape (shorter run); the same token batches (micro-batch 4 x 512
 random tokens), LoRA r=16 (alpha 32) on all seven linear modules, AdamW lr 1e-4; fp32 and bf16
 (torch.autocast on CPU; leantune's bf16 rows appear once it trains in bf16); with and without
 gradient checkpointing; 1 and 2 threads. Median step time after one warm-up step, tokens/s, peak
@@ -14,7 +15,8 @@ weights against q8_0); prefill of 128 tokens, then 64
 single-token decode steps through the KV cache.
 
 Writes build/peers/results.json and results.md. Usage:
-  .venv/bin/python bench/peers/peers.py [--quick] [--threads 1,2] [--steps 3] [--skip-train] [--skip-infer]
+  .venv/bin/python bench/peers/peers.py [--quick] [--threads 1,2] [--steps 3] [--models smol,qwen,wide]
+                                        [--skip-train] [--skip-infer]
 """
 import argparse
 import json
@@ -31,6 +33,9 @@ from bench_train import PEER as TORCH_TRAIN  # noqa: E402
 WIDE_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                num_key_value_heads=8, vocab_size=49152, max_position_embeddings=8192, rms_norm_eps=1e-5,
                rope_theta=100000.0, tie_word_embeddings=True)
+QWEN25_05B = dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                  num_attention_heads=14, num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
+                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True)
 
 # bf16 peer: the same script with the step under torch.autocast("cpu", dtype=torch.bfloat16)
 TORCH_TRAIN_BF16 = TORCH_TRAIN.replace(
@@ -43,9 +48,13 @@ def make_model(folder, cfg):
     if (folder / "config.json").exists():
         return
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(**cfg)).save_pretrained(folder, safe_serialization=True)
+    cfg = dict(cfg)
+    if cfg.pop("model_type", "llama") == "qwen2":
+        Qwen2ForCausalLM(Qwen2Config(**cfg)).save_pretrained(folder, safe_serialization=True)
+    else:
+        LlamaForCausalLM(LlamaConfig(**cfg)).save_pretrained(folder, safe_serialization=True)
 
 
 def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision):
@@ -204,6 +213,8 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--quick", action="store_true",
                     help="2 threads only, 2 measured steps, no 1B model: about 10 minutes instead of an hour")
+    ap.add_argument("--models", default=None,
+                    help="training shapes, of smol,qwen,wide (default: smol,wide; --quick: smol)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
     a = ap.parse_args()
@@ -216,9 +227,17 @@ def main():
     results = dict(train=[], infer=[])
     md = []
     if not a.skip_train:
-        grid = [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
-                for ck in ("none", "every")]
-        if not a.quick:
+        models = (a.models or ("smol" if a.quick else "smol,wide")).split(",")
+        grid = []
+        if "smol" in models:
+            grid += [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
+                     for ck in ("none", "every")]
+        if "qwen" in models:
+            qwen = cache / "qwen2.5-0.5b-random"
+            make_model(qwen, QWEN25_05B)
+            grid += [("Qwen2.5-0.5B", qwen, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
+                     for ck in ("none", "every")]
+        if "wide" in models:
             wide = cache / "wide-1b-random"
             make_model(wide, WIDE_1B)
             grid += [("wide ~1B", wide, max(threads), "fp32", "every", 1)]
