@@ -82,7 +82,8 @@ else
 fi
 
 stage "AddressSanitizer + UBSan build: parsers, kernels, model, training (the long fine-tune excluded)"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON "${LAUNCHER[@]}" >/dev/null
+# LT_UNITY: the libraries, the CLI and the fuzz harnesses compiled 8 files at a time (CMakeLists.txt)
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE=ON -DLT_UNITY=ON "${LAUNCHER[@]}" >/dev/null
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # fuzz_replay: every fuzz harness as a standalone executable; CTest replays the seed corpora and

@@ -71,11 +71,23 @@ static bool request_tile_permission() {
 #endif
 }
 
+static bool tile_permission() {
+  static const bool granted = request_tile_permission();  // asked once per process
+  return granted;
+}
+
 bool amx_bf16_usable() {
   const auto& f = cpu_features();
   if (!f.amx_tile || !f.amx_bf16 || cpu_isa() != Isa::Avx512) return false;
-  static const bool granted = request_tile_permission();
-  return granted;
+  return tile_permission();
+}
+
+bool amx_bf16_kernels() {
+  const auto& f = cpu_features();
+  if (!f.amx_tile || !f.amx_bf16) return false;
+  const char* env = std::getenv("LEANTUNE_AMX");
+  if (env && std::string(env) == "0") return false;
+  return tile_permission();
 }
 
 const char* isa_name(Isa isa) {

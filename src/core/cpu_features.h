@@ -25,5 +25,9 @@ const char* isa_name(Isa isa);
 // ISA level (capped by LEANTUNE_ISA) is avx512, and Linux granted the tile data state
 // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process; a refusal means no AMX).
 bool amx_bf16_usable();
+// The AMX kernels in the avx512 kernel tables (the bf16 attention): the CPU has amx_tile and
+// amx_bf16 and the OS granted the tile state, unless LEANTUNE_AMX=0 (for comparisons and tests).
+// The tables are used only at the avx512 level, so the LEANTUNE_ISA cap is not consulted here.
+bool amx_bf16_kernels();
 
 }  // namespace lt

@@ -13,8 +13,7 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Where the first of the stop strings (in their order) occurs in `text`; npos when none does.
-static size_t find_stop(const std::vector<std::string>& stop, const std::string& text) {
+size_t find_stop(const std::vector<std::string>& stop, const std::string& text) {
   for (const auto& s : stop) {
     const size_t at = s.empty() ? std::string::npos : text.find(s);
     if (at != std::string::npos) return at;

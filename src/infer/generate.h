@@ -45,4 +45,8 @@ GenerateResult generate(LlamaModel& model, const Tokenizer& tok, const std::stri
 GenerateResult generate(LlamaModel& model, const Tokenizer& tok, const std::string& prompt,
                         const GenerateOptions& opts, const std::function<void(const std::string&)>& on_text);
 
+// Where the first of the stop strings (in their order) occurs in `text`; npos when none does
+// (generate and the scheduler's sequences stop there).
+size_t find_stop(const std::vector<std::string>& stop, const std::string& text);
+
 }  // namespace lt

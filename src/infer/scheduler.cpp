@@ -7,13 +7,13 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "infer/generate.h"
 #include "infer/spec_sample.h"
 
 namespace lt {
 
 constexpr size_t kDefaultPoolBytes = size_t(1) << 30;  // 1 GiB
 
-static size_t find_stop(const std::vector<std::string>& stop, const std::string& text);
 
 struct Scheduler::Seq {
   uint64_t id = 0;
@@ -495,15 +495,6 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
   ++st_.finished;
   if (reason == "cancelled") ++st_.cancelled;
   if (s.req.on_event) s.req.on_event(e);
-}
-
-// Where the first of the stop strings occurs in `text`; npos when none does.
-static size_t find_stop(const std::vector<std::string>& stop, const std::string& text) {
-  for (const auto& st : stop) {
-    const size_t at = st.empty() ? std::string::npos : text.find(st);
-    if (at != std::string::npos) return at;
-  }
-  return std::string::npos;
 }
 
 void Scheduler::emit_token(Seq& s, float* logits) {

@@ -69,6 +69,10 @@ void check_linear(const LinearWeights& lw, int T) {
   if (l.rank > 0)
     LT_CHECK(l.A && l.B && l.dropout >= 0 && l.dropout < 1, "linear: a rank-{} LoRA needs A and B and a dropout in "
              "[0, 1) (got {})", l.rank, l.dropout);
+  if (l.bf16)
+    LT_CHECK(l.rank > 0 && w.kind == WeightKind::BF16 && l.dropout == 0 && !l.magnitude,
+             "linear: bf16 LoRA products need a rank > 0, a bf16 weight, no dropout and no DoRA (got rank {}, a {} "
+             "weight, dropout {}{})", l.rank, k, l.dropout, l.magnitude ? ", DoRA" : "");
   if (l.magnitude) {
     LT_CHECK(l.rank > 0 && l.weight_norm, "linear: DoRA needs a LoRA (rank {}) and the weight norm", l.rank);
     LT_CHECK(l.dropout == 0 || !w.half(), "linear: DoRA with dropout on a {} weight is not supported (the base product "

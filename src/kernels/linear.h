@@ -38,7 +38,12 @@
 //                  summed in f32 in any order (the tiled prefill multiplies qx·dx by the decoded W,
 //                  which equals it up to that rounding). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
-// The LoRA part is f32 throughout (dout is not rounded for it).
+// The LoRA part is f32 throughout (dout is not rounded for it), except with LoraView::bf16 (a
+// BF16 weight, x16 given, no dropout, not DoRA: bf16 mixed-precision LoRA, as PyTorch autocast runs
+// PEFT's lora_A / lora_B): the four products whose inner dimension is IC, OC or T take bf16
+// operands, A and B rounded from their f32 masters on each call, with f32 accumulation:
+//   xa = x16·bf16(A)ᵀ,  g = bf16(dout)·bf16(B),  dB += s·bf16(dout)ᵀ·bf16(xa),  dA += s·bf16(g)ᵀ·x16;
+// the two whose inner dimension is R stay f32 (out += s·xa·Bᵀ, dx += s·g·A, with the f32 xa, g, A, B).
 //
 // DoRA (LoraView::magnitude set; PEFT's use_dora, peft/tuners/lora/dora.py and variants.py): with
 // k = m / n per output row, n = weight_norm = ||W + s·B·A||_row (dora_weight_norm) held constant,
@@ -95,6 +100,7 @@ struct LoraView {
   uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
   const float* magnitude = nullptr;    // DoRA (OC): m; null: plain LoRA
   const float* weight_norm = nullptr;  // DoRA (OC): ||W + s·B·A|| per row (dora_weight_norm), a constant
+  bool bf16 = false;          // bf16 products (above); needs a BF16 weight, x16, no dropout, not DoRA
   bool dora() const { return magnitude != nullptr; }
 };
 
@@ -111,6 +117,13 @@ struct LinearGrads {
   float* dA = nullptr;  // (R, IC)
   float* dB = nullptr;  // (OC, R)
   float* dmag = nullptr;  // (OC) DoRA magnitude
+  // (T, R) g = dout·B of this dout, when the caller has it: linear_backward_input leaves it in
+  // LinearScratch::lora_g (plain LoRA, not DoRA), so the backward of one layer computes it once.
+  // Null: computed here.
+  const float* lora_g = nullptr;
+  // (T, OC) bf16(dout) when the caller has it (linear_backward_input with a BF16 weight leaves it in
+  // LinearScratch::dy); null: rounded here into dy (LoraView::bf16 needs it).
+  const uint16_t* dout16 = nullptr;
 };
 
 struct LinearInput {
@@ -128,6 +141,9 @@ struct LinearScratch {
   float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
   float* lora_tmp = nullptr;     // (T, IC) LoRA with dropout, backward_input
   float* dora = nullptr;         // (T, OC) DoRA: a base product or dout scaled by k
+  uint16_t* lora_w16 = nullptr;  // (R · max(IC, OC)) LoraView::bf16: A or B rounded to bf16
+  uint16_t* lora_t16 = nullptr;  // (T, R) LoraView::bf16 backward: xa or g rounded to bf16
+  float* lora_wt = nullptr;      // (R · max(IC, OC)) LoraView::bf16 backward: s·dBᵀ before it is added to dB
 };
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)

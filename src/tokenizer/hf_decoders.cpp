@@ -162,7 +162,7 @@ class MetaspaceDecoder final : public Decoder {
   }
 };
 
-std::string str_field(const json& j, const char* k, const std::string& path, const char* what) {
+std::string decoder_str_field(const json& j, const char* k, const std::string& path, const char* what) {
   LT_CHECK(j.contains(k) && j[k].is_string(), "{}: {} decoder needs a string \"{}\"", path, what, k);
   return j[k].get<std::string>();
 }
@@ -193,12 +193,12 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& path) {
              "{}: Replace decoder needs {{\"pattern\": {{\"String\": ...}}}} (Regex patterns are not supported)", path);
     auto r = std::make_unique<ReplaceDecoder>();
     r->from = j["pattern"]["String"].get<std::string>();
-    r->to = str_field(j, "content", path, "Replace");
+    r->to = decoder_str_field(j, "content", path, "Replace");
     return r;
   }
   if (t == "Strip") {
     auto s = std::make_unique<StripDecoder>();
-    s->content = str_field(j, "content", path, "Strip");
+    s->content = decoder_str_field(j, "content", path, "Strip");
     s->start = j.value("start", 0);
     s->stop = j.value("stop", 0);
     return s;

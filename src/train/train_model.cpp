@@ -72,6 +72,14 @@ bool bf16_head(const ModelConfig& c, const TrainModelOptions& o) {
   return o.precision == Precision::BF16 && o.method == Method::Lora && c.final_softcap <= 0;
 }
 
+// LoRA products in bf16 (LoraView::bf16, kernels/linear.h): bf16 LoRA on a bf16 base, no dropout,
+// no DoRA (what PyTorch autocast runs for PEFT; a quantized base or dropout keeps them in f32).
+bool bf16_lora(const ModelConfig& c, const TrainModelOptions& o) {
+  QuantSpec qs;
+  return o.precision == Precision::BF16 && o.method == Method::Lora && o.lora.r > 0 && !o.lora.use_dora &&
+         o.lora.dropout <= 0 && !quantized_base(c, o, &qs);
+}
+
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
   if (s == "none" || s == "false" || s.empty()) {
     o.checkpointing = Checkpointing::None;
@@ -397,6 +405,10 @@ struct BufferTable {
   static void to_lora(M& m, void* buf, const Row&) {
     m.lin_scratch_.*F = static_cast<float*>(buf);
   }
+  template <uint16_t* LinearScratch::*F>
+  static void to_lora16(M& m, void* buf, const Row&) {
+    m.lin_scratch_.*F = static_cast<uint16_t*>(buf);
+  }
   static void to_load_scratch(M& m, void* buf, const Row& r) {
     m.load_scratch_ = static_cast<float*>(buf);
     m.load_scratch_floats_ = r.bytes / sizeof(float);
@@ -439,6 +451,11 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"bwd.d_att", W, N * d.QD * f, Lifetime::Layer, to<&M::d_att_>});
   if (d.R > 0) {
     r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to_lora<&LinearScratch::lora_g>});
+    if (bf16_lora(c, o)) {  // bf16 copies of A or B, of xa or g
+      r.push_back({"lora.w16", W, size_t(d.R) * d.max_io * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_w16>});
+      r.push_back({"lora.t16", W, N * d.R * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_t16>});
+      r.push_back({"lora.wt", W, size_t(d.R) * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_wt>});
+    }
     if (o.lora.use_dora)
       r.push_back({"lora.dora", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::dora>});
     if (o.lora.dropout > 0) {
@@ -1067,6 +1084,7 @@ struct LinearRunner {
   uint64_t seed;
   float int8_threshold;
   DType half;                   // 16-bit storage type of Linear::w16
+  bool lora16;                  // bf16_lora(): the LoRA products in bf16
   const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
@@ -1077,6 +1095,7 @@ struct LinearRunner {
     w.w = L.view(half, int8_threshold);
     w.bias = L.b;
     if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step), L.mag, L.mag ? L.norm : nullptr};
+    w.lora.bf16 = lora16 && L.A && L.w16 && !L.w && !L.mag && p <= 0;  // the frozen bf16 base (bf16_lora)
     return w;
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa[L.p] (N, R) saved. With a 16-bit weight x16
@@ -1091,8 +1110,13 @@ struct LinearRunner {
   void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
                 uint64_t step) const {
     const LinearWeights w = weights(L, step);
-    if (dx) tops.linear_backward_input(dx, dout, N, w, scratch);
-    tops.linear_backward_weight({L.dw, L.db, L.dA, L.dB, L.dmag}, dout, {x, x16, N}, xa[size_t(L.p)], w, scratch);
+    LinearGrads g{L.dw, L.db, L.dA, L.dB, L.dmag};
+    if (dx) {
+      tops.linear_backward_input(dx, dout, N, w, scratch);
+      if (L.A && !L.mag) g.lora_g = scratch.lora_g;  // dout·B, left there by the input's backward
+      if (w.lora.bf16) g.dout16 = static_cast<const uint16_t*>(scratch.dy);  // bf16(dout), likewise
+    }
+    tops.linear_backward_weight(g, dout, {x, x16, N}, xa[size_t(L.p)], w, scratch);
   }
 };
 }  // namespace
@@ -1144,7 +1168,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   const int N = N_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
-                        opts_.int8_threshold, half_, lin_scratch_};
+                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), lin_scratch_};
   auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
   auto store = [&](uint16_t* x16, float* x32, int cols) {
@@ -1205,7 +1229,7 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
-                        opts_.int8_threshold, half_, lin_scratch_};
+                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), lin_scratch_};
   auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   const size_t NC = size_t(N) * d.C;
   // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer

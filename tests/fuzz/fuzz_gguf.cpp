@@ -38,7 +38,7 @@ uint64_t read_metadata(const ::lt::gguf::Reader& r) {
   return sum;
 }
 
-void run_model(const std::string& path) {
+void run_gguf_model(const std::string& path) {
   ModelFiles m = load_gguf_model(path);
   InferenceOptions o;
   o.context = std::min(8, m.config.max_seq_len);
@@ -63,7 +63,7 @@ void gguf(std::string_view bytes) {
     exercise_tokenizer(*make_gguf_tokenizer(read_gguf_vocab(r), path));
   } catch (const Error&) {
   }
-  run_model(path);
+  run_gguf_model(path);
 }
 
 }  // namespace lt::fuzz

@@ -36,7 +36,7 @@ uint64_t implied_size(std::string_view b) {
   return bytes <= kMaxFitted ? uint64_t(bytes) : 0;
 }
 
-void run_model(const std::string& path) {
+void run_llama2c_model(const std::string& path) {
   Llama2cModel m = load_llama2c(path);
   InferenceOptions o;
   o.context = std::min(8, m.config.max_seq_len);
@@ -51,9 +51,9 @@ void run_model(const std::string& path) {
 
 void llama2c_model(std::string_view bytes) {
   uint64_t want = implied_size(bytes);
-  if (want == 0 || want == bytes.size()) return run_model(bytes_path(bytes));
+  if (want == 0 || want == bytes.size()) return run_llama2c_model(bytes_path(bytes));
   try {
-    run_model(bytes_path(bytes));  // the size check rejects it; that path is fuzzed too
+    run_llama2c_model(bytes_path(bytes));  // the size check rejects it; that path is fuzzed too
   } catch (const Error&) {
   }
   // Cut to `want`, or grown by repeating the weights it has (zeros when it has none).
@@ -61,7 +61,7 @@ void llama2c_model(std::string_view bytes) {
   const size_t body = fitted.size() - 28;
   fitted.resize(want);
   for (size_t i = 28 + body; body > 0 && i < want; ++i) fitted[i] = fitted[28 + (i - 28) % body];
-  run_model(bytes_path(fitted));
+  run_llama2c_model(bytes_path(fitted));
 }
 
 }  // namespace lt::fuzz

@@ -120,7 +120,8 @@ struct KindInput {
 
 // The scratch of one call of any backend, owned.
 struct OwnedScratch {
-  std::vector<float> tile, dy, g, xd, tmp, dora;
+  std::vector<float> tile, dy, g, xd, tmp, dora, wt;
+  std::vector<uint16_t> w16, t16;
   LinearScratch s;
   OwnedScratch(const WeightView& w, int T, int R) {
     const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
@@ -131,7 +132,10 @@ struct OwnedScratch {
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);
     dora.resize(size_t(T) * w.rows);
-    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data()};
+    w16.resize(size_t(std::max(R, 1)) * std::max(w.rows, w.cols));
+    t16.resize(size_t(T) * std::max(R, 1));
+    wt.resize(w16.size());
+    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data(), w16.data(), t16.data(), wt.data()};
   }
 };
 

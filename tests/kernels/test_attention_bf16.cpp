@@ -141,29 +141,32 @@ TEST_P(KernelAttentionBf16, ForwardMatchesF32Reference) {
   }
 }
 
+using BwdFn = bool (*)(float*, float*, float*, const float*, const uint16_t*, const uint16_t*, const uint16_t*,
+                      const uint16_t*, const float*, const int*, int, int, int, int);
+
+// One case of the backward against the reference, with the bounds of the file's header.
+void expect_backward_within_bounds(BwdFn bwd, const Case& c, unsigned seed, const std::string& who) {
+  Inputs r(c, seed);
+  const size_t nq = r.q.size(), nk = r.k.size();
+  VecF dq = random_vec(nq, seed + 4), dk = random_vec(nk, seed + 5), dv = random_vec(nk, seed + 6);  // "+=" targets
+  const VecF dq0 = dq, dk0 = dk;
+  ASSERT_TRUE(bwd(dq.data(), dk.data(), dv.data(), r.dout.data(), r.q16.data(), r.k16.data(), r.v16.data(),
+                  r.out16.data(), r.lse_r.data(), r.ds.data(), c.T, c.NH, c.NKV, c.HS));
+  auto delta = [](const VecF& a, const VecF& a0) {  // the gradient alone, for its magnitude
+    VecF d(a.size());
+    for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - a0[i];
+    return d;
+  };
+  VecF dv_lim(nk);
+  for (size_t i = 0; i < nk; i++) dv_lim[i] = std::fabs(dv[i] - r.dv_r[i]) - std::ldexp(1.0f, -8) * r.dv_abs[i];
+  EXPECT_LE(*std::max_element(dv_lim.begin(), dv_lim.end()), 1e-6) << who << "dv beyond 2^-8 Σ p|dO| " << c.name();
+  expect_within(dk, r.dk_r, std::ldexp(1.0, -6) * max_abs(delta(r.dk_r, dk0)) + 1e-6, who + "dk " + c.name());
+  expect_within(dq, r.dq_r, std::ldexp(1.0, -6) * max_abs(delta(r.dq_r, dq0)) + 1e-6, who + "dq " + c.name());
+}
+
 TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level: the model runs the f32 kernels";
-  for (const Case& c : cases()) {
-    Inputs r(c, 200 + c.T + c.HS);
-    const size_t nq = r.q.size(), nk = r.k.size();
-    VecF dq = random_vec(nq, 200 + c.T + c.HS + 4), dk = random_vec(nk, 200 + c.T + c.HS + 5),
-         dv = random_vec(nk, 200 + c.T + c.HS + 6);  // the same "+=" targets as the reference's
-    const VecF dq0 = dq, dk0 = dk, dv0 = dv;
-    ASSERT_TRUE(t().attention_backward_bf16(dq.data(), dk.data(), dv.data(), r.dout.data(), r.q16.data(),
-                                            r.k16.data(), r.v16.data(), r.out16.data(), r.lse_r.data(), r.ds.data(),
-                                            c.T, c.NH, c.NKV, c.HS));
-    auto delta = [](const VecF& a, const VecF& a0) {  // the gradient alone, for its magnitude
-      VecF d(a.size());
-      for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - a0[i];
-      return d;
-    };
-    VecF dv_lim(nk);
-    for (size_t i = 0; i < nk; i++) dv_lim[i] = std::fabs(dv[i] - r.dv_r[i]) - std::ldexp(1.0f, -8) * r.dv_abs[i];
-    EXPECT_LE(*std::max_element(dv_lim.begin(), dv_lim.end()), 1e-6) << "dv beyond 2^-8 Σ p|dO| " << c.name();
-    (void)dv0;
-    expect_within(dk, r.dk_r, std::ldexp(1.0, -6) * max_abs(delta(r.dk_r, dk0)) + 1e-6, "dk " + c.name());
-    expect_within(dq, r.dq_r, std::ldexp(1.0, -6) * max_abs(delta(r.dq_r, dq0)) + 1e-6, "dq " + c.name());
-  }
+  for (const Case& c : cases()) expect_backward_within_bounds(t().attention_backward_bf16, c, 200 + c.T + c.HS, "");
 }
 
 // Several tiles per document at HS = 64: identical bits on a rerun and on 1 thread vs all.
@@ -216,6 +219,31 @@ TEST_P(KernelAttentionBf16, DeclinesHugeHeadsAndRejectsBadStarts) {
 }
 
 LT_INSTANTIATE_ISAS(KernelAttentionBf16);
+
+// The AMX forward and backward (on CPUs with AMX tiles the avx512 table's entries, so the tests
+// above run them at HS = 64) called directly, at every head size it takes (multiples of 32: one to four tiles of a
+// tile row, one to eight tiles of dims) and at 12 (handed to the AVX-512 kernel), with T around the
+// 16-query work item and the 32-key tile; the same bounds as the AVX-512 kernel (the tile unit
+// rounds the same bf16 P and sums in f32, only in another order).
+TEST(KernelAttentionBf16Amx, ForwardAndBackwardMatchF32Reference) {
+  if (!amx_bf16_kernels() || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AMX bf16 tiles here (or LEANTUNE_AMX=0)";
+  for (int T : {1, 15, 16, 17, 33, 70})
+    for (int HS : {32, 64, 128, 12})
+      for (auto [NH, NKV] : {std::pair{3, 3}, std::pair{6, 2}, std::pair{7, 1}})
+        for (const char* docs : {"one", "every17", "window20", "unsorted"}) {
+          const Case c{T, NH, NKV, HS, docs};
+          Inputs r(c, 300 + T + HS);
+          VecF out(r.out_r.size(), 7.0f), lse(r.lse_r.size(), 7.0f), out2(r.out_r.size(), -3.0f);
+          ASSERT_TRUE(cpu::amx::attention_train_forward_bf16(out.data(), lse.data(), r.q16.data(), r.k16.data(),
+                                                             r.v16.data(), r.ds.data(), T, NH, NKV, HS));
+          expect_within(out, r.out_r, std::ldexp(1.0, -8) * max_abs(r.v) + 1e-6, "amx out " + c.name());
+          expect_close(lse, r.lse_r, 1e-6, std::ldexp(1.0, -8) + 1e-6, "amx lse " + c.name());
+          ASSERT_TRUE(cpu::amx::attention_train_forward_bf16(out2.data(), nullptr, r.q16.data(), r.k16.data(),
+                                                             r.v16.data(), r.ds.data(), T, NH, NKV, HS));
+          EXPECT_EQ(out2, out) << "amx out without lse " << c.name();
+          expect_backward_within_bounds(cpu::amx::attention_backward_bf16, c, 400 + T + HS, "amx ");
+        }
+}
 
 }  // namespace
 }  // namespace lt::test

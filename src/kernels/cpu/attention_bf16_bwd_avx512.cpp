@@ -26,37 +26,7 @@ namespace {
 #include "kernels/cpu/simd_vec_avx512.inc"
 
 #include "kernels/cpu/attention_bf16_avx512.inc"
-
-struct BwdArgs {
-  float *dq, *dk, *dv;
-  const float* dout;
-  const u16 *q, *k, *v, *out;
-  const float* lse;
-  const int* doc_start;
-  bool sorted;
-  int T, NH, NKV, HS;
-  float scale;
-  // Prepared once per call (prepare_rows, pack_tiles), before the work items:
-  PackedTiles tiles;  // kScoreK, kScoreV, kPairsK
-  u16* d16;           // (T * NH, HR) bf16(dout) rows, zero-padded
-  u16* q16;           // (T * NH, HR) q rows zero-padded when HS is odd (else null: q's rows are used)
-  float* D;           // (NH, T) rowsum(bf16(dout) ∘ out)
-  const u16* qrow(int t, int h) const {
-    const size_t r = (size_t)t * NH + h;
-    return q16 ? q16 + r * round16(HS) : q + r * HS;
-  }
-  const u16* drow(int t, int h) const { return d16 + ((size_t)t * NH + h) * round16(HS); }
-};
-
-// D = Σ_d dout[d] * out[d] (both bf16), in f32.
-float row_D(const u16* dout, const u16* out, int HS) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int d = 0; d < HS; d += 16) {
-    __mmask16 m = mask16(HS - d);
-    acc = _mm512_fmadd_ps(widen(_mm256_maskz_loadu_epi16(m, dout + d)), widen(_mm256_maskz_loadu_epi16(m, out + d)), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
+#include "kernels/cpu/attention_bf16_bwd.inc"
 
 // s (NQ, kBk) = x[i] · xt and dp (NQ, kBk) = y[i] · yt (score tiles), one sweep (NQ * 4 chains).
 template <int NQ>
@@ -84,30 +54,6 @@ inline void tile_scores2(float* s, float* dp, const u16* const* x, const u16* xt
     _mm512_storeu_ps(s + i * kBk, a[i][0]), _mm512_storeu_ps(s + i * kBk + 16, a[i][1]);
     _mm512_storeu_ps(dp + i * kBk, b[i][0]), _mm512_storeu_ps(dp + i * kBk + 16, b[i][1]);
   }
-}
-
-// p = exp(s * scale - lse_t), ds = p * (dp - D) * scale on the lanes of keep, 0 elsewhere (in place).
-inline void tile_probs(float* p, float* ds, float scale, float lse_t, float D, uint32_t keep) {
-  V vs = V::set1(scale), vl = V::set1(lse_t), vd = V::set1(D);
-  for (int r = 0; r < 2; r++) {
-    __mmask16 k = (__mmask16)(keep >> (16 * r));
-    V pr = V::exp(V::load(p + r * 16) * vs - vl);
-    V dr = pr * (V::load(ds + r * 16) - vd) * vs;
-    _mm512_storeu_ps(p + r * 16, _mm512_maskz_mov_ps(k, pr.v));
-    _mm512_storeu_ps(ds + r * 16, _mm512_maskz_mov_ps(k, dr.v));
-  }
-}
-
-// cT (npair, kBk) 32-bit lanes: key j of query pair tp = (bf16 c[2tp][j], bf16 c[2tp+1][j]);
-// c (n, kBk) f32, rows >= n taken as zero.
-void pair_coefs(u32* cT, const float* c, int n) {
-  for (int tp = 0; 2 * tp < n; tp++)
-    for (int r = 0; r < 2; r++) {
-      __m512i a = _mm512_cvtepu16_epi32(round_bf16(_mm512_loadu_ps(c + (2 * tp) * kBk + r * 16)));
-      __m512i b = 2 * tp + 1 < n ? _mm512_cvtepu16_epi32(round_bf16(_mm512_loadu_ps(c + (2 * tp + 1) * kBk + r * 16)))
-                                 : _mm512_setzero_si512();
-      _mm512_storeu_si512(cT + tp * kBk + r * 16, _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
-    }
 }
 
 // dst (nb, HR) += Σ_tp cT[tp][j] · rows pair tp (row-pair layout (npair, HR, 2)): two dst rows by
@@ -267,21 +213,6 @@ void q_item(const BwdArgs& a, int h, int t0) {
       _mm512_mask_storeu_ps(dqr + d, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dqr + d), _mm512_loadu_ps(src + d)));
     }
   }
-}
-
-// The per-row inputs of both passes, once: bf16(dout) rows, q rows padded (odd HS), D. An orphaned
-// omp for.
-void prepare_rows(const BwdArgs& a) {
-  const int HS = a.HS, HR = round16(HS);
-#pragma omp for schedule(static)
-  for (int t = 0; t < a.T; t++)
-    for (int h = 0; h < a.NH; h++) {
-      const size_t r = (size_t)t * a.NH + h;
-      u16* dr = a.d16 + r * HR;
-      round_row(dr, a.dout + r * HS, HS, HR);
-      if (a.q16) copy_row(a.q16 + r * HR, a.q + r * HS, HS, HR);
-      a.D[(size_t)h * a.T + t] = row_D(dr, a.out + r * HS, HS);
-    }
 }
 
 }  // namespace

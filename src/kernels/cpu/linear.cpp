@@ -2,9 +2,10 @@
 // train_ops_cpu().linear_backward_*: the weight's product by kind (f32: the ISA's matmul_forward
 // and matmul_backward's GEMMs; a few tokens against 16-bit / 4-bit weights: decode_gemv.h; else
 // 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
-// products as f32 GEMMs. The order of every accumulation is fixed (base product, then LoRA), so a
+// products as f32 GEMMs (LoraView::bf16: four of them as bf16 GEMMs, linear.h). The order of every accumulation is fixed (base product, then LoRA), so a
 // step's results do not depend on which direction is asked first.
 #include "core/error.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear_kernels.h"
@@ -30,6 +31,22 @@ float* lora_g(const float* dout, int T, const LinearWeights& w, const LinearScra
 
 const float* dropped(const float* x, int T, int IC, const LoraView& l, const LinearScratch& s) {
   return lora_dropped_input(x, T, IC, l, s);
+}
+
+// bf16 LoRA (LoraView::bf16): n values of src rounded into the scratch part dst
+const uint16_t* rounded(uint16_t* dst, const float* src, size_t n, const char* part) {
+  LT_CHECK(dst, "linear: bf16 LoRA needs the {} scratch", part);
+  f32_to_half(DType::BF16, dst, nullptr, src, n);
+  return dst;
+}
+
+// g (T, R) = bf16(dout)·bf16(B) into s.lora_g
+float* lora_g_bf16(const uint16_t* dout16, int T, const LinearWeights& w, const LinearScratch& s) {
+  LT_CHECK(s.lora_g, "linear backward: LoRA needs the lora_g scratch");
+  const int R = w.lora.rank, OC = w.w.rows;
+  const uint16_t* B16 = rounded(s.lora_w16, w.lora.B, size_t(OC) * R, "lora_w16");
+  gemm_bf16(false, false, T, R, OC, 1.0f, dout16, OC, B16, R, 0.0f, s.lora_g, R);
+  return s.lora_g;
 }
 
 }  // namespace
@@ -62,8 +79,14 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   if (l.rank == 0) return;
   LT_CHECK(xa, "linear_forward: LoRA needs the xa output (T, R)");
   const int R = l.rank;
-  const float* xin = dropped(in.x, T, IC, l, s);
-  gemm_f32(false, true, T, R, IC, 1.0f, xin, IC, l.A, IC, 0.0f, xa, R);
+  if (l.bf16) {
+    LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
+    const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
+    gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
+  } else {
+    const float* xin = dropped(in.x, T, IC, l, s);
+    gemm_f32(false, true, T, R, IC, 1.0f, xin, IC, l.A, IC, 0.0f, xa, R);
+  }
   gemm_f32(false, true, T, OC, R, l.scale, xa, R, l.B, R, 1.0f, out, OC);
 }
 
@@ -82,7 +105,8 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   const LoraView& l = w.lora;
   if (l.rank == 0) return;
   const int R = l.rank;
-  const float* g = lora_g(dout, T, w, s);
+  // bf16: the base's backward above left bf16(dout) in s.dy (half_backward)
+  const float* g = l.bf16 ? lora_g_bf16(static_cast<const uint16_t*>(s.dy), T, w, s) : lora_g(dout, T, w, s);
   if (l.dropout <= 0) {
     gemm_f32(false, false, T, IC, R, l.scale, g, R, l.A, IC, 1.0f, dx, IC);  // dx += s·g·A
     return;
@@ -92,6 +116,30 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   const size_t n = size_t(T) * IC;
   for (size_t i = 0; i < n; ++i) dx[i] += s.lora_tmp[i] * lora_dropout_scale(l.dropout_key, i, l.dropout);
 }
+
+namespace {
+// dB and dA of linear_backward_weight with LoraView::bf16 (linear.h)
+void lora_backward_weight_bf16(const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
+                               const LinearWeights& w, const LinearScratch& s) {
+  const LoraView& l = w.lora;
+  const int T = in.T, IC = w.w.cols, OC = w.w.rows, R = l.rank;
+  LT_CHECK(in.x16, "linear_backward_weight: bf16 LoRA needs x16");
+  const uint16_t* d16 = g.dout16 ? g.dout16 : rounded(static_cast<uint16_t*>(s.dy), dout, size_t(T) * OC, "dy");
+  if (g.dB) {
+    LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");
+    LT_CHECK(s.lora_wt, "linear_backward_weight: bf16 LoRA needs the lora_wt scratch");
+    const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
+    // dB += (s·xaᵀ·dout)ᵀ: the (R, OC) product is about twice as fast as the (OC, R) one in oneDNN
+    gemm_bf16(true, false, R, OC, T, l.scale, xa16, R, d16, OC, 0.0f, s.lora_wt, OC);
+    for (int o = 0; o < OC; ++o)
+      for (int r = 0; r < R; ++r) g.dB[size_t(o) * R + r] += s.lora_wt[size_t(r) * OC + o];
+  }
+  if (!g.dA) return;
+  const float* gr = g.lora_g ? g.lora_g : lora_g_bf16(d16, T, w, s);
+  const uint16_t* g16 = rounded(s.lora_t16, gr, size_t(T) * R, "lora_t16");
+  gemm_bf16(true, false, R, IC, T, l.scale, g16, R, in.x16, IC, 1.0f, g.dA, IC);  // dA += s·gᵀ·x
+}
+}  // namespace
 
 void linear_backward_weight(Isa isa, const LinearGrads& g, const float* dout, const LinearInput& in, const float* xa,
                             const LinearWeights& w, const LinearScratch& s) {
@@ -109,12 +157,13 @@ void linear_backward_weight(Isa isa, const LinearGrads& g, const float* dout, co
   const LoraView& l = w.lora;
   if (l.rank == 0 || (!g.dA && !g.dB)) return;
   const int R = l.rank;
+  if (l.bf16) return lora_backward_weight_bf16(g, dout, in, xa, w, s);
   if (g.dB) {
     LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");
     gemm_f32(true, false, OC, R, T, l.scale, dout, OC, xa, R, 1.0f, g.dB, R);  // dB += s·doutᵀ·xa
   }
   if (!g.dA) return;
-  const float* gr = lora_g(dout, T, w, s);
+  const float* gr = g.lora_g ? g.lora_g : lora_g(dout, T, w, s);
   const float* xin = dropped(in.x, T, IC, l, s);
   gemm_f32(true, false, R, IC, T, l.scale, gr, R, xin, IC, 1.0f, g.dA, IC);  // dA += s·gᵀ·xd
 }

@@ -17,13 +17,13 @@ namespace lt::cpu {
 
 namespace {
 constexpr int kColChunk = 64;                // columns per work item of the column-split reductions
-constexpr size_t kParallelMin = 1 << 15;     // below this many elements, stay on one thread
+constexpr size_t kTrainParallelMin = 1 << 15;     // below this many elements, stay on one thread
 }  // namespace
 
 void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C) {
   for (int t = 0; t < T; t++) LT_ASSERT(tokens[t] >= 0);
   int nchunk = (C + kColChunk - 1) / kColChunk;
-#pragma omp parallel for schedule(static) if ((size_t)T * C >= kParallelMin && nchunk > 1)
+#pragma omp parallel for schedule(static) if ((size_t)T * C >= kTrainParallelMin && nchunk > 1)
   for (int b = 0; b < nchunk; b++) {
     int c0 = b * kColChunk, c1 = c0 + kColChunk < C ? c0 + kColChunk : C;
     for (int t = 0; t < T; t++) {
@@ -76,7 +76,7 @@ void matmul_backward(float* dx, float* dw, float* db, const float* dout, const f
   if (dw) gemm_f32(true, false, OC, IC, T, 1.0f, dout, OC, x, IC, 1.0f, dw, IC);
   if (db) {
     int nchunk = (OC + kColChunk - 1) / kColChunk;
-#pragma omp parallel for schedule(static) if ((size_t)T * OC >= kParallelMin && nchunk > 1)
+#pragma omp parallel for schedule(static) if ((size_t)T * OC >= kTrainParallelMin && nchunk > 1)
     for (int b = 0; b < nchunk; b++) {
       int o0 = b * kColChunk, o1 = o0 + kColChunk < OC ? o0 + kColChunk : OC;
       float acc[kColChunk] = {};  // column sums of this chunk, tokens in order
@@ -132,6 +132,10 @@ static TrainOps make_train_ops(Isa isa) {
       if (cpu_features().avx512_bf16) {  // else null: TrainModel runs the f32 kernels on rounded values
         ops.attention_train_forward_bf16 = cpu::avx512::attention_train_forward_bf16;
         ops.attention_backward_bf16 = cpu::avx512::attention_backward_bf16;
+        if (amx_bf16_kernels()) {  // the AMX tile kernels (head sizes a multiple of 32; the rest go on to AVX-512)
+          ops.attention_train_forward_bf16 = cpu::amx::attention_train_forward_bf16;
+          ops.attention_backward_bf16 = cpu::amx::attention_backward_bf16;
+        }
       }
       break;
   }

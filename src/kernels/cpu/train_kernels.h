@@ -27,6 +27,16 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
                              const int* doc_start, int T, int NH, int NKV, int HS);
 }  // namespace avx512
 
+// The same on AMX tiles (attention_bf16_{fwd,bwd}_amx.cpp); only where amx_bf16_kernels(). Head
+// sizes not a multiple of 32 go to the AVX-512 kernels.
+namespace amx {
+bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const int* doc_start, int T, int NH, int NKV, int HS);
+bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
+                             const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                             const int* doc_start, int T, int NH, int NKV, int HS);
+}  // namespace amx
+
 // ISA-independent training kernels (train_common.cpp): scatter-adds, RoPE (cos/sin bound, kept
 // bit-identical to ref), and the linear-layer backward as oneDNN GEMMs.
 void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C);

@@ -2,7 +2,8 @@
 // (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
 // through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
 // type in the backward; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
-// f32 with the dropout mask regenerated from its key; DoRA follows kernels/linear.h's formulas term
+// f32 (LoraView::bf16: four products on bf16-rounded operands, linear.h) with the dropout mask
+// regenerated from its key; DoRA follows kernels/linear.h's formulas term
 // by term. Nothing allocates: the LLM.int8 outlier flags use the tile scratch, the LoRA backward its
 // lora_g scratch, DoRA its dora scratch.
 #include <algorithm>
@@ -55,6 +56,9 @@ float grad_as(WeightKind k, float v) {
   if (k == WeightKind::F16) return f16_to_f32(f32_to_f16(v));
   return v;
 }
+
+// A LoRA operand as LoraView::bf16's products see it: rounded to bf16 with bf16, else as given
+float lora_op(const LoraView& l, float v) { return l.bf16 ? bf16_to_f32(f32_to_bf16(v)) : v; }
 
 // The dropout mask element i (1 without dropout), and the LoRA input element i: x[i] times it
 float mask_at(size_t i, const LoraView& l) {
@@ -133,7 +137,7 @@ void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int 
   for (int t = 0; t < T; ++t) {
     for (int r = 0; r < R; ++r) {
       float a = 0.0f;
-      for (int i = 0; i < IC; ++i) a += xd_at(x, size_t(t) * IC + i, l) * l.A[size_t(r) * IC + i];
+      for (int i = 0; i < IC; ++i) a += xd_at(x, size_t(t) * IC + i, l) * lora_op(l, l.A[size_t(r) * IC + i]);
       xa[size_t(t) * R + r] = a;
     }
     for (int o = 0; o < OC; ++o) {
@@ -151,7 +155,7 @@ float* lora_g(const float* dout, const LoraView& l, int T, int OC, const LinearS
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < R; ++r) {
       float a = 0.0f;
-      for (int o = 0; o < OC; ++o) a += dout[size_t(t) * OC + o] * l.B[size_t(o) * R + r];
+      for (int o = 0; o < OC; ++o) a += lora_op(l, dout[size_t(t) * OC + o]) * lora_op(l, l.B[size_t(o) * R + r]);
       s.lora_g[size_t(t) * R + r] = a;
     }
   return s.lora_g;
@@ -324,7 +328,7 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
     for (int o = 0; o < OC; ++o)
       for (int r = 0; r < R; ++r) {
         float a = 0.0f;
-        for (int t = 0; t < T; ++t) a += dout[size_t(t) * OC + o] * xa[size_t(t) * R + r];
+        for (int t = 0; t < T; ++t) a += lora_op(l, dout[size_t(t) * OC + o]) * lora_op(l, xa[size_t(t) * R + r]);
         g.dB[size_t(o) * R + r] += l.scale * a;
       }
   }
@@ -333,7 +337,7 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < IC; ++i) {
       float a = 0.0f;
-      for (int t = 0; t < T; ++t) a += gr[size_t(t) * R + r] * xd_at(in.x, size_t(t) * IC + i, l);
+      for (int t = 0; t < T; ++t) a += lora_op(l, gr[size_t(t) * R + r]) * xd_at(in.x, size_t(t) * IC + i, l);
       g.dA[size_t(r) * IC + i] += l.scale * a;
     }
 }
