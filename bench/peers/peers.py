@@ -215,6 +215,7 @@ def main():
                     help="2 threads only, 2 measured steps, no 1B model: about 10 minutes instead of an hour")
     ap.add_argument("--models", default=None,
                     help="training shapes, of smol,qwen,wide (default: smol,wide; --quick: smol)")
+    ap.add_argument("--precisions", default="fp32,bf16", help="training precisions, of fp32,bf16")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
     a = ap.parse_args()
@@ -229,13 +230,14 @@ def main():
     if not a.skip_train:
         models = (a.models or ("smol" if a.quick else "smol,wide")).split(",")
         grid = []
+        precs = [p for p in ("fp32", "bf16") if p in a.precisions.split(",")]
         if "smol" in models:
-            grid += [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
+            grid += [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in precs
                      for ck in ("none", "every")]
         if "qwen" in models:
             qwen = cache / "qwen2.5-0.5b-random"
             make_model(qwen, QWEN25_05B)
-            grid += [("Qwen2.5-0.5B", qwen, t, prec, ck, steps) for t in threads for prec in ("fp32", "bf16")
+            grid += [("Qwen2.5-0.5B", qwen, t, prec, ck, steps) for t in threads for prec in precs
                      for ck in ("none", "every")]
         if "wide" in models:
             wide = cache / "wide-1b-random"
