@@ -42,6 +42,10 @@ TORCH_TRAIN_BF16 = TORCH_TRAIN.replace(
     "    loss = m(input_ids=ids, labels=ids).loss\n",
     "    with torch.autocast('cpu', dtype=torch.bfloat16):\n        loss = m(input_ids=ids, labels=ids).loss\n")
 assert TORCH_TRAIN_BF16 != TORCH_TRAIN
+# the second peer row (--compiled): the same steps through torch.compile (inductor; the warm-up step
+# compiles, and is not timed)
+COMPILED = ("m.train()\n", "m.train()\nfwd = torch.compile(m)\n")
+CALL = ("loss = m(input_ids=ids, labels=ids).loss", "loss = fwd(input_ids=ids, labels=ids).loss")
 
 
 def make_model(folder, cfg):
@@ -69,8 +73,11 @@ def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def torch_train(model, threads, ckpt, batch, seq, steps, precision):
+def torch_train(model, threads, ckpt, batch, seq, steps, precision, compiled=False):
     script = TORCH_TRAIN if precision == "fp32" else TORCH_TRAIN_BF16
+    if compiled:
+        script = script.replace(*COMPILED).replace(*CALL)
+        assert "fwd(input_ids" in script and "torch.compile" in script
     p = subprocess.run([sys.executable, "-c", script, "lora", ckpt, str(threads), str(batch), str(seq), "16",
                         str(steps), str(model)], capture_output=True, text=True)
     if p.returncode != 0:
@@ -216,6 +223,7 @@ def main():
     ap.add_argument("--models", default=None,
                     help="training shapes, of smol,qwen,wide (default: smol,wide; --quick: smol)")
     ap.add_argument("--precisions", default="fp32,bf16", help="training precisions, of fp32,bf16")
+    ap.add_argument("--compiled", action="store_true", help="also PyTorch + PEFT under torch.compile (a second ratio)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
     a = ap.parse_args()
@@ -251,6 +259,11 @@ def main():
             peer = torch_train(model, t, ck, a.batch, a.seq, st, prec)
             results["train"].append(dict(model=name, threads=t, precision=prec, checkpointing=ck, leantune=ours,
                                          pytorch=peer))
+            if a.compiled:
+                comp = torch_train(model, t, ck, a.batch, a.seq, st, prec, compiled=True)
+                results["train"][-1]["pytorch_compiled"] = comp
+                print(f"  torch.compile: {comp.get('tokens_per_s', comp.get('error'))} tok/s, leantune / compiled "
+                      f"{fmt_ratio(ratio(ours, comp, 'tokens_per_s'))}", flush=True)
             g = lambda r, k, s=1: f"{r[k] / s:.0f}" if k in r else r.get("error", "-")[:40]
             md.append(f"| {name} | {t} | {prec} | {ck} | {g(ours, 'tokens_per_s')} | {g(peer, 'tokens_per_s')} | "
                       f"{fmt_ratio(ratio(ours, peer, 'tokens_per_s'))} | {g(ours, 'peak_rss_bytes', 2**20)} MiB | "
