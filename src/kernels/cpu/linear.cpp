@@ -1,9 +1,10 @@
 // The fast linear op (kernels/linear.h) behind ops_cpu().linear_forward and
 // train_ops_cpu().linear_backward_*: the weight's product by kind (f32: the ISA's matmul_forward
 // and matmul_backward's GEMMs; a few tokens against 16-bit / 4-bit weights: decode_gemv.h; else
-// 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA
-// products as f32 GEMMs (LoraView::bf16: four of them as bf16 GEMMs, linear.h). The order of every accumulation is fixed (base product, then LoRA), so a
-// step's results do not depend on which direction is asked first.
+// 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA products as f32
+// GEMMs (LoraView::bf16: four of them as bf16 GEMMs, linear.h). The order of every accumulation is
+// fixed (base product, then LoRA), so a step's results do not depend on which direction is asked
+// first.
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/decode_gemv.h"
