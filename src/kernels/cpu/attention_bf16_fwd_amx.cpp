@@ -47,23 +47,6 @@ struct FwdArgs {
   PackedTiles tiles;  // kScoreK, kPairsV
 };
 
-// Online softmax of one query over a key tile's scores (as the AVX-512 forward's).
-inline float softmax_step(u16* p16, const float* s, int lo, int hi, float scale, float& m, float& l) {
-  const uint32_t keep = range_mask(lo, hi);
-  const __m512 mx = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), (__mmask16)keep, s),
-                                  _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), (__mmask16)(keep >> 16), s + 16));
-  float bm = _mm512_reduce_max_ps(mx) * scale;
-  float m_new = m > bm ? m : bm;
-  float alpha = std::exp(m - m_new);
-  alignas(64) float e[kBk];
-  V vs = V::set1(scale), vm = V::set1(m_new);
-  for (int r = 0; r < 2; r++) V::store(e + r * 16, V::exp(V::load(s + r * 16) * vs - vm));
-  round_masked(p16, e, keep);
-  l = l * alpha + sum_bf16_row(p16);
-  m = m_new;
-  return alpha;
-}
-
 void fwd_item(const FwdArgs& a, int h, int t0) {
   alignas(64) u16 qr[kRows * kMaxHS];     // (16, HS) query rows, zero past nq
   alignas(64) float acc[kRows * kMaxHS];  // (16, HS) unnormalized outputs
