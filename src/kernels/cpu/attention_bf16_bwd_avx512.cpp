@@ -133,17 +133,7 @@ void kv_item(const BwdArgs& a, int hk, int kb) {
   std::memset(w.dkb, 0, sizeof(float) * nb * HR);
   std::memset(w.dvb, 0, sizeof(float) * nb * HR);
   for (int h = hk * group; h < (hk + 1) * group; h++) {
-    int pend[kKvBatch], np = 0;
-    for (int t = kb; t <= T; t++) {
-      if (t < T && a.doc_start[t] > kend) {
-        if (a.sorted) t = T - 1;  // no later query sees the tile either: flush at t = T
-        continue;
-      }
-      if (t < T) pend[np++] = t;
-      if (np == 0 || (np < kKvBatch && t < T)) continue;
-      kv_batch(a, w, pend, np, h, kb, kend);
-      np = 0;
-    }
+    for_query_batches<kKvBatch>(a, kb, kend, [&](const int* pend, int np) { kv_batch(a, w, pend, np, h, kb, kend); });
   }
   for (int j = 0; j < nb; j++)
     for (int d = 0; d < HS; d += 16) {
