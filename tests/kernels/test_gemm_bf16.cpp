@@ -1,7 +1,8 @@
 // The bf16 GEMM against a double-precision product of the same bf16 values: every transpose,
 // leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1, sizes past the widened
-// path's blocks. Run as the machine dispatches it and with LEANTUNE_ISA=avx2, which takes the
-// widened f32 path that AVX2-only CPUs (no oneDNN bf16 matmul) use.
+// path's blocks, the training shapes' multiples of 32 with row tails and padded strides. Run as
+// the machine dispatches it and with LEANTUNE_ISA=avx2, which takes the widened f32 path that
+// AVX2-only CPUs (no oneDNN bf16 matmul) use.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -23,7 +24,9 @@ void check_against_double() {
   for (const Case& t : {Case{1, 37, 19, false, true, 1, 0, 0}, Case{17, 33, 65, false, false, 1, 0, 3},
                         Case{64, 48, 32, true, false, 0.5f, 1, 1}, Case{5, 7, 3, true, true, 2, 0.25f, 5},
                         Case{128, 96, 576, false, true, 1, 1, 0}, Case{300, 530, 270, true, false, 1, 0.5f, 2},
-                        Case{260, 520, 300, false, true, 1, 0, 1}}) {
+                        Case{260, 520, 300, false, true, 1, 0, 1}, Case{70, 96, 544, false, true, 1, 1, 2},
+                        Case{33, 320, 800, false, false, 1, 0, 4}, Case{16, 32, 64, false, true, 1, 0, 0},
+                        Case{1, 64, 32, false, false, 1, 1, 0}, Case{96, 1056, 288, false, true, 1, 0, 0}}) {
     const int lda = (t.ta ? t.M : t.K) + t.pad, ldb = (t.tb ? t.K : t.N) + t.pad, ldc = t.N + t.pad;
     std::vector<uint16_t> A(size_t(t.ta ? t.K : t.M) * lda), B(size_t(t.tb ? t.N : t.K) * ldb);
     for (auto& v : A) v = f32_to_bf16(nd(rng));
@@ -42,8 +45,10 @@ void check_against_double() {
           mag += std::abs(a * b);
         }
         double want = t.alpha * s + t.beta * C0[size_t(i) * ldc + j];
-        // bf16 products are exact in f32; only the f32 accumulation order differs
-        EXPECT_NEAR(C[size_t(i) * ldc + j], want, 1e-5 * (std::abs(t.alpha) * mag + std::abs(t.beta * C0[size_t(i) * ldc + j])) + 1e-6)
+        // bf16 products are exact in f32; the K + 1 f32 additions and the alpha scaling round at
+        // most K + 2 times: |error| <= (K + 2) u (|alpha| sum |a b| + |beta c|), u = 2^-24
+        const double bound = (t.K + 2) * 0x1p-24 * (std::abs(t.alpha) * mag + std::abs(t.beta * C0[size_t(i) * ldc + j]));
+        EXPECT_NEAR(C[size_t(i) * ldc + j], want, bound + 1e-30)
             << t.M << "x" << t.N << "x" << t.K << " at " << i << "," << j;
       }
     for (int i = 0; i < t.M; ++i)  // padding columns untouched

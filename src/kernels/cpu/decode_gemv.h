@@ -18,12 +18,21 @@
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
 //         int8 codes q − 8 (low nibbles, then high, as ggml's bytes_from_nibbles_32), then as Q8_0.
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
-// rounding only (tests/kernels/test_decode_gemv.cpp derives the bound).
+// rounding only (tests/kernels/test_decode_gemv.cpp derives the bound). Every SIMD loop prefetches
+// the weight bytes kPrefetchBytes ahead of its reads (past a row's end into the next rows).
 #pragma once
+#include <xmmintrin.h>
+
 #include "core/cpu_features.h"
 #include "kernels/linear.h"
 
 namespace lt::cpu {
+
+// Decode reads each weight once, from memory. A software prefetch this far ahead of the read keeps
+// more lines in flight than the hardware prefetcher alone: on a 2-vCPU Xeon VM a q8_0 row loop
+// read 5-6 GB/s on one thread without it and 8-9 GB/s with it (4-32 KiB ahead all alike).
+inline constexpr int kPrefetchBytes = 8192;
+inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0); }
 
 inline constexpr int kDecodeMaxT = 3;  // tokens per call the decode products take
 inline constexpr int kGemvRows = 8;    // output rows per work item

@@ -29,13 +29,15 @@ void half_row(float* y, const float* x, const uint16_t* wr, int IC, int OC, int 
   for (auto& a : acc)
     for (auto& v : a) v = _mm256_setzero_ps();
   int c = 0;
-  for (; c + 32 <= IC; c += 32)
+  for (; c + 32 <= IC; c += 32) {
+    prefetch_ahead(wr + c);
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       const __m256 wv = load8<BF16>(wr + c + 8 * u);
 #pragma GCC unroll 3
       for (int t = 0; t < NT; ++t) acc[u][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c + 8 * u), acc[u][t]);
     }
+  }
   for (; c + 8 <= IC; c += 8) {
     const __m256 wv = load8<BF16>(wr + c);
     for (int t = 0; t < NT; ++t) acc[0][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c), acc[0][t]);
@@ -75,6 +77,7 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
       for (auto& s : sum)
         for (auto& v : s) v = _mm256_setzero_ps();
       for (int c = b0; c < b0 + bs; c += 32) {
+        if ((c & 127) == 0) prefetch_ahead(cr + c / 2);
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cr + c / 2));
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low4), lo = _mm_and_si128(raw, low4);
         const __m128i e0 = _mm_unpacklo_epi8(hi, lo), e1 = _mm_unpackhi_epi8(hi, lo);  // element order
@@ -125,6 +128,7 @@ void block_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView&
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       const uint8_t* blk = row + size_t(b) * kBytes;
+      prefetch_ahead(blk);
       const __m256i wv = block_codes<Q4>(blk);
       const __m256i aw = _mm256_sign_epi8(wv, wv);  // |w| (-128 -> 128 as unsigned)
       const float dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));

@@ -22,7 +22,8 @@ void half_row(float* y, const float* x, const uint16_t* wr, int IC, int OC, int 
   for (auto& a : acc)
     for (auto& v : a) v = _mm512_setzero_ps();
   int c = 0;
-  for (; c + 32 <= IC; c += 32)
+  for (; c + 32 <= IC; c += 32) {
+    prefetch_ahead(wr + c);
 #pragma GCC unroll 2
     for (int u = 0; u < 2; ++u) {
       const __m512 wv = widen16<BF16>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + c + 16 * u)));
@@ -30,6 +31,7 @@ void half_row(float* y, const float* x, const uint16_t* wr, int IC, int OC, int 
       for (int t = 0; t < NT; ++t)
         acc[u][t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + size_t(t) * IC + c + 16 * u), acc[u][t]);
     }
+  }
   for (; c < IC; c += 16) {
     const int n = IC - c < 16 ? IC - c : 16;
     const __mmask16 m = __mmask16((1u << n) - 1);
@@ -62,6 +64,7 @@ void bf16_dot_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
     for (; c + 64 <= IC; c += 64)
 #pragma GCC unroll 2
       for (int u = 0; u < 2; ++u) {
+        prefetch_ahead(wr + c + 32 * u);
         const __m512bh wv = as_bh(_mm512_loadu_si512(wr + c + 32 * u));
 #pragma GCC unroll 3
         for (int t = 0; t < NT; ++t)
@@ -94,6 +97,7 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
       for (auto& s : sum)
         for (auto& v : s) v = _mm512_setzero_ps();
       for (int c = b0; c < b0 + bs; c += 32) {
+        if ((c & 127) == 0) prefetch_ahead(cr + c / 2);
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cr + c / 2));
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low4), lo = _mm_and_si128(raw, low4);
         const __m512 v0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(hi, lo)), tab);
@@ -145,6 +149,7 @@ void block_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView&
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       const uint8_t* blk = row + size_t(b) * kBytes;
+      prefetch_ahead(blk);
       const __m256i wv = block_codes<Q4>(blk);
       const __m256i aw = _mm256_sign_epi8(wv, wv);  // |w| (-128 -> 128 as unsigned)
       const float dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));
