@@ -15,11 +15,15 @@ using Dequant4Fn = void (*)(float* out, const uint8_t* codes, int64_t f0, int64_
                             int64_t b_first, int blocksize, const float* table16);
 // out (rows, cols) = (float(q) * row_absmax[r]) * kInt8Inv127, as bitsandbytes' int8_vectorwise_dequant.
 using Dequant8Fn = void (*)(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
+// out[32·b + j] = float(code j of block b) * (block b's f16 scale) for b < nblocks: consecutive
+// llama.cpp q8_0 (q4 false) or q4_0 blocks (kernels/ggml_blocks.h), one f32 multiply per element.
+using DequantGgmlFn = void (*)(float* out, const uint8_t* blocks, int64_t nblocks, bool q4);
 
 namespace scalar {
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
+void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4);
 // y (T, OC) = float(Σ_c xq[t,c]·wq[o,c]) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq), int32 accumulation.
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
                int IC, int OC);
@@ -31,11 +35,13 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
+void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4);
 }  // namespace avx2
 namespace avx512 {
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
+void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4);
 void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax,
                     int T, int IC, int OC);  // needs AVX512-VNNI
 }  // namespace avx512

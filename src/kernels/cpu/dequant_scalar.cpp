@@ -4,6 +4,7 @@
 
 #include "kernels/linear.h"
 #include "kernels/cpu/dequant_kernels.h"
+#include "kernels/ggml_blocks.h"
 
 namespace lt::cpu::dequant::scalar {
 
@@ -33,6 +34,15 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
       for (int c = 0; c < IC; ++c) acc += int32_t(x[c]) * int32_t(w[c]);
       y[int64_t(t) * OC + o] = float(acc) * ((x_absmax[t] * w_absmax[o]) * kInt8Inv127Sq);
     }
+  }
+}
+
+void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4) {
+  const WeightKind k = q4 ? WeightKind::Q4_0 : WeightKind::Q8_0;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* blk = blocks + size_t(b) * ggml_block_bytes(k);
+    const float d = ggml_block_scale(blk);
+    for (int j = 0; j < 32; ++j) out[b * 32 + j] = float(ggml_block_code(k, blk, j)) * d;
   }
 }
 
