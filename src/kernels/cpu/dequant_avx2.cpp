@@ -12,6 +12,9 @@
 #include "kernels/ggml_blocks.h"
 
 namespace lt::cpu::dequant::avx2 {
+namespace {
+#include "kernels/cpu/ggml_codes.inc"
+}  // namespace
 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16) {
@@ -91,15 +94,11 @@ void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* 
 
 void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4) {
   const size_t bytes = q4 ? 18 : 34;
-  const __m128i low4 = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
   for (int64_t b = 0; b < nblocks; ++b) {
     const uint8_t* blk = blocks + size_t(b) * bytes;
     const __m256 d = _mm256_set1_ps(ggml_block_scale(blk));
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    // codes 0-15 and 16-31: q8_0's bytes; q4_0's low nibbles, then its high ones, minus 8
-    const __m128i lo = q4 ? _mm_sub_epi8(_mm_and_si128(raw, low4), eight) : raw;
-    const __m128i hi = q4 ? _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), eight)
-                          : _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
+    __m128i lo, hi;
+    ggml_block_codes16(blk, q4, lo, hi);
     const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
     for (int i = 0; i < 4; ++i)
       _mm256_storeu_ps(out + b * 32 + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i])), d));

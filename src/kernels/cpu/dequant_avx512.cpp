@@ -13,6 +13,9 @@
 #include "kernels/ggml_blocks.h"
 
 namespace lt::cpu::dequant::avx512 {
+namespace {
+#include "kernels/cpu/ggml_codes.inc"
+}  // namespace
 
 void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const float* scales, int64_t b_first,
               int blocksize, const float* table16) {
@@ -94,15 +97,11 @@ void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int
 
 void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4) {
   const size_t bytes = q4 ? 18 : 34;
-  const __m128i low4 = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
   for (int64_t b = 0; b < nblocks; ++b) {
     const uint8_t* blk = blocks + size_t(b) * bytes;
     const __m512 d = _mm512_set1_ps(ggml_block_scale(blk));
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    // codes 0-15 and 16-31: q8_0's bytes; q4_0's low nibbles, then its high ones, minus 8
-    const __m128i lo = q4 ? _mm_sub_epi8(_mm_and_si128(raw, low4), eight) : raw;
-    const __m128i hi = q4 ? _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), eight)
-                          : _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
+    __m128i lo, hi;
+    ggml_block_codes16(blk, q4, lo, hi);
     _mm512_storeu_ps(out + b * 32, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
     _mm512_storeu_ps(out + b * 32 + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
   }
