@@ -28,6 +28,25 @@ from test_gguf_export import byte_level_tokenizer  # noqa: E402
 PROMPT = 12
 
 
+def plain_llama(**kw):
+    """llama_cpp.Llama without llama.cpp's extra buffer types (AMX / repacked weights): its plain
+    CPU kernels, the same on every machine. Its AMX int8 path segfaulted on q8_0 / q4_0 GGUFs on a
+    Sapphire Rapids VM (llama-cpp-python 0.3.36), taking the whole pytest run down."""
+    default = llama_cpp.llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        if hasattr(p, "use_extra_bufts"):
+            p.use_extra_bufts = False
+        return p
+
+    llama_cpp.llama_cpp.llama_model_default_params = params
+    try:
+        return llama_cpp.Llama(**kw)
+    finally:
+        llama_cpp.llama_cpp.llama_model_default_params = default
+
+
 def smollm2_shaped(folder, seed=0, layers=4):
     from transformers import LlamaConfig, LlamaForCausalLM
     folder.mkdir(parents=True, exist_ok=True)
@@ -66,7 +85,7 @@ def llama_cpp_greedy(path, prompt, n, lora=None):
               verbose=False, seed=0, type_k=0, type_v=0)  # ggml type 0: f32 keys and values
     if lora:
         kw["lora_path"] = str(lora)
-    llm = llama_cpp.Llama(**kw)
+    llm = plain_llama(**kw)
     llm.eval(list(prompt))
     out, margins = [], []
     for _ in range(n):
@@ -119,8 +138,8 @@ def test_block_logits_follow_llama_cpp(leantune_bin, tmp_path, typ):
     V = model.config.vocab_size
     prompt = np.random.default_rng(1).integers(1, V, size=PROMPT).tolist()
     seq, _ = llama_cpp_greedy(tmp_path / "m.gguf", prompt, 16)
-    llm = llama_cpp.Llama(model_path=str(tmp_path / "m.gguf"), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2,
-                          logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)
+    llm = plain_llama(model_path=str(tmp_path / "m.gguf"), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2,
+                      logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)
     llm.eval(prompt + seq[:-1])
     ref = np.array(llm.scores[PROMPT - 1:PROMPT + len(seq) - 1], dtype=np.float32)
     out = tmp_path / "logits.f32"
