@@ -1,11 +1,11 @@
 // The fast linear products against quantized weights (Int8, NF4, FP4, Int4, Q8_0, Q4_0;
-// kernels/linear.h), without
-// materializing the decoded matrix: W (OC, IC) is decoded kQuantTileRows rows at a time into the
-// tile scratch and multiplied with the f32 GEMM (gemm.h). The decoding has a scalar reference and
-// AVX2 / AVX-512 versions (dequant_*.cpp), all giving the same bits. The Int8 forward is the
-// LLM.int8 product (int8_linear.cpp). Q8_0 / Q4_0 rows are decoded a block at a time per ISA (the
-// plain loop, left scalar by the compiler, took 1.5 ns a weight, near the f32 GEMM's time in a
-// 128-token prefill; the AVX-512 one 0.18 ns), and multiplied with x quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 / q4_0
+// kernels/linear.h), without materializing the decoded matrix: W (OC, IC) is decoded
+// kQuantTileRows rows at a time into the tile scratch and multiplied with the f32 GEMM (gemm.h).
+// The decoding has a scalar reference and AVX2 / AVX-512 versions (dequant_*.cpp), all giving the
+// same bits. The Int8 forward is the LLM.int8 product (int8_linear.cpp). Q8_0 / Q4_0 rows are
+// decoded a block at a time per ISA (the plain loop, left scalar by the compiler, took 1.5 ns a
+// weight, near the f32 GEMM's time in a 128-token prefill; the AVX-512 one 0.18 ns), and
+// multiplied with x quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 / q4_0
 // product's input.
 #include <algorithm>
 
@@ -23,31 +23,10 @@ namespace {
 
 using dequant::kParallelMin;
 
-dequant::Dequant4Fn dequant4_for(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512: return dequant::avx512::dequant4;
-    case Isa::Avx2: return dequant::avx2::dequant4;
-    case Isa::Scalar: break;
-  }
-  return dequant::scalar::dequant4;
-}
-
-dequant::Dequant8Fn dequant8_for(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512: return dequant::avx512::dequant8;
-    case Isa::Avx2: return dequant::avx2::dequant8;
-    case Isa::Scalar: break;
-  }
-  return dequant::scalar::dequant8;
-}
-
-dequant::DequantGgmlFn dequant_ggml_for(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512: return dequant::avx512::dequant_ggml;
-    case Isa::Avx2: return dequant::avx2::dequant_ggml;
-    case Isa::Scalar: break;
-  }
-  return dequant::scalar::dequant_ggml;
+// The ISA's version of a decoding loop (dequant_kernels.h), the scalar reference below AVX2.
+template <class Fn>
+Fn for_isa(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
+  return isa == Isa::Avx512 ? avx512 : isa == Isa::Avx2 ? avx2 : scalar;
 }
 
 size_t tile_scratch_floats(WeightKind k, int blocksize, bool double_quant, int64_t rows, int64_t cols) {
@@ -95,7 +74,8 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
            isa_name(isa));
   const int64_t cols = w.cols;
   if (w.kind == WeightKind::Int8) {
-    const dequant::Dequant8Fn fn = dequant8_for(isa);
+    const dequant::Dequant8Fn fn =
+        for_isa(isa, dequant::scalar::dequant8, dequant::avx2::dequant8, dequant::avx512::dequant8);
     const auto* q = static_cast<const int8_t*>(w.data);
 #pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
     for (int64_t r = 0; r < nrows; ++r) fn(out + r * cols, q + (row0 + r) * cols, w.row_absmax + row0 + r, 1, cols);
@@ -103,7 +83,8 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
   }
   if (ggml_block_kind(w.kind)) {
     const int64_t nb = cols / 32;  // blocks per row (check_linear: whole blocks)
-    const dequant::DequantGgmlFn fn = dequant_ggml_for(isa);
+    const dequant::DequantGgmlFn fn =
+        for_isa(isa, dequant::scalar::dequant_ggml, dequant::avx2::dequant_ggml, dequant::avx512::dequant_ggml);
     const bool q4 = w.kind == WeightKind::Q4_0;
 #pragma omp parallel for schedule(static) if (nrows * cols >= kParallelMin)
     for (int64_t r = 0; r < nrows; ++r) fn(out + r * cols, ggml_block(w, (row0 + r) * nb), nb, q4);
@@ -117,7 +98,8 @@ void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrow
     decode_scales(scale_scratch, w, b_first, b_last - b_first + 1);
     scales = scale_scratch;
   }
-  const dequant::Dequant4Fn fn = dequant4_for(isa);
+  const dequant::Dequant4Fn fn =
+      for_isa(isa, dequant::scalar::dequant4, dequant::avx2::dequant4, dequant::avx512::dequant4);
   const auto* codes = static_cast<const uint8_t*>(w.data);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t r = 0; r < nrows; ++r) {
