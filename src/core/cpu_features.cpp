@@ -82,13 +82,15 @@ bool amx_bf16_usable() {
   return tile_permission();
 }
 
-bool amx_bf16_kernels() {
-  const auto& f = cpu_features();
-  if (!f.amx_tile || !f.amx_bf16) return false;
+static bool amx_kernels(bool unit) {
+  if (!cpu_features().amx_tile || !unit) return false;
   const char* env = std::getenv("LEANTUNE_AMX");
   if (env && std::string(env) == "0") return false;
   return tile_permission();
 }
+
+bool amx_bf16_kernels() { return amx_kernels(cpu_features().amx_bf16); }
+bool amx_int8_kernels() { return amx_kernels(cpu_features().amx_int8); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {

@@ -29,5 +29,8 @@ bool amx_bf16_usable();
 // amx_bf16 and the OS granted the tile state, unless LEANTUNE_AMX=0 (for comparisons and tests).
 // The tables are used only at the avx512 level, so the LEANTUNE_ISA cap is not consulted here.
 bool amx_bf16_kernels();
+// The AMX int8 kernels (the q8_0 / q4_0 prefill product): the CPU has amx_tile and amx_int8 and the
+// OS granted the tile state, unless LEANTUNE_AMX=0. Used only at the avx512 level, like the above.
+bool amx_int8_kernels();
 
 }  // namespace lt

@@ -36,7 +36,7 @@
 //                  (kernels/q8_0_act.h: codes qx, f16 scales dx), and y[t,o] = Σ_b (dx_b · d_b) ·
 //                  float(Σ_{c in b} qx_c · q_c) (Q4_0: q_c − 8), the block sums in int32 (exact), the block terms
 //                  summed in f32 in any order (the tiled prefill multiplies qx·dx by the decoded W,
-//                  which equals it up to that rounding). Backward: f32 products with the decoded W.
+//                  which equals it up to that rounding; on AMX int8 the block sums are tdpbssd tiles). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
 // The LoRA part is f32 throughout (dout is not rounded for it), except with LoraView::bf16 (a
 // BF16 weight, x16 given, no dropout, not DoRA: bf16 mixed-precision LoRA, as PyTorch autocast runs

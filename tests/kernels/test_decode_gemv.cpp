@@ -4,6 +4,7 @@
 // loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
 // work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
 // 4-bit block sizes, Q8_0 and Q4_0 rows of 1 to 48 blocks; 1 and 2 threads give the same bits.
+// GgmlPrefill: the Q8_0 / Q4_0 prefill paths (T > 3, the AMX int8 tiles where the CPU has them).
 //
 // Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
@@ -28,6 +29,7 @@
 #include "core/error.h"
 #include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/q8_0_act.h"
 #include "kernels/ref/ref.h"
@@ -227,6 +229,43 @@ TEST(DecodeGemv, LayoutsItDoesNotTakeGoToTheTiledPath) {
   w.kind = WeightKind::Int8;
   EXPECT_FALSE(cpu::decode_gemv_applies(w, 1));
   EXPECT_THROW(cpu::decode_gemv(Isa::Scalar, nullptr, c.in(), w), Error);
+}
+
+// The q8_0 / q4_0 prefill products (T > 3: quant_linear.cpp's decoded tiles, and on CPUs with AMX
+// int8 the tile product of ggml_gemm_amx.cpp) against the same reference and bound: the AMX path
+// forms each block term with one FMA (fewer roundings than the reference's multiply and add) and
+// adds them in block order. Token counts around the 16-token tiles, rows around the 16-row tiles.
+TEST(GgmlPrefill, EveryPathMatchesReferenceOnOddShapes) {
+  unsigned seed = 100;
+  int checked = 0;
+  for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
+    for (int T : {4, 15, 16, 17, 40})
+      for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 33}, {64, 1}, {1536, 16}}) {
+        const DecodeCase c(k, T, IC, OC, 32, seed++);
+        const WeightView w = c.view();
+        ASSERT_FALSE(cpu::decode_gemv_applies(w, c.T)) << c.name();
+        Vec y_ref;
+        std::vector<double> bound;
+        reference(c, y_ref, bound);
+        for (Isa isa : isas()) {
+          Vec y(y_ref.size(), NAN);
+          LinearWeights lw;
+          lw.w = w;
+          Scratch s(c);
+          ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
+          expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
+          ++checked;
+        }
+        if (!cpu_supports(Isa::Avx512) || !amx_int8_kernels()) continue;
+        std::vector<char> scratch(cpu::amx::ggml_forward_scratch_bytes(T, IC, 2) + 64);
+        void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+        Vec y1(y_ref.size(), NAN), y2(y_ref.size(), NAN);
+        cpu::amx::ggml_forward(y1.data(), c.x.data(), w, T, aligned, 1);
+        expect_within(y1, y_ref, bound, c.name() + " amx");
+        cpu::amx::ggml_forward(y2.data(), c.x.data(), w, T, aligned, 2);
+        EXPECT_EQ(y1, y2) << c.name() << " amx, 1 and 2 threads";
+      }
+  EXPECT_GE(checked, 50);
 }
 
 }  // namespace

@@ -40,6 +40,15 @@ void half_forward(float* out, const float* x, const uint16_t* x16, const WeightV
 void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,
                    int T, void* dy, float* tile);
 
+// The q8_0 / q4_0 prefill product on AMX int8 tiles (ggml_gemm_amx.cpp), only where
+// amx_int8_kernels(): y (T, OC) overwritten, `threads` OpenMP threads, scratch (64-byte aligned)
+// of ggml_forward_scratch_bytes(T, IC, threads) bytes. quant_forward takes it when the tile
+// scratch fits it.
+namespace amx {
+size_t ggml_forward_scratch_bytes(int T, int IC, int threads);
+void ggml_forward(float* y, const float* x, const WeightView& w, int T, void* scratch, int threads);
+}  // namespace amx
+
 // Quantized weights decoded kQuantTileRows rows at a time into the tile scratch
 // (quant_linear.cpp). y = x·Wᵀ (overwritten; Int8: the LLM.int8 product); dx += dy·W (decoded W).
 void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes);

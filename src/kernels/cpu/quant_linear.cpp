@@ -6,8 +6,12 @@
 // decoded a block at a time per ISA (the plain loop, left scalar by the compiler, took 1.5 ns a
 // weight, near the f32 GEMM's time in a 128-token prefill; the AVX-512 one 0.18 ns), and
 // multiplied with x quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 / q4_0
-// product's input.
+// product's input. On a CPU with AMX int8 the q8_0 / q4_0 forward is the integer product on tiles
+// instead (ggml_gemm_amx.cpp), where the tile scratch holds its operands.
+#include <omp.h>
+
 #include <algorithm>
+#include <cstdint>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -58,6 +62,20 @@ Tile carve_tile(const WeightView& w, int T, void* tile, size_t tile_bytes, const
   t.w = dequant::carve<float>(p, size_t(rows * w.cols));
   t.scale = dequant::carve<float>(p, dequantize_rows_scratch_floats(w, rows));
   return t;
+}
+
+// The AMX int8 product where the tile scratch holds its operands for at least one thread (as
+// many threads as it holds, up to OpenMP's count); false (nothing done) where it does not.
+bool amx_ggml_forward(float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(tile), aligned = (at + 63) & ~uintptr_t(63);
+  if (!tile || tile_bytes < aligned - at) return false;
+  const size_t bytes = tile_bytes - (aligned - at);
+  const size_t base = amx::ggml_forward_scratch_bytes(T, w.cols, 0);
+  const size_t per_thread = amx::ggml_forward_scratch_bytes(T, w.cols, 1) - base;
+  if (bytes < base + per_thread) return false;
+  const int threads = int(std::min<size_t>(size_t(omp_get_max_threads()), (bytes - base) / per_thread));
+  amx::ggml_forward(y, x, w, T, reinterpret_cast<void*>(aligned), threads);
+  return true;
 }
 
 }  // namespace
@@ -115,6 +133,8 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
     int8_linear_forward(y, x, w, T, tile, tile_bytes, isa);
     return;
   }
+  if (ggml_block_kind(w.kind) && isa == Isa::Avx512 && amx_int8_kernels() && amx_ggml_forward(y, x, w, T, tile, tile_bytes))
+    return;
   const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
   if (ggml_block_kind(w.kind)) {  // the input as the q8_0 / q4_0 product sees it, after the tile
     char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
