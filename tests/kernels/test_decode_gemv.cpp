@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -266,6 +267,27 @@ TEST(GgmlPrefill, EveryPathMatchesReferenceOnOddShapes) {
         EXPECT_EQ(y1, y2) << c.name() << " amx, 1 and 2 threads";
       }
   EXPECT_GE(checked, 50);
+}
+
+// The AVX-512 input quantization (gemv::avx512::quantize_x, used by the VNNI decode rows and the AMX
+// prefill) gives quantize_act_q8_0's bits: random blocks, an all-zero block, values whose scaled
+// code is exactly halfway (ties to even), tiny values (the f16 scale subnormal) and large ones.
+TEST(GgmlPrefill, Avx512InputQuantizationHasTheReferenceBits) {
+  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Vec x(32 * 40);
+  for (float& v : x) v = u(rng);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;                                     // block 1: zeros
+  for (int j = 0; j < 32; ++j) x[64 + j] = j == 0 ? 127.0f : float(j) + 0.5f;       // block 2: ties
+  for (int j = 0; j < 32; ++j) x[96 + j] = u(rng) * 1e-9f;                           // block 3: subnormal f16 d
+  for (int j = 0; j < 32; ++j) x[128 + j] = u(rng) * 6e4f;                           // block 4: large
+  std::vector<int8_t> q_ref(x.size()), q(x.size());
+  Vec d_ref(x.size() / 32), d(x.size() / 32);
+  quantize_act_q8_0(x.data(), int64_t(x.size()), q_ref.data(), d_ref.data());
+  cpu::gemv::avx512::quantize_x(x.data(), int64_t(x.size()), q.data(), d.data());
+  EXPECT_EQ(q, q_ref);
+  for (size_t b = 0; b < d.size(); ++b) EXPECT_EQ(std::memcmp(&d[b], &d_ref[b], 4), 0) << "block " << b << ": " << d[b] << " vs " << d_ref[b];
 }
 
 }  // namespace

@@ -36,15 +36,21 @@ static gemv::RowsFn rows_fn(Isa isa, const WeightView& w) {
 
 static gemv::Q8RowsFn q8_rows_fn(Isa isa, WeightKind k) {
   const bool q4 = k == WeightKind::Q4_0;
-  if (isa == Isa::Avx512 && cpu_features().avx512_vnni) return q4 ? gemv::avx512::q4_0_rows_vnni : gemv::avx512::q8_0_rows_vnni;
   if (isa == Isa::Scalar) return q4 ? gemv::scalar::q4_0_rows : gemv::scalar::q8_0_rows;
   return q4 ? gemv::avx2::q4_0_rows : gemv::avx2::q8_0_rows;  // AVX-512 without VNNI: AVX2's
 }
 
 size_t decode_gemv_scratch_bytes(const WeightView& w, int T) {
   if (!ggml_block_kind(w.kind)) return 0;
-  return kernels::align64(size_t(T) * w.cols) + kernels::align64(size_t(T) * (w.cols / 32) * sizeof(float));
+  const size_t codes = kernels::align64(size_t(T) * w.cols);
+  return 2 * codes + kernels::align64(size_t(T) * (w.cols / 32) * sizeof(float));  // codes, offsets, scales
 }
+
+namespace gemv {
+void code_offsets(int32_t* off, const int8_t* q, int64_t n, int k) {
+  for (int64_t i = 0; i < n / 4; ++i) off[i] = -k * (int32_t(q[4 * i]) + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+}
+}  // namespace gemv
 
 // The Q8_0 / Q4_0 products: x quantized once (kernels/q8_0_act.h), then the rows split as for every kind
 static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const WeightView& w, void* scratch,
@@ -54,12 +60,23 @@ static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const We
            "input (got {})", weight_kind_name(w.kind), need, scratch_bytes);
   char* p = static_cast<char*>(scratch);
   int8_t* xq = kernels::carve<int8_t>(p, size_t(in.T) * w.cols);
+  int32_t* xo = kernels::carve<int32_t>(p, size_t(in.T) * w.cols / 4);
   float* xd = kernels::carve<float>(p, size_t(in.T) * (w.cols / 32));
+  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x : quantize_act_q8_0;
   for (int t = 0; t < in.T; ++t)
-    quantize_act_q8_0(in.x + size_t(t) * w.cols, w.cols, xq + size_t(t) * w.cols, xd + size_t(t) * (w.cols / 32));
-  const gemv::Q8RowsFn fn = q8_rows_fn(isa, w.kind);
+    quantize(in.x + size_t(t) * w.cols, w.cols, xq + size_t(t) * w.cols, xd + size_t(t) * (w.cols / 32));
   const int OC = w.rows, chunks = (OC + kGemvRows - 1) / kGemvRows;
   const bool par = int64_t(OC) * w.cols >= (1 << 15) && chunks > 1;
+  const bool q4 = w.kind == WeightKind::Q4_0;
+  if (isa == Isa::Avx512 && cpu_features().avx512_vnni) {
+    gemv::code_offsets(xo, xq, int64_t(in.T) * w.cols, q4 ? 8 : 128);
+    const gemv::QuantizedX x{xq, xd, xo, in.T};
+    const auto fn = q4 ? gemv::avx512::q4_0_rows_vnni : gemv::avx512::q8_0_rows_vnni;
+#pragma omp parallel for schedule(static) if (par)
+    for (int c = 0; c < chunks; ++c) fn(y, x, w, c * kGemvRows, std::min(OC, (c + 1) * kGemvRows));
+    return;
+  }
+  const gemv::Q8RowsFn fn = q8_rows_fn(isa, w.kind);
 #pragma omp parallel for schedule(static) if (par)
   for (int c = 0; c < chunks; ++c) fn(y, xq, xd, in.T, w, c * kGemvRows, std::min(OC, (c + 1) * kGemvRows));
 }

@@ -12,11 +12,15 @@
 //         y = Σ_b s_b · Σ_{c in b} x_c · table[q_c]  (the reference sums x_c · (table[q_c] · s_b)).
 //   Q8_0  llama.cpp's blocks of 32 int8 with an f16 scale d (rows of whole blocks), against x
 //         quantized once per call to q8_0 too (kernels/q8_0_act.h, into the scratch): each block's
-//         int8 dot product in int32 (AVX-512 VNNI vpdpbusd; AVX2 vpmaddubsw + vpmaddwd on |q_w| and
-//         q_x with q_w's sign, as ggml does), scaled by dx·dw: y = Σ_b (dx_b·dw_b) · Σ_{c in b} qx_c·qw_c,
-//         as the reference computes it (only the f32 sum over blocks runs in another order).
+//         int8 dot product in int32, scaled by dx·dw: y = Σ_b (dx_b·dw_b) · Σ_{c in b} qx_c·qw_c, as
+//         the reference computes it (only the f32 sum over blocks runs in another order). AVX-512
+//         VNNI: vpdpbusd of the codes made unsigned (w + 128) with x's, each int32 lane started at
+//         −128·(the sum of its 4 x codes, computed once per call) so it holds Σ w·x exactly; the
+//         blocks' dx·dw formed 16 at a time before a row's loop, 4 FMA chains. AVX2: vpmaddubsw +
+//         vpmaddwd on |q_w| and q_x with q_w's sign, as ggml does.
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
-//         int8 codes q − 8 (low nibbles, then high, as ggml's bytes_from_nibbles_32), then as Q8_0.
+//         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); AVX-512 VNNI takes the
+//         nibbles as stored (w + 8) with lanes started at −8·(their x sum), the others q − 8 as Q8_0.
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound). Every SIMD loop prefetches
 // the weight bytes kPrefetchBytes ahead of its reads (past a row's end into the next rows).
@@ -30,9 +34,11 @@ namespace lt::cpu {
 
 // Decode reads each weight once, from memory. A software prefetch this far ahead of the read keeps
 // more lines in flight than the hardware prefetcher alone: on a 2-vCPU Xeon VM a q8_0 row loop
-// read 5-6 GB/s on one thread without it and 8-9 GB/s with it (4-32 KiB ahead all alike).
+// read 5-6 GB/s on one thread without it and 8-9 GB/s with it (4-32 KiB ahead all alike). Into L2
+// (T1), not L1: the L1 fill buffers are fewer than L2's queue; bf16 / f16 decode on the ~1B shape
+// streamed 27-28 GB/s on 2 threads that way against 23-24 with T0 (a triad: 28.8).
 inline constexpr int kPrefetchBytes = 8192;
-inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0); }
+inline void prefetch_ahead(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T1); }
 
 inline constexpr int kDecodeMaxT = 3;  // tokens per call the decode products take
 inline constexpr int kGemvRows = 8;    // output rows per work item
@@ -52,6 +58,15 @@ namespace gemv {
 using RowsFn = void (*)(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 // Q8_0 / Q4_0 rows [o0, o1) of y for T tokens of x quantized to xq (T, IC) with block scales xd (T, IC / 32).
 using Q8RowsFn = void (*)(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
+// x as the AVX-512 VNNI rows take it: codes q (T, IC), block scales d (T, IC / 32), and per 4 codes
+// −k times their sum, off (T, IC / 4), k = 128 for Q8_0 and 8 for Q4_0 (code_offsets).
+struct QuantizedX {
+  const int8_t* q;
+  const float* d;
+  const int32_t* off;
+  int T;
+};
+void code_offsets(int32_t* off, const int8_t* q, int64_t n, int k);
 namespace scalar {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
@@ -68,8 +83,10 @@ namespace avx512 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void bf16_dot_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);  // needs AVX512-BF16
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
-void q8_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
-void q4_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
+// quantize_act_q8_0 (kernels/q8_0_act.h) on AVX-512, the same bits (n a multiple of 32)
+void quantize_x(const float* x, int64_t n, int8_t* q, float* d);
+void q8_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
+void q4_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
 }  // namespace avx512
 }  // namespace gemv
 

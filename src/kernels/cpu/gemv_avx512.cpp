@@ -5,6 +5,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/decode_gemv.h"
 
 namespace lt::cpu::gemv::avx512 {
@@ -116,9 +118,6 @@ void four_bit_rows_t(float* y, const LinearInput& in, const WeightView& w, int o
   }
 }
 
-// 8 int32 lanes of Σ u·s over 32 byte pairs (u unsigned, s signed) with one VNNI vpdpbusd
-inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -126,60 +125,111 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// a block's 32 codes as int8: q8_0's as stored; q4_0's nibbles spread (low nibbles, then high) minus 8
+// A block's 32 weight codes made unsigned for vpdpbusd: q8_0's w + 128 (w xor 0x80); q4_0's nibbles
+// as stored, w + 8 (low nibbles, then high: both halves of the broadcast 16 bytes, the upper shifted
+// by 4 with one vpsrlvw).
 template <bool Q4>
-inline __m256i block_codes(const uint8_t* blk) {
+inline __m256i unsigned_codes(const uint8_t* blk) {
   if constexpr (Q4) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+    const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+    const __m256i shifts = _mm256_set_epi64x(0x0004000400040004, 0x0004000400040004, 0, 0);
+    return _mm256_and_si256(_mm256_srlv_epi16(raw, shifts), _mm256_set1_epi8(15));
   } else {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                            _mm256_set1_epi8(char(0x80)));
   }
 }
 
+constexpr int kScaleChunk = 64;  // blocks of a row whose scales are decoded at a time
+
+// sc[t][i] = xd[t][b0 + i] · dw of block b0 + i of the row, i < n: the f16 scales of 16 blocks
+// gathered at a time (vpgatherdd) and widened.
+template <int NT, size_t kBytes>
+void block_scales(float (*sc)[kScaleChunk], const uint8_t* row, const float* xd, int nb, int b0, int n) {
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(int(kBytes)));
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    // the first 4 bytes of 16 blocks (d, then 2 code bytes), d in the low half
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, row + size_t(b0 + i) * kBytes, 1);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    for (int t = 0; t < NT; ++t)
+      _mm512_store_ps(sc[t] + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xd + size_t(t) * nb + b0 + i), d));
+  }
+}
+
+// Rows [o0, o1): per block and token, vpdpbusd of the unsigned codes with x's codes, each lane
+// started at xoff (−128 or −8 times the sum of its 4 x codes: the offset taken back), so every lane
+// holds its exact Σ w·x; then scaled by dx·dw into one of 4 accumulators (4 FMA chains).
 template <int NT, bool Q4>
-void block_rows_t(float* y, const int8_t* xq, const float* xd, const WeightView& w, int o0, int o1) {
+void block_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
   const int IC = w.cols, OC = w.rows, nb = IC / 32;
   constexpr size_t kBytes = Q4 ? 18 : 34;
   const auto* blocks = static_cast<const uint8_t*>(w.data);
+  alignas(64) float sc[NT][kScaleChunk];
   for (int o = o0; o < o1; ++o) {
     const uint8_t* row = blocks + size_t(o) * nb * kBytes;
-    __m256 acc[NT];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + size_t(b) * kBytes;
-      prefetch_ahead(blk);
-      const __m256i wv = block_codes<Q4>(blk);
-      const __m256i aw = _mm256_sign_epi8(wv, wv);  // |w| (-128 -> 128 as unsigned)
-      const float dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(blk[0] | (blk[1] << 8))));
+    __m256 acc[NT][4];
+    for (auto& a : acc)
+      for (auto& v : a) v = _mm256_setzero_ps();
+    for (int b0 = 0; b0 < nb; b0 += kScaleChunk) {
+      const int n = std::min(kScaleChunk, nb - b0);
+      block_scales<NT, kBytes>(sc, row, x.d, nb, b0, n);
+      auto step = [&](int i, int u) {
+        const int b = b0 + i;
+        const uint8_t* blk = row + size_t(b) * kBytes;
+        if (!Q4 || u % 2 == 0) prefetch_ahead(blk);  // q4_0: two blocks (36 bytes) per prefetch cover every line
+        const __m256i wu = unsigned_codes<Q4>(blk);
 #pragma GCC unroll 3
-      for (int t = 0; t < NT; ++t) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + size_t(t) * IC + b * 32));
-        const __m256i sx = _mm256_sign_epi8(xv, wv);  // x with w's sign: |w| * sx = w * x
-        const __m256i dot = dot_u8s8(aw, sx);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xd[size_t(t) * nb + b] * dw), acc[t]);
+        for (int t = 0; t < NT; ++t) {
+          const auto* xb = reinterpret_cast<const __m256i*>(x.q + size_t(t) * IC + b * 32);
+          const auto* ob = reinterpret_cast<const __m256i*>(x.off + (size_t(t) * IC + b * 32) / 4);
+          const __m256i dot = _mm256_dpbusd_epi32(_mm256_loadu_si256(ob), wu, _mm256_loadu_si256(xb));
+          acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sc[t][i]), acc[t][u]);
+        }
+      };
+      int i = 0;
+      for (; i + 4 <= n; i += 4) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) step(i + u, u);
       }
+      for (; i < n; ++i) step(i, 0);
     }
-    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o] = hsum8(acc[t]);
+    for (int t = 0; t < NT; ++t)
+      y[size_t(t) * OC + o] =
+          hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
   }
 }
 
 }  // namespace
 
-void q8_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
-  switch (T) {
-    case 1: return block_rows_t<1, false>(y, xq, xd, w, o0, o1);
-    case 2: return block_rows_t<2, false>(y, xq, xd, w, o0, o1);
-    default: return block_rows_t<3, false>(y, xq, xd, w, o0, o1);
+void quantize_x(const float* x, int64_t n, int8_t* q, float* d) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, id), kRound));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, id), kRound));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
+    d[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(amax / 127.0f), _MM_FROUND_TO_NEAREST_INT)));
   }
 }
 
-void q4_0_rows_vnni(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1) {
-  switch (T) {
-    case 1: return block_rows_t<1, true>(y, xq, xd, w, o0, o1);
-    case 2: return block_rows_t<2, true>(y, xq, xd, w, o0, o1);
-    default: return block_rows_t<3, true>(y, xq, xd, w, o0, o1);
+void q8_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
+  switch (x.T) {
+    case 1: return block_rows_t<1, false>(y, x, w, o0, o1);
+    case 2: return block_rows_t<2, false>(y, x, w, o0, o1);
+    default: return block_rows_t<3, false>(y, x, w, o0, o1);
+  }
+}
+
+void q4_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
+  switch (x.T) {
+    case 1: return block_rows_t<1, true>(y, x, w, o0, o1);
+    case 2: return block_rows_t<2, true>(y, x, w, o0, o1);
+    default: return block_rows_t<3, true>(y, x, w, o0, o1);
   }
 }
 

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/ggml_blocks.h"
 
@@ -53,24 +54,15 @@ size_t packed_x_bytes(int T, int IC) { return packed_codes_bytes(T, IC) + align6
 size_t panel_bytes(int IC) { return align64(size_t(kT) * IC) + align64(size_t(IC / 32) * kT * 4); }
 
 // Token t's row of x into the B layout of its group: codes of block b at bx + b·512, dword k of
-// the block in row k, column t % 16; its scale at dxs[b·16 + t % 16] (quantize_act_q8_0's bits:
-// amax, 127 / amax, one multiply, round to nearest even, d = amax / 127 through f16).
+// the block in row k, column t % 16; its scale at dxs[b·16 + t % 16] (quantize_act_q8_0's bits,
+// gemv::avx512::quantize_x).
 void pack_token(int8_t* bx, float* dxs, const float* x, int IC, int t) {
   const int col = t % kT;
   for (int b = 0; b < IC / 32; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
-    const float amax = std::max(_mm512_reduce_max_ps(_mm512_abs_ps(v0)), _mm512_reduce_max_ps(_mm512_abs_ps(v1)));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    const __m512 m = _mm512_set1_ps(id);
-    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, m), kRound));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, m), kRound));
-    alignas(32) int32_t dw[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(dw), _mm512_cvtsepi32_epi8(q0));
-    _mm_store_si128(reinterpret_cast<__m128i*>(dw + 4), _mm512_cvtsepi32_epi8(q1));
+    alignas(32) int32_t codes[8];
+    gemv::avx512::quantize_x(x + b * 32, 32, reinterpret_cast<int8_t*>(codes), dxs + b * kT + col);
     int32_t* tile = reinterpret_cast<int32_t*>(bx + size_t(b) * kBTileBytes);
-    for (int k = 0; k < 8; ++k) tile[k * kT + col] = dw[k];
-    dxs[b * kT + col] = f16_to_f32(f32_to_f16(amax / 127.0f));
+    for (int k = 0; k < 8; ++k) tile[k * kT + col] = codes[k];
   }
 }
 
