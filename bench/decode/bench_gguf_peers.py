@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """leantune and llama.cpp (llama-cpp-python) on the same GGUF files: prefill and decode speed.
 
-A random SmolLM2-135M-shaped Hugging Face folder (bench_decode.py's, bf16 safetensors) is exported
+A random SmolLM2-135M-shaped (or ~1B-shaped: --shapes) Hugging Face folder (bench_decode.py's, bf16 safetensors) is exported
 once per type with `leantune export --gguf` (f16, bf16, q8_0, q4_0), so both engines read the very
 same file. For each type and 1 and 2 threads: llama.cpp (bench/peers/peers.py's timing script: a
 prefill of --prompt tokens as one batch, then --decode single-token steps, median of --repeats
@@ -12,7 +12,7 @@ format:
 Prints a Markdown table with tok/s and leantune / llama.cpp ratios; writes --out (JSON).
 Benchmark only (not a test): on a shared machine the numbers move with the load.
 
-Usage: .venv/bin/python bench/decode/bench_gguf_peers.py [--types f16,bf16,q8_0,q4_0] [--threads 1,2]
+Usage: .venv/bin/python bench/decode/bench_gguf_peers.py [--shapes smollm2,1b] [--types f16,bf16,q8_0,q4_0] [--threads 1,2]
        [--prompt 128] [--decode 128] [--repeats 3] [--bin build/bin/leantune]
 """
 import argparse
@@ -81,6 +81,7 @@ def ratio(a, b, key):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="smollm2", help="smollm2 and / or 1b (bench_decode.py's shapes)")
     ap.add_argument("--types", default="f16,bf16,q8_0,q4_0")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--prompt", type=int, default=128)
@@ -92,24 +93,26 @@ def main():
     a = ap.parse_args()
     cache = pathlib.Path(a.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    folder = cache / "smollm2-random-bf16"
-    make_model(folder, SHAPES["smollm2"])
-    write_tokenizer(folder, SHAPES["smollm2"]["vocab_size"])
     rows = []
-    md = [f"SmolLM2-135M shape, prefill {a.prompt} + decode {a.decode}, median of {a.repeats} after a warm-up", "",
-          "| GGUF | leantune --weights | threads | leantune prefill tok/s | llama.cpp prefill tok/s | ratio | "
-          "leantune decode tok/s | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|---|"]
-    for typ in a.types.split(","):
-        gguf = cache / f"smollm2-random-{typ}.gguf"
-        export(a.bin, folder, typ, gguf)
-        for t in (int(x) for x in a.threads.split(",")):
-            ours = leantune(a.bin, gguf, OURS[typ], t, a.prompt, a.decode, a.repeats)
-            peer = llama_cpp_infer(gguf, t, a.prompt, a.decode, a.repeats)
-            rows.append(dict(gguf=typ, weights=OURS[typ], threads=t, leantune=ours, llama_cpp=peer))
-            md.append(f"| {typ} | {OURS[typ]} | {t} | {cell(ours, 'prefill_tok_s')} | {cell(peer, 'prefill_tok_s')} | "
-                      f"{ratio(ours, peer, 'prefill_tok_s')} | {cell(ours, 'decode_tok_s')} | "
-                      f"{cell(peer, 'decode_tok_s')} | {ratio(ours, peer, 'decode_tok_s')} |")
-            print(md[-1], file=sys.stderr, flush=True)
+    md = [f"prefill {a.prompt} + decode {a.decode}, median of {a.repeats} after a warm-up", "",
+          "| shape | GGUF | leantune --weights | threads | leantune prefill tok/s | llama.cpp prefill tok/s | ratio | "
+          "leantune decode tok/s | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for shape in a.shapes.split(","):
+        folder = cache / f"{shape}-random-bf16"
+        make_model(folder, SHAPES[shape])
+        write_tokenizer(folder, SHAPES[shape]["vocab_size"])
+        for typ in a.types.split(","):
+            gguf = cache / f"{shape}-random-{typ}.gguf"
+            export(a.bin, folder, typ, gguf)
+            for t in (int(x) for x in a.threads.split(",")):
+                ours = leantune(a.bin, gguf, OURS[typ], t, a.prompt, a.decode, a.repeats)
+                peer = llama_cpp_infer(gguf, t, a.prompt, a.decode, a.repeats)
+                rows.append(dict(shape=shape, gguf=typ, weights=OURS[typ], threads=t, leantune=ours, llama_cpp=peer))
+                md.append(f"| {shape} | {typ} | {OURS[typ]} | {t} | {cell(ours, 'prefill_tok_s')} | "
+                          f"{cell(peer, 'prefill_tok_s')} | {ratio(ours, peer, 'prefill_tok_s')} | "
+                          f"{cell(ours, 'decode_tok_s')} | {cell(peer, 'decode_tok_s')} | "
+                          f"{ratio(ours, peer, 'decode_tok_s')} |")
+                print(md[-1], file=sys.stderr, flush=True)
     pathlib.Path(a.out).write_text(json.dumps(rows, indent=1))
     print("\n".join(md))
 

@@ -158,47 +158,55 @@ void block_scales(float (*sc)[kScaleChunk], const uint8_t* row, const float* xd,
   }
 }
 
-// Rows [o0, o1): per block and token, vpdpbusd of the unsigned codes with x's codes, each lane
+// NR rows from o: per block and token, vpdpbusd of the unsigned codes with x's codes, each lane
 // started at xoff (−128 or −8 times the sum of its 4 x codes: the offset taken back), so every lane
-// holds its exact Σ w·x; then scaled by dx·dw into one of 4 accumulators (4 FMA chains).
-template <int NT, bool Q4>
-void block_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
+// holds its exact Σ w·x; then scaled by dx·dw into one of 2 accumulators per row and token (even and
+// odd blocks: the same sums whether a row runs alone or in a pair). Two rows share x's loads.
+template <int NT, int NR, bool Q4>
+void rows_at(float* y, const QuantizedX& x, const WeightView& w, int o) {
   const int IC = w.cols, OC = w.rows, nb = IC / 32;
   constexpr size_t kBytes = Q4 ? 18 : 34;
-  const auto* blocks = static_cast<const uint8_t*>(w.data);
-  alignas(64) float sc[NT][kScaleChunk];
-  for (int o = o0; o < o1; ++o) {
-    const uint8_t* row = blocks + size_t(o) * nb * kBytes;
-    __m256 acc[NT][4];
-    for (auto& a : acc)
-      for (auto& v : a) v = _mm256_setzero_ps();
-    for (int b0 = 0; b0 < nb; b0 += kScaleChunk) {
-      const int n = std::min(kScaleChunk, nb - b0);
-      block_scales<NT, kBytes>(sc, row, x.d, nb, b0, n);
-      auto step = [&](int i, int u) {
-        const int b = b0 + i;
-        const uint8_t* blk = row + size_t(b) * kBytes;
-        if (!Q4 || u % 2 == 0) prefetch_ahead(blk);  // q4_0: two blocks (36 bytes) per prefetch cover every line
-        const __m256i wu = unsigned_codes<Q4>(blk);
-#pragma GCC unroll 3
-        for (int t = 0; t < NT; ++t) {
-          const auto* xb = reinterpret_cast<const __m256i*>(x.q + size_t(t) * IC + b * 32);
-          const auto* ob = reinterpret_cast<const __m256i*>(x.off + (size_t(t) * IC + b * 32) / 4);
-          const __m256i dot = _mm256_dpbusd_epi32(_mm256_loadu_si256(ob), wu, _mm256_loadu_si256(xb));
-          acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sc[t][i]), acc[t][u]);
-        }
-      };
-      int i = 0;
-      for (; i + 4 <= n; i += 4) {
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; ++u) step(i + u, u);
+  const uint8_t* row[NR];
+  for (int r = 0; r < NR; ++r) row[r] = static_cast<const uint8_t*>(w.data) + size_t(o + r) * nb * kBytes;
+  alignas(64) float sc[NR][NT][kScaleChunk];
+  __m256 acc[NR][NT][2];
+  for (auto& a : acc)
+    for (auto& b : a)
+      for (auto& v : b) v = _mm256_setzero_ps();
+  for (int b0 = 0; b0 < nb; b0 += kScaleChunk) {
+    const int n = std::min(kScaleChunk, nb - b0);
+    for (int r = 0; r < NR; ++r) block_scales<NT, kBytes>(sc[r], row[r], x.d, nb, b0, n);
+    auto step = [&](int i, int u) {
+      const int b = b0 + i;
+      __m256i wu[NR];
+      for (int r = 0; r < NR; ++r) {
+        const uint8_t* blk = row[r] + size_t(b) * kBytes;
+        if (!Q4 || u == 0) prefetch_ahead(blk);  // q4_0: two blocks (36 bytes) per prefetch cover every line
+        wu[r] = unsigned_codes<Q4>(blk);
       }
-      for (; i < n; ++i) step(i, 0);
-    }
-    for (int t = 0; t < NT; ++t)
-      y[size_t(t) * OC + o] =
-          hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
+#pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + size_t(t) * IC + b * 32));
+        const __m256i ov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.off + (size_t(t) * IC + b * 32) / 4));
+        for (int r = 0; r < NR; ++r) {
+          const __m256i dot = _mm256_dpbusd_epi32(ov, wu[r], xv);
+          acc[r][t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sc[r][t][i]), acc[r][t][u]);
+        }
+      }
+    };
+    int i = 0;
+    for (; i + 2 <= n; i += 2) step(i, 0), step(i + 1, 1);
+    if (i < n) step(i, 0);
   }
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
+}
+
+template <int NT, bool Q4>
+void block_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
+  int o = o0;
+  for (; o + 2 <= o1; o += 2) rows_at<NT, 2, Q4>(y, x, w, o);
+  if (o < o1) rows_at<NT, 1, Q4>(y, x, w, o);
 }
 
 }  // namespace
