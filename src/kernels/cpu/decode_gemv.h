@@ -16,7 +16,7 @@
 //         the reference computes it (only the f32 sum over blocks runs in another order). AVX-512
 //         VNNI: vpdpbusd of the codes made unsigned (w + 128) with x's, each int32 lane started at
 //         −128·(the sum of its 4 x codes, computed once per call) so it holds Σ w·x exactly; the
-//         blocks' dx·dw formed 16 at a time before a row's loop, 4 FMA chains. AVX2: vpmaddubsw +
+//         blocks' dx·dw formed 16 at a time before a row's loop, two rows at a time sharing x's loads. AVX2: vpmaddubsw +
 //         vpmaddwd on |q_w| and q_x with q_w's sign, as ggml does.
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
 //         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); AVX-512 VNNI takes the
