@@ -154,6 +154,16 @@ void expect_within(const Vec& got, const Vec& want, const std::vector<double>& b
     ASSERT_LE(std::fabs(double(got[i]) - want[i]), bound[i]) << what << " element " << i << ": " << got[i] << " vs " << want[i];
 }
 
+// ops_cpu_for(isa).linear_forward on c, checked against the reference within the bound; returns y
+Vec forward_within(const DecodeCase& c, Isa isa, const Vec& y_ref, const std::vector<double>& bound, Scratch& s) {
+  Vec y(y_ref.size(), NAN);
+  LinearWeights lw;
+  lw.w = c.view();
+  ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
+  expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
+  return y;
+}
+
 TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
   int checked = 0;
   for (const DecodeCase& c : cases()) {
@@ -163,12 +173,8 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
     std::vector<double> bound;
     reference(c, y_ref, bound);
     for (Isa isa : isas()) {
-      Vec y(y_ref.size(), NAN);
-      LinearWeights lw;
-      lw.w = w;
       Scratch s(c);
-      ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
-      expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
+      const Vec y = forward_within(c, isa, y_ref, bound, s);
       Vec y2(y_ref.size(), NAN);
       cpu::decode_gemv(isa, y2.data(), c.in(), w, s.buf.data(), s.buf.size() * 4);
       EXPECT_EQ(y2, y) << c.name() << " " << isa_name(isa);
@@ -249,12 +255,8 @@ TEST(GgmlPrefill, EveryPathMatchesReferenceOnOddShapes) {
         std::vector<double> bound;
         reference(c, y_ref, bound);
         for (Isa isa : isas()) {
-          Vec y(y_ref.size(), NAN);
-          LinearWeights lw;
-          lw.w = w;
           Scratch s(c);
-          ops_cpu_for(isa).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
-          expect_within(y, y_ref, bound, c.name() + " " + isa_name(isa) + " (linear_forward)");
+          forward_within(c, isa, y_ref, bound, s);
           ++checked;
         }
         if (!cpu_supports(Isa::Avx512) || !amx_int8_kernels()) continue;
