@@ -13,6 +13,8 @@
 //          alternate so one block's multiply runs while the previous is scaled.
 // Every result is computed by one thread in a fixed order: the bits do not depend on the thread
 // count. Compiled with the AVX-512 and AMX flags (*_amx.cpp in CMakeLists.txt).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #include <omp.h>
 
