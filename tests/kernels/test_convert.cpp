@@ -1,6 +1,7 @@
 // The array conversions f32 <-> bf16 / f16 (kernels/cpu/convert.h) against dtype.h's scalar ones,
 // bit for bit: random values over the whole exponent range, ties, subnormals, Inf, NaN, the f16
 // overflow threshold; lengths that leave a masked tail and one long enough to be split over threads.
+// Once per ISA (LEANTUNE_ISA): the AVX-512, AVX2 + F16C and scalar loops must all give these bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,8 +11,10 @@
 
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
+#include "kernel_test_util.h"
 
 using namespace lt;
+using test::isa_param_name;
 
 namespace {
 
@@ -40,9 +43,11 @@ void expect_same_bits(float a, float b, size_t i) {
 
 }  // namespace
 
-TEST(Convert, HalfConversionsMatchTheScalarOnesBitForBit) {
+class Convert : public test::KernelIsaTest {};
+
+TEST_P(Convert, HalfConversionsMatchTheScalarOnesBitForBit) {
   for (DType t : {DType::BF16, DType::F16}) {
-    for (size_t n : {size_t(1), size_t(15), size_t(33), size_t(200003)}) {
+    for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(15), size_t(33), size_t(200003)}) {
       const std::vector<float> x = test_values(n);
       std::vector<uint16_t> h(n), h_only(n);
       std::vector<float> r(n), back(n), inplace = x;
@@ -63,3 +68,5 @@ TEST(Convert, HalfConversionsMatchTheScalarOnesBitForBit) {
   }
   EXPECT_THROW(cpu::half_to_f32(DType::F32, nullptr, nullptr, 0), Error);
 }
+
+LT_INSTANTIATE_ISAS(Convert);

@@ -42,19 +42,23 @@ void blocks(size_t n, Fn fn) {
 }  // namespace
 
 void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n) {
-  const bool bf16 = is_bf16(t), simd = cpu_isa() == Isa::Avx512;
+  const bool bf16 = is_bf16(t);
+  const Isa isa = cpu_isa();
   blocks(n, [&](size_t lo, size_t hi) {
     uint16_t* d16 = dst16 ? dst16 + lo : nullptr;
     float* d32 = dst32 ? dst32 + lo : nullptr;
-    if (simd) avx512::f32_to_half(bf16, d16, d32, src + lo, hi - lo);
+    if (isa == Isa::Avx512) avx512::f32_to_half(bf16, d16, d32, src + lo, hi - lo);
+    else if (isa == Isa::Avx2) avx2::f32_to_half(bf16, d16, d32, src + lo, hi - lo);
     else scalar_to_half(bf16, d16, d32, src + lo, hi - lo);
   });
 }
 
 void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n) {
-  const bool bf16 = is_bf16(t), simd = cpu_isa() == Isa::Avx512;
+  const bool bf16 = is_bf16(t);
+  const Isa isa = cpu_isa();
   blocks(n, [&](size_t lo, size_t hi) {
-    if (simd) avx512::half_to_f32(bf16, dst + lo, src + lo, hi - lo);
+    if (isa == Isa::Avx512) avx512::half_to_f32(bf16, dst + lo, src + lo, hi - lo);
+    else if (isa == Isa::Avx2) avx2::half_to_f32(bf16, dst + lo, src + lo, hi - lo);
     else scalar_to_f32(bf16, dst + lo, src + lo, hi - lo);
   });
 }

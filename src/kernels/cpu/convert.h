@@ -1,8 +1,8 @@
 // Array conversions between f32 and the 16-bit float types (bf16, f16) for mixed-precision
 // training: activations saved for the backward, gradients fed to 16-bit GEMMs, working copies of
 // trainable weights. Round to nearest, ties to even, bit-identical to dtype.h's scalar
-// conversions (NaN stays a quiet NaN, overflow becomes Inf). AVX-512 loops where available
-// (convert_avx512.cpp), the scalar ones otherwise; large arrays are split over the OpenMP team.
+// conversions (NaN stays a quiet NaN, overflow becomes Inf). AVX-512 or AVX2 + F16C loops per the
+// ISA (convert_avx512.cpp, convert_avx2.cpp), the scalar ones otherwise; large arrays are split over the OpenMP team.
 // Usage: cpu::f32_to_half(DType::BF16, x16, nullptr, x, n); cpu::half_to_f32(DType::BF16, x, x16, n);
 #pragma once
 #include <cstddef>
@@ -25,5 +25,10 @@ namespace avx512 {  // one thread's range; called only when cpu_isa() == Avx512
 void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
 void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n);
 }  // namespace avx512
+
+namespace avx2 {  // the same, called only when cpu_isa() >= Avx2 (AVX2 + FMA + F16C)
+void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
+void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n);
+}  // namespace avx2
 
 }  // namespace lt::cpu
