@@ -274,8 +274,8 @@ TEST(GgmlPrefill, EveryPathMatchesReferenceOnOddShapes) {
 // The AVX-512 input quantization (gemv::avx512::quantize_x, used by the VNNI decode rows and the AMX
 // prefill) gives quantize_act_q8_0's bits: random blocks, an all-zero block, values whose scaled
 // code is exactly halfway (ties to even), tiny values (the f16 scale subnormal) and large ones.
-TEST(GgmlPrefill, Avx512InputQuantizationHasTheReferenceBits) {
-  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+// The AVX-512 and AVX2 input quantization loops against the scalar reference, bit for bit.
+void expect_reference_quantization(void (*quantize)(const float*, int64_t, int8_t*, float*)) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   Vec x(32 * 40);
@@ -287,9 +287,19 @@ TEST(GgmlPrefill, Avx512InputQuantizationHasTheReferenceBits) {
   std::vector<int8_t> q_ref(x.size()), q(x.size());
   Vec d_ref(x.size() / 32), d(x.size() / 32);
   quantize_act_q8_0(x.data(), int64_t(x.size()), q_ref.data(), d_ref.data());
-  cpu::gemv::avx512::quantize_x(x.data(), int64_t(x.size()), q.data(), d.data());
+  quantize(x.data(), int64_t(x.size()), q.data(), d.data());
   EXPECT_EQ(q, q_ref);
   for (size_t b = 0; b < d.size(); ++b) EXPECT_EQ(std::memcmp(&d[b], &d_ref[b], 4), 0) << "block " << b << ": " << d[b] << " vs " << d_ref[b];
+}
+
+TEST(GgmlPrefill, Avx512InputQuantizationHasTheReferenceBits) {
+  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  expect_reference_quantization(cpu::gemv::avx512::quantize_x);
+}
+
+TEST(GgmlPrefill, Avx2InputQuantizationHasTheReferenceBits) {
+  if (!cpu_supports(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  expect_reference_quantization(cpu::gemv::avx2::quantize_x);
 }
 
 }  // namespace

@@ -62,7 +62,8 @@ static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const We
   int8_t* xq = kernels::carve<int8_t>(p, size_t(in.T) * w.cols);
   int32_t* xo = kernels::carve<int32_t>(p, size_t(in.T) * w.cols / 4);
   float* xd = kernels::carve<float>(p, size_t(in.T) * (w.cols / 32));
-  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x : quantize_act_q8_0;
+  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x
+                        : isa == Isa::Avx2 ? gemv::avx2::quantize_x : quantize_act_q8_0;
   for (int t = 0; t < in.T; ++t)
     quantize(in.x + size_t(t) * w.cols, w.cols, xq + size_t(t) * w.cols, xd + size_t(t) * (w.cols / 32));
   const int OC = w.rows, chunks = (OC + kGemvRows - 1) / kGemvRows;

@@ -74,6 +74,8 @@ void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightV
 void q4_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
 }  // namespace scalar
 namespace avx2 {
+// quantize_act_q8_0 (kernels/q8_0_act.h) on AVX2, the same bits (n a multiple of 32)
+void quantize_x(const float* x, int64_t n, int8_t* q, float* d);
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/decode_gemv.h"
 #include "kernels/cpu/dequant_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
@@ -26,6 +27,18 @@ namespace lt::cpu {
 namespace {
 
 using dequant::kParallelMin;
+
+// fake_quantize_act_q8_0 (kernels/q8_0_act.h) with the ISA's quantization loop (the same bits)
+void fake_quantize_x(Isa isa, const float* x, int64_t n, float* out) {
+  if (isa == Isa::Scalar) return fake_quantize_act_q8_0(x, n, out);
+  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x : gemv::avx2::quantize_x;
+  int8_t q[32];
+  float d;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    quantize(x + b * 32, 32, q, &d);
+    for (int j = 0; j < 32; ++j) out[b * 32 + j] = float(q[j]) * d;
+  }
+}
 
 // The ISA's version of a decoding loop (dequant_kernels.h), the scalar reference below AVX2.
 template <class Fn>
@@ -139,7 +152,7 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
   if (ggml_block_kind(w.kind)) {  // the input as the q8_0 / q4_0 product sees it, after the tile
     char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
     float* xf = dequant::carve<float>(p, size_t(T) * IC);
-    fake_quantize_act_q8_0(x, int64_t(T) * IC, xf);
+    fake_quantize_x(isa, x, int64_t(T) * IC, xf);
     x = xf;
   }
   for (int o0 = 0; o0 < OC; o0 += kQuantTileRows) {
