@@ -34,12 +34,6 @@ static gemv::RowsFn rows_fn(Isa isa, const WeightView& w) {
   return half ? gemv::scalar::half_rows : gemv::scalar::four_bit_rows;
 }
 
-static gemv::Q8RowsFn q8_rows_fn(Isa isa, WeightKind k) {
-  const bool q4 = k == WeightKind::Q4_0;
-  if (isa == Isa::Scalar) return q4 ? gemv::scalar::q4_0_rows : gemv::scalar::q8_0_rows;
-  return q4 ? gemv::avx2::q4_0_rows : gemv::avx2::q8_0_rows;  // AVX-512 without VNNI: AVX2's
-}
-
 size_t decode_gemv_scratch_bytes(const WeightView& w, int T) {
   if (!ggml_block_kind(w.kind)) return 0;
   const size_t codes = kernels::align64(size_t(T) * w.cols);
@@ -77,7 +71,15 @@ static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const We
     for (int c = 0; c < chunks; ++c) fn(y, x, w, c * kGemvRows, std::min(OC, (c + 1) * kGemvRows));
     return;
   }
-  const gemv::Q8RowsFn fn = q8_rows_fn(isa, w.kind);
+  if (isa == Isa::Avx2 || isa == Isa::Avx512) {  // AVX-512 without VNNI: AVX2's
+    if (q4) gemv::code_offsets(xo, xq, int64_t(in.T) * w.cols, 8);
+    const gemv::QuantizedX x{xq, xd, xo, in.T};
+    const auto fn = q4 ? gemv::avx2::q4_0_rows : gemv::avx2::q8_0_rows;
+#pragma omp parallel for schedule(static) if (par)
+    for (int c = 0; c < chunks; ++c) fn(y, x, w, c * kGemvRows, std::min(OC, (c + 1) * kGemvRows));
+    return;
+  }
+  const gemv::Q8RowsFn fn = q4 ? gemv::scalar::q4_0_rows : gemv::scalar::q8_0_rows;
 #pragma omp parallel for schedule(static) if (par)
   for (int c = 0; c < chunks; ++c) fn(y, xq, xd, in.T, w, c * kGemvRows, std::min(OC, (c + 1) * kGemvRows));
 }

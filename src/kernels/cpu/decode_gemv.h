@@ -20,7 +20,8 @@
 //         vpmaddwd on |q_w| and q_x with q_w's sign, as ggml does.
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
 //         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); AVX-512 VNNI takes the
-//         nibbles as stored (w + 8) with lanes started at −8·(their x sum), the others q − 8 as Q8_0.
+//         nibbles as stored (w + 8) with lanes started at −8·(their x sum), on AVX-512 VNNI
+//         (vpdpbusd) and AVX2 (vpmaddubsw + vpmaddwd, two rows at a time); the scalar loop q − 8.
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound). Every SIMD loop prefetches
 // the weight bytes kPrefetchBytes ahead of its reads (past a row's end into the next rows).
@@ -78,8 +79,8 @@ namespace avx2 {
 void quantize_x(const float* x, int64_t n, int8_t* q, float* d);
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
-void q8_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
-void q4_0_rows(float* y, const int8_t* xq, const float* xd, int T, const WeightView& w, int o0, int o1);
+void q8_0_rows(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // x.off unused
+void q4_0_rows(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // x.off with k = 8
 }  // namespace avx2
 namespace avx512 {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
