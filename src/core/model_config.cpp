@@ -11,6 +11,8 @@
 
 namespace lt {
 
+constexpr int kMaxLayers = 1024;  // see validate_config
+
 void validate_config(const ModelConfig& c, const std::string& where) {
   LT_CHECK(c.arch == "llama" || c.arch == "mistral" || c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" ||
                c.gemma(),
@@ -20,6 +22,11 @@ void validate_config(const ModelConfig& c, const std::string& where) {
   };
   positive(c.dim, "hidden size (dim)");
   positive(c.n_layers, "number of layers");
+  // Every layer adds its buffers to the memory plan and its tensors to the load: a corrupt count
+  // (a fuzzed config.json with 1.4 billion layers built a plan of 15 million entries and ran out of
+  // memory) stops here. llama.cpp caps layers at 512; released models have at most a few hundred.
+  LT_CHECK(c.n_layers <= kMaxLayers, "{}: number of layers (num_hidden_layers) is {}, more than the {} leantune "
+           "supports; check the file", where, c.n_layers, kMaxLayers);
   positive(c.n_heads, "number of attention heads");
   positive(c.n_kv_heads, "number of key/value heads");
   positive(c.head_dim, "head size (head_dim)");

@@ -40,6 +40,10 @@ TEST(IoValidateConfig, AcceptsAndRejects) {
   bad([](ModelConfig& c) { c.rope_scaling.type = "llama3", c.rope_scaling.factor = 0; }, {"where.json", "factor"});
   bad([](ModelConfig& c) { c.eos_token_id = 32; }, {"where.json", "eos_token_id"});
   bad([](ModelConfig& c) { c.max_seq_len = 0; }, {"where.json", "sequence length"});
+  bad([](ModelConfig& c) { c.n_layers = 1426085402; }, {"where.json", "num_hidden_layers", "1426085402", "1024"});
+  ModelConfig deep = ok_config();
+  deep.n_layers = 1024;  // the most it takes
+  validate_config(deep, "here");
 }
 
 TEST(IoAtomicFile, ReplacesOrLeavesUntouched) {
