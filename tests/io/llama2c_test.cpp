@@ -125,8 +125,12 @@ TEST(Llama2cLoader, BadHeaders) {
   EXPECT_LT_ERROR(load_llama2c(dir / "h.bin"), {"h.bin", "n_heads"});
   header({0x616b3432, 2, 5, 7, 7, 512, 512});
   EXPECT_LT_ERROR(load_llama2c(dir / "h.bin"), {"h.bin", "version 2"});
-  header({1 << 30, INT32_MAX, INT32_MAX, 1, 1, -INT32_MAX, INT32_MAX});  // huge sizes must not overflow
+  // Huge sizes must not overflow: 1024 layers (the most validate_config allows) of 2^30 x (2^31 - 1)
+  // feed-forward matrices are past 2^64 bytes, so the expected size saturates.
+  header({1 << 30, INT32_MAX, 1024, 1, 1, -INT32_MAX, INT32_MAX});
   EXPECT_LT_ERROR(load_llama2c(dir / "h.bin"), {"h.bin", "should be 18446744073709551615 bytes", "has 92 bytes"});
+  header({64, 172, INT32_MAX, 8, 4, 512, 512});
+  EXPECT_LT_ERROR(load_llama2c(dir / "h.bin"), {"h.bin", "num_hidden_layers", "2147483647", "1024"});
   header({64, 172, 5, 8, 4, 0, 512});
   EXPECT_LT_ERROR(load_llama2c(dir / "h.bin"), {"h.bin", "vocab_size"});
 }

@@ -164,6 +164,28 @@ Vec forward_within(const DecodeCase& c, Isa isa, const Vec& y_ref, const std::ve
   return y;
 }
 
+// One q8_0 / q4_0 row loop called directly: within the bound from row 0, and from row 1 (so the
+// rows pair up differently) the same bits. `grouped`: x rearranged by q4_0_group_x first.
+using RowsLoop = void (*)(float*, const cpu::gemv::QuantizedX&, const WeightView&, int, int);
+void expect_rows_alone_as_paired(const DecodeCase& c, const WeightView& w, const Vec& y_ref,
+                                 const std::vector<double>& bound, RowsLoop fn, bool grouped, const std::string& what) {
+  std::vector<int8_t> xq(c.x.size());
+  Vec xd(c.x.size() / 32);
+  std::vector<int32_t> xo(c.x.size() / 4);
+  quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
+  if (grouped) cpu::gemv::avx512::q4_0_group_x(xq.data(), xo.data(), c.IC, c.T);
+  else cpu::gemv::code_offsets(xo.data(), xq.data(), int64_t(xq.size()), 8);
+  const cpu::gemv::QuantizedX x{xq.data(), xd.data(), xo.data(), c.T};
+  Vec y(y_ref.size(), NAN), y1(y_ref.size(), NAN);
+  fn(y.data(), x, w, 0, c.OC);
+  expect_within(y, y_ref, bound, c.name() + " " + what);
+  fn(y1.data(), x, w, 1, c.OC);
+  for (int t = 0; t < c.T; ++t)
+    for (int o = 1; o < c.OC; ++o)
+      ASSERT_EQ(f32_bits(y1[size_t(t) * c.OC + o]), f32_bits(y[size_t(t) * c.OC + o])) << c.name() << " " << what
+                                                                                        << " row " << o;
+}
+
 TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
   int checked = 0;
   for (const DecodeCase& c : cases()) {
@@ -181,24 +203,15 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
       ++checked;
     }
     // the widening bf16 loop too where vdpbf16ps is what dispatch picks
-    // the AVX2 q8_0 / q4_0 loop directly (on AVX-512 VNNI machines dispatch picks another), and a
-    // row's sums the same whether it runs paired (rows two at a time from o0) or alone: from o0 = 1
-    if ((c.kind == WeightKind::Q8_0 || c.kind == WeightKind::Q4_0) && cpu_supports(Isa::Avx2)) {
-      std::vector<int8_t> xq(c.x.size());
-      Vec xd(c.x.size() / 32);
-      std::vector<int32_t> xo(c.x.size() / 4);
-      quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
-      cpu::gemv::code_offsets(xo.data(), xq.data(), int64_t(xq.size()), 8);
-      const cpu::gemv::QuantizedX x{xq.data(), xd.data(), xo.data(), c.T};
-      const auto fn = c.kind == WeightKind::Q8_0 ? cpu::gemv::avx2::q8_0_rows : cpu::gemv::avx2::q4_0_rows;
-      Vec y(y_ref.size(), NAN), y1(y_ref.size(), NAN);
-      fn(y.data(), x, w, 0, c.OC);
-      expect_within(y, y_ref, bound, c.name() + " avx2 rows");
-      fn(y1.data(), x, w, 1, c.OC);
-      for (int t = 0; t < c.T; ++t)
-        for (int o = 1; o < c.OC; ++o)
-          ASSERT_EQ(f32_bits(y1[size_t(t) * c.OC + o]), f32_bits(y[size_t(t) * c.OC + o])) << c.name() << " row " << o;
-    }
+    // the AVX2 q8_0 / q4_0 loop directly (on AVX-512 VNNI machines dispatch picks another), and the
+    // AVX-512 VNNI q4_0 loop on x grouped per 4 blocks (q4_0_group_x) directly; each row's sums the
+    // same whether it runs paired (rows two at a time from o0) or alone: from o0 = 1
+    const bool q4 = c.kind == WeightKind::Q4_0;
+    if ((c.kind == WeightKind::Q8_0 || q4) && cpu_supports(Isa::Avx2))
+      expect_rows_alone_as_paired(c, w, y_ref, bound, q4 ? cpu::gemv::avx2::q4_0_rows : cpu::gemv::avx2::q8_0_rows,
+                                  false, "avx2 rows");
+    if (q4 && cpu_supports(Isa::Avx512) && cpu_features().avx512_vnni)
+      expect_rows_alone_as_paired(c, w, y_ref, bound, cpu::gemv::avx512::q4_0_rows_vnni, true, "avx512 vnni rows");
     if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
       Vec y(y_ref.size(), NAN);
       cpu::gemv::avx512::half_rows(y.data(), c.in(), w, 0, c.OC);
@@ -206,6 +219,42 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
     }
   }
   EXPECT_GE(checked, 90);
+}
+
+// Q8_0 / Q4_0 with every scale 1 and x integers with 127 in each block (so its q8_0 codes are x
+// and its scales 1): every product and partial sum is an integer below 2^24, exact in f32 in any
+// order, so every path must give the exact sum, bit for bit: an error of one in one lane's code
+// offset or a code paired with the wrong x, which the rounding bound above can miss, fails here.
+TEST(DecodeGemv, IntegerBlocksGiveTheExactSum) {
+  unsigned seed = 90;
+  for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
+    for (int T = 1; T <= cpu::kDecodeMaxT; ++T)
+      for (int IC : {32, 96, 128, 576, 1536}) {
+        if (k == WeightKind::Q8_0 && IC > 576) continue;  // 1536 · 128 · 127 would pass 2^24
+        DecodeCase c(k, T, IC, 11, 32, seed++);
+        const size_t kb = k == WeightKind::Q8_0 ? 34 : 18;
+        for (size_t b = 0; b < c.codes.size() / kb; ++b) c.codes[b * kb] = 0x00, c.codes[b * kb + 1] = 0x3c;  // f16 1
+        std::mt19937 rng(seed);
+        for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 32 == 7 ? 127.0f : float(int(rng() % 255) - 127);
+        Vec exact(size_t(T) * c.OC);
+        for (int t = 0; t < T; ++t)
+          for (int o = 0; o < c.OC; ++o) {
+            int64_t sum = 0;
+            for (int i = 0; i < IC; ++i) {
+              const uint8_t* blk = c.codes.data() + (size_t(o) * IC + i) / 32 * kb + 2;
+              const int j = i % 32;
+              const int wq = k == WeightKind::Q8_0 ? int(int8_t(blk[j])) : (j < 16 ? blk[j] & 15 : blk[j - 16] >> 4) - 8;
+              sum += int64_t(wq) * int64_t(c.x[size_t(t) * IC + i]);
+            }
+            exact[size_t(t) * c.OC + o] = float(sum);
+          }
+        for (Isa isa : isas()) {
+          Scratch s(c);
+          Vec y(exact.size(), NAN);
+          cpu::decode_gemv(isa, y.data(), c.in(), c.view(), s.buf.data(), s.buf.size() * 4);
+          EXPECT_EQ(y, exact) << c.name() << " " << isa_name(isa);
+        }
+      }
 }
 
 TEST(DecodeGemv, ThreadCountDoesNotChangeBits) {

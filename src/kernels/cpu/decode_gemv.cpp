@@ -64,7 +64,8 @@ static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const We
   const bool par = int64_t(OC) * w.cols >= (1 << 15) && chunks > 1;
   const bool q4 = w.kind == WeightKind::Q4_0;
   if (isa == Isa::Avx512 && cpu_features().avx512_vnni) {
-    gemv::code_offsets(xo, xq, int64_t(in.T) * w.cols, q4 ? 8 : 128);
+    if (q4) gemv::avx512::q4_0_group_x(xq, xo, w.cols, in.T);
+    else gemv::code_offsets(xo, xq, int64_t(in.T) * w.cols, 128);
     const gemv::QuantizedX x{xq, xd, xo, in.T};
     const auto fn = q4 ? gemv::avx512::q4_0_rows_vnni : gemv::avx512::q8_0_rows_vnni;
 #pragma omp parallel for schedule(static) if (par)

@@ -19,9 +19,11 @@
 //         blocks' dx·dw formed 16 at a time before a row's loop, two rows at a time sharing x's loads. AVX2: vpmaddubsw +
 //         vpmaddwd on |q_w| and q_x with q_w's sign, as ggml does.
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
-//         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); AVX-512 VNNI takes the
-//         nibbles as stored (w + 8) with lanes started at −8·(their x sum), on AVX-512 VNNI
-//         (vpdpbusd) and AVX2 (vpmaddubsw + vpmaddwd, two rows at a time); the scalar loop q − 8.
+//         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); the SIMD loops take the
+//         nibbles as stored (w + 8) with lanes started at −8·(their x sum): AVX-512 VNNI four blocks
+//         per step (vpdpbusd on the low and high nibbles of 4 blocks against x grouped to match by
+//         q4_0_group_x, each lane scaled by its block's dx·dw), AVX2 one block per step (vpmaddubsw +
+//         vpmaddwd), both two rows at a time; the scalar loop q − 8.
 // The sums run in another order than the reference's (kernels/ref), so results differ from it by
 // rounding only (tests/kernels/test_decode_gemv.cpp derives the bound). Every SIMD loop prefetches
 // the weight bytes kPrefetchBytes ahead of its reads (past a row's end into the next rows).
@@ -89,7 +91,12 @@ void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0,
 // quantize_act_q8_0 (kernels/q8_0_act.h) on AVX-512, the same bits (n a multiple of 32)
 void quantize_x(const float* x, int64_t n, int8_t* q, float* d);
 void q8_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
+// x grouped as q4_0_group_x leaves it
 void q4_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1);  // needs AVX512-VNNI
+// x's codes q (T, IC) rearranged per 4 blocks (128 codes) into the 4 blocks' first 16 codes, then
+// their last 16, and off (T, IC / 4) made −8·(the sum of each 32-bit lane's 8 codes, its 4 in each
+// half) for those groups; the blocks past the last whole group keep their layout and code_offsets'.
+void q4_0_group_x(int8_t* q, int32_t* off, int64_t IC, int T);
 }  // namespace avx512
 }  // namespace gemv
 
