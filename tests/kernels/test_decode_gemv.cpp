@@ -174,7 +174,7 @@ void expect_rows_alone_as_paired(const DecodeCase& c, const WeightView& w, const
   std::vector<int32_t> xo(c.x.size() / 4);
   quantize_act_q8_0(c.x.data(), int64_t(c.x.size()), xq.data(), xd.data());
   if (grouped) cpu::gemv::avx512::q4_0_group_x(xq.data(), xo.data(), c.IC, c.T);
-  else cpu::gemv::code_offsets(xo.data(), xq.data(), int64_t(xq.size()), 8);
+  else cpu::gemv::code_offsets(xo.data(), xq.data(), int64_t(xq.size()), c.kind == WeightKind::Q4_0 ? 8 : 128);
   const cpu::gemv::QuantizedX x{xq.data(), xd.data(), xo.data(), c.T};
   Vec y(y_ref.size(), NAN), y1(y_ref.size(), NAN);
   fn(y.data(), x, w, 0, c.OC);
@@ -204,14 +204,15 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
     }
     // the widening bf16 loop too where vdpbf16ps is what dispatch picks
     // the AVX2 q8_0 / q4_0 loop directly (on AVX-512 VNNI machines dispatch picks another), and the
-    // AVX-512 VNNI q4_0 loop on x grouped per 4 blocks (q4_0_group_x) directly; each row's sums the
+    // AVX-512 VNNI loops directly (q4_0's on x grouped per 4 blocks by q4_0_group_x); each row's sums the
     // same whether it runs paired (rows two at a time from o0) or alone: from o0 = 1
     const bool q4 = c.kind == WeightKind::Q4_0;
     if ((c.kind == WeightKind::Q8_0 || q4) && cpu_supports(Isa::Avx2))
       expect_rows_alone_as_paired(c, w, y_ref, bound, q4 ? cpu::gemv::avx2::q4_0_rows : cpu::gemv::avx2::q8_0_rows,
                                   false, "avx2 rows");
-    if (q4 && cpu_supports(Isa::Avx512) && cpu_features().avx512_vnni)
-      expect_rows_alone_as_paired(c, w, y_ref, bound, cpu::gemv::avx512::q4_0_rows_vnni, true, "avx512 vnni rows");
+    if ((c.kind == WeightKind::Q8_0 || q4) && cpu_supports(Isa::Avx512) && cpu_features().avx512_vnni)
+      expect_rows_alone_as_paired(c, w, y_ref, bound, q4 ? cpu::gemv::avx512::q4_0_rows_vnni
+                                                         : cpu::gemv::avx512::q8_0_rows_vnni, q4, "avx512 vnni rows");
     if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512)) {
       Vec y(y_ref.size(), NAN);
       cpu::gemv::avx512::half_rows(y.data(), c.in(), w, 0, c.OC);

@@ -44,6 +44,10 @@ namespace gemv {
 void code_offsets(int32_t* off, const int8_t* q, int64_t n, int k) {
   for (int64_t i = 0; i < n / 4; ++i) off[i] = -k * (int32_t(q[4 * i]) + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
 }
+
+QuantizeFn act_quantizer(Isa isa) {
+  return isa == Isa::Avx512 ? avx512::quantize_x : isa == Isa::Avx2 ? avx2::quantize_x : quantize_act_q8_0;
+}
 }  // namespace gemv
 
 // The Q8_0 / Q4_0 products: x quantized once (kernels/q8_0_act.h), then the rows split as for every kind
@@ -56,8 +60,7 @@ static void decode_ggml_block(Isa isa, float* y, const LinearInput& in, const We
   int8_t* xq = kernels::carve<int8_t>(p, size_t(in.T) * w.cols);
   int32_t* xo = kernels::carve<int32_t>(p, size_t(in.T) * w.cols / 4);
   float* xd = kernels::carve<float>(p, size_t(in.T) * (w.cols / 32));
-  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x
-                        : isa == Isa::Avx2 ? gemv::avx2::quantize_x : quantize_act_q8_0;
+  const auto quantize = gemv::act_quantizer(isa);
   for (int t = 0; t < in.T; ++t)
     quantize(in.x + size_t(t) * w.cols, w.cols, xq + size_t(t) * w.cols, xd + size_t(t) * (w.cols / 32));
   const int OC = w.rows, chunks = (OC + kGemvRows - 1) / kGemvRows;

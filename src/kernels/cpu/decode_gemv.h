@@ -15,8 +15,9 @@
 //         int8 dot product in int32, scaled by dx·dw: y = Σ_b (dx_b·dw_b) · Σ_{c in b} qx_c·qw_c, as
 //         the reference computes it (only the f32 sum over blocks runs in another order). AVX-512
 //         VNNI: vpdpbusd of the codes made unsigned (w + 128) with x's, each int32 lane started at
-//         −128·(the sum of its 4 x codes, computed once per call) so it holds Σ w·x exactly; the
-//         blocks' dx·dw formed 16 at a time before a row's loop, two rows at a time sharing x's loads. AVX2: vpmaddubsw +
+//         −128·(the sum of its 4 x codes, computed once per call) so it holds Σ w·x exactly; two
+//         blocks (68 bytes) per step, their codes picked out of the window with one vpermt2w and
+//         each lane scaled by its block's dx·dw, two rows at a time sharing x's loads. AVX2: vpmaddubsw +
 //         vpmaddwd on |q_w| and q_x with q_w's sign, as ggml does.
 //   Q4_0  the same against llama.cpp's block_q4_0: each block's 16 bytes of nibbles spread into 32
 //         codes (low nibbles, then high, as ggml's bytes_from_nibbles_32); the SIMD loops take the
@@ -70,6 +71,9 @@ struct QuantizedX {
   int T;
 };
 void code_offsets(int32_t* off, const int8_t* q, int64_t n, int k);
+// quantize_act_q8_0 (kernels/q8_0_act.h) or the ISA's loop for it (the same bits; n a multiple of 32)
+using QuantizeFn = void (*)(const float* x, int64_t n, int8_t* q, float* d);
+QuantizeFn act_quantizer(Isa isa);
 namespace scalar {
 void half_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);
 void four_bit_rows(float* y, const LinearInput& in, const WeightView& w, int o0, int o1);

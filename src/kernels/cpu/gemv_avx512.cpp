@@ -141,73 +141,96 @@ inline __m256i unsigned_codes(const uint8_t* blk) {
   }
 }
 
-constexpr int kScaleChunk = 64;  // blocks of a row whose scales are decoded at a time
-
-// sc[t][i] = xd[t][b0 + i] · dw of block b0 + i of the row, i < n: the f16 scales of 16 blocks
-// gathered at a time (vpgatherdd) and widened.
-template <int NT, size_t kBytes>
-void block_scales(float (*sc)[kScaleChunk], const uint8_t* row, const float* xd, int nb, int b0, int n) {
-  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                        _mm512_set1_epi32(int(kBytes)));
-  for (int i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    // the first 4 bytes of 16 blocks (d, then 2 code bytes), d in the low half
-    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, row + size_t(b0 + i) * kBytes, 1);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
-    for (int t = 0; t < NT; ++t)
-      _mm512_store_ps(sc[t] + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xd + size_t(t) * nb + b0 + i), d));
-  }
-}
-
-// NR rows from o: per block and token, vpdpbusd of the unsigned codes with x's codes, each lane
-// started at xoff (−128 or −8 times the sum of its 4 x codes: the offset taken back), so every lane
-// holds its exact Σ w·x; then scaled by dx·dw into one of 2 accumulators per row and token (even and
-// odd blocks: the same sums whether a row runs alone or in a pair). Two rows share x's loads.
+// Blocks b0.. of NR rows, one at a time (the blocks past the last whole group or pair): vpdpbusd
+// of the unsigned codes with x's, each lane started at x.off (the offset taken back), scaled by
+// dx·dw into tail[r][t].
 template <int NT, int NR, bool Q4>
-void rows_at(float* y, const QuantizedX& x, const WeightView& w, int o) {
-  const int IC = w.cols, OC = w.rows, nb = IC / 32;
+void block_tail(__m256 (&tail)[NR][NT], const uint8_t* const* row, const QuantizedX& x, int IC, int b0) {
   constexpr size_t kBytes = Q4 ? 18 : 34;
-  const uint8_t* row[NR];
-  for (int r = 0; r < NR; ++r) row[r] = static_cast<const uint8_t*>(w.data) + size_t(o + r) * nb * kBytes;
-  alignas(64) float sc[NR][NT][kScaleChunk];
-  __m256 acc[NR][NT][2];
-  for (auto& a : acc)
-    for (auto& b : a)
-      for (auto& v : b) v = _mm256_setzero_ps();
-  for (int b0 = 0; b0 < nb; b0 += kScaleChunk) {
-    const int n = std::min(kScaleChunk, nb - b0);
-    for (int r = 0; r < NR; ++r) block_scales<NT, kBytes>(sc[r], row[r], x.d, nb, b0, n);
-    auto step = [&](int i, int u) {
-      const int b = b0 + i;
-      __m256i wu[NR];
-      for (int r = 0; r < NR; ++r) {
-        const uint8_t* blk = row[r] + size_t(b) * kBytes;
-        if (!Q4 || u == 0) prefetch_ahead(blk);  // q4_0: two blocks (36 bytes) per prefetch cover every line
-        wu[r] = unsigned_codes<Q4>(blk);
-      }
-#pragma GCC unroll 3
+  const int nb = IC / 32;
+  for (auto& a : tail)
+    for (auto& v : a) v = _mm256_setzero_ps();
+  for (int b = b0; b < nb; ++b)
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* blk = row[r] + size_t(b) * kBytes;
+      const __m256i wu = unsigned_codes<Q4>(blk);
+      uint16_t d16;
+      std::memcpy(&d16, blk, 2);
+      const float d = _cvtsh_ss(d16);
       for (int t = 0; t < NT; ++t) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + size_t(t) * IC + b * 32));
         const __m256i ov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.off + (size_t(t) * IC + b * 32) / 4));
-        for (int r = 0; r < NR; ++r) {
-          const __m256i dot = _mm256_dpbusd_epi32(ov, wu[r], xv);
-          acc[r][t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sc[r][t][i]), acc[r][t][u]);
-        }
+        const __m256i dot = _mm256_dpbusd_epi32(ov, wu, xv);
+        tail[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(x.d[size_t(t) * nb + b] * d), tail[r][t]);
       }
-    };
-    int i = 0;
-    for (; i + 2 <= n; i += 2) step(i, 0), step(i + 1, 1);
-    if (i < n) step(i, 0);
-  }
-  for (int r = 0; r < NR; ++r)
-    for (int t = 0; t < NT; ++t) y[size_t(t) * OC + o + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
+    }
 }
 
-template <int NT, bool Q4>
-void block_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
+// y[t][o + r] = the 16 lanes of acc[r][t] plus the 8 of tail[r][t]
+template <int NT, int NR>
+void store_rows(float* y, const __m512 (&acc)[NR][NT], const __m256 (&tail)[NR][NT], int OC, int o) {
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) {
+      const __m512 a = acc[r][t];
+      const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+      y[size_t(t) * OC + o + r] = hsum8(_mm256_add_ps(s, tail[r][t]));
+    }
+}
+
+// q8_0 two blocks (68 bytes: 64 and a masked 4) at a time: one vpermt2w picks their 64 code bytes
+// (words 1-16 and 18-33 of the window), made unsigned (xor 0x80) for one vpdpbusd against x's 64
+// codes of the pair, each lane started at −128·(the sum of its 4 x codes), so every lane holds an
+// exact partial Σ w·x of one block; the lanes scaled by their block's dx·dw (the 2 f16 scales, words
+// 0 and 17, spread with one vpermw) into one accumulator per row and token. An odd last block runs
+// alone (block_tail). The same sums whether a row runs alone or in a pair.
+template <int NT, int NR>
+void q8_pair_rows_at(float* y, const QuantizedX& x, const WeightView& w, int o) {
+  const int IC = w.cols, OC = w.rows, nb = IC / 32, np = nb / 2;
+  const uint8_t* row[NR];
+  for (int r = 0; r < NR; ++r) row[r] = static_cast<const uint8_t*>(w.data) + size_t(o + r) * nb * 34;
+  const __m512i pick = _mm512_set_epi16(33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 16, 15, 14,
+                                        13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i spread_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17,
+                                            17, 17, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i spread_x = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  __m512 acc[NR][NT];
+  for (auto& a : acc)
+    for (auto& v : a) v = _mm512_setzero_ps();
+  for (int g = 0; g < np; ++g) {
+    __m512i wu[NR];
+    __m512 dw[NR];
+#pragma GCC unroll 2
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = row[r] + size_t(g) * 68;
+      prefetch_ahead(p);
+      prefetch_ahead(p + 64);  // pairs advance 68 bytes: one prefetch each would skip a line in 17
+      const __m512i a = _mm512_loadu_si512(p), b = _mm512_maskz_loadu_epi8(0xf, p + 64);
+      wu[r] = _mm512_xor_si512(_mm512_permutex2var_epi16(a, pick, b), flip);
+      dw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(spread_d, a)));
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < NT; ++t) {
+      const __m512i xv = _mm512_loadu_si512(x.q + size_t(t) * IC + size_t(g) * 64);
+      const __m512i ov = _mm512_loadu_si512(x.off + size_t(t) * IC / 4 + size_t(g) * 16);
+      const __m512 dx = _mm512_permutexvar_ps(
+          spread_x, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.d + size_t(t) * nb + 2 * g)))));
+#pragma GCC unroll 2
+      for (int r = 0; r < NR; ++r)
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(ov, wu[r], xv)), _mm512_mul_ps(dw[r], dx),
+                                    acc[r][t]);
+    }
+  }
+  __m256 tail[NR][NT];
+  block_tail<NT, NR, false>(tail, row, x, IC, 2 * np);
+  store_rows<NT, NR>(y, acc, tail, OC, o);
+}
+
+template <int NT>
+void q8_pair_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
   int o = o0;
-  for (; o + 2 <= o1; o += 2) rows_at<NT, 2, Q4>(y, x, w, o);
-  if (o < o1) rows_at<NT, 1, Q4>(y, x, w, o);
+  for (; o + 2 <= o1; o += 2) q8_pair_rows_at<NT, 2>(y, x, w, o);
+  if (o < o1) q8_pair_rows_at<NT, 1>(y, x, w, o);
 }
 
 // q4_0 four blocks (72 bytes, two loads) at a time, against x grouped by q4_0_group_x: one vpermt2w
@@ -216,8 +239,8 @@ void block_rows_t(float* y, const QuantizedX& x, const WeightView& w, int o0, in
 // each lane started at −8·(the sum of its 8 x codes), so every lane holds an exact partial Σ w·x of
 // one block; the lanes are scaled by their block's dx·dw (the 4 f16 scales spread over their
 // block's lanes with one vpermw) into one accumulator per row and token. The blocks past the last
-// whole group (at most 3) run one at a time as in rows_at. The same sums whether a row runs alone
-// or in a pair. Per 4 blocks and row: ~12 vector ops where rows_at spends ~7 per block.
+// whole group (at most 3) run one at a time (block_tail). The same sums whether a row runs alone
+// or in a pair. Per 4 blocks and row: ~12 vector ops where one block at a time spends ~7 per block.
 template <int NT, int NR>
 void q4_group_rows_at(float* y, const QuantizedX& x, const WeightView& w, int o) {
   const int IC = w.cols, OC = w.rows, nb = IC / 32, ng = nb / 4;
@@ -262,28 +285,8 @@ void q4_group_rows_at(float* y, const QuantizedX& x, const WeightView& w, int o)
     }
   }
   __m256 tail[NR][NT];
-  for (auto& a : tail)
-    for (auto& v : a) v = _mm256_setzero_ps();
-  for (int b = 4 * ng; b < nb; ++b)
-    for (int r = 0; r < NR; ++r) {
-      const uint8_t* blk = row[r] + size_t(b) * 18;
-      const __m256i wu = unsigned_codes<true>(blk);
-      uint16_t d16;
-      std::memcpy(&d16, blk, 2);
-      const float d = _cvtsh_ss(d16);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + size_t(t) * IC + b * 32));
-        const __m256i ov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.off + (size_t(t) * IC + b * 32) / 4));
-        const __m256i dot = _mm256_dpbusd_epi32(ov, wu, xv);
-        tail[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(x.d[size_t(t) * nb + b] * d), tail[r][t]);
-      }
-    }
-  for (int r = 0; r < NR; ++r)
-    for (int t = 0; t < NT; ++t) {
-      const __m512 a = acc[r][t];
-      const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-      y[size_t(t) * OC + o + r] = hsum8(_mm256_add_ps(s, tail[r][t]));
-    }
+  block_tail<NT, NR, true>(tail, row, x, IC, 4 * ng);
+  store_rows<NT, NR>(y, acc, tail, OC, o);
 }
 
 template <int NT>
@@ -311,9 +314,9 @@ void quantize_x(const float* x, int64_t n, int8_t* q, float* d) {
 
 void q8_0_rows_vnni(float* y, const QuantizedX& x, const WeightView& w, int o0, int o1) {
   switch (x.T) {
-    case 1: return block_rows_t<1, false>(y, x, w, o0, o1);
-    case 2: return block_rows_t<2, false>(y, x, w, o0, o1);
-    default: return block_rows_t<3, false>(y, x, w, o0, o1);
+    case 1: return q8_pair_rows_t<1>(y, x, w, o0, o1);
+    case 2: return q8_pair_rows_t<2>(y, x, w, o0, o1);
+    default: return q8_pair_rows_t<3>(y, x, w, o0, o1);
   }
 }
 

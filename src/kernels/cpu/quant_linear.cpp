@@ -31,7 +31,7 @@ using dequant::kParallelMin;
 // fake_quantize_act_q8_0 (kernels/q8_0_act.h) with the ISA's quantization loop (the same bits)
 void fake_quantize_x(Isa isa, const float* x, int64_t n, float* out) {
   if (isa == Isa::Scalar) return fake_quantize_act_q8_0(x, n, out);
-  const auto quantize = isa == Isa::Avx512 ? gemv::avx512::quantize_x : gemv::avx2::quantize_x;
+  const auto quantize = gemv::act_quantizer(isa);
   int8_t q[32];
   float d;
   for (int64_t b = 0; b < n / 32; ++b) {
