@@ -213,8 +213,9 @@ void q8_pair_rows_at(float* y, const QuantizedX& x, const WeightView& w, int o) 
     for (int t = 0; t < NT; ++t) {
       const __m512i xv = _mm512_loadu_si512(x.q + size_t(t) * IC + size_t(g) * 64);
       const __m512i ov = _mm512_loadu_si512(x.off + size_t(t) * IC / 4 + size_t(g) * 16);
-      const __m512 dx = _mm512_permutexvar_ps(
-          spread_x, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.d + size_t(t) * nb + 2 * g)))));
+      // the pair's two scales: one unaligned 8-byte load (_mm_loadl_epi64 takes any address)
+      const __m128i d2 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.d + size_t(t) * nb + 2 * g));
+      const __m512 dx = _mm512_permutexvar_ps(spread_x, _mm512_castps128_ps512(_mm_castsi128_ps(d2)));
 #pragma GCC unroll 2
       for (int r = 0; r < NR; ++r)
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(ov, wu[r], xv)), _mm512_mul_ps(dw[r], dx),
