@@ -7,7 +7,11 @@ wider ~1B shape (shorter run); the same token batches (micro-batch 4 x 512
 random tokens), LoRA r=16 (alpha 32) on all seven linear modules, AdamW lr 1e-4; fp32 and bf16
 (torch.autocast on CPU; leantune's bf16 rows appear once it trains in bf16); with and without
 gradient checkpointing; 1 and 2 threads. Median step time after one warm-up step, tokens/s, peak
-RSS, and leantune / PyTorch ratios.
+RSS, and leantune / PyTorch ratios. leantune runs twice per row: `bench --train --profile` (the
+timed steps, and a per-op table of where their time goes, printed after the tables) and the whole
+`leantune train` pipeline on a real corpus (Aesop's Fables from ../shared, tokenized by a
+byte-level BPE trained on it, packed into 512-token rows with document masks, a checkpoint saved
+half way, metrics logged): its own tokens/s over all its steps, warm-up included.
 
 Inference (llama.cpp through llama-cpp-python, the peer): the same SmolLM2-shaped weights
 converted to GGUF at f32, f16 and q8_0 (leantune runs f32 against f32 and f16, and its LLM.int8
@@ -23,6 +27,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -61,16 +66,81 @@ def make_model(folder, cfg):
         LlamaForCausalLM(LlamaConfig(**cfg)).save_pretrained(folder, safe_serialization=True)
 
 
+def profile_table(stderr):
+    """The per-op rows `bench --train --profile` prints on stderr: (op, calls, self ms, share, GFLOP/s)."""
+    rows, on = [], False
+    for line in stderr.splitlines():
+        if line.startswith("profile (measured steps)"):
+            on = True
+            continue
+        if not on or line.startswith("op ") or line.startswith("total") or line.startswith("wrote"):
+            continue
+        f = line.split()  # name (may hold spaces), calls, self ms, share, GFLOP/s, GB/s
+        if len(f) < 6 or not f[-3].endswith("%"):
+            continue
+        rows.append(dict(op=" ".join(f[:-5]), calls=int(f[-5]), self_ms=float(f[-4]), share=f[-3],
+                         gflops=float(f[-2])))
+    return rows
+
+
 def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision):
-    cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", "lora",
-           "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
-           "--steps", str(steps)]
-    if precision != "fp32":
-        cmd += ["--precision", precision]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", "lora",
+               "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
+               "--steps", str(steps), "--profile", str(pathlib.Path(tmp) / "trace.json")]
+        if precision != "fp32":
+            cmd += ["--precision", precision]
+        p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["profile"] = profile_table(p.stderr)
+    return r
+
+
+AESOP = ROOT.parent / "shared" / "data" / "aesop_fables" / "aesop_fables.txt"
+
+
+def aesop_tokenizer(cache):
+    """A byte-level BPE (4096 ids, all below every benchmark model's vocabulary) trained on the Aesop
+    corpus, so `leantune train` reads real text through a real tokenizer."""
+    path = cache / "aesop-bpe" / "tokenizer.json"
+    if not path.exists():
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train([str(AESOP)], trainers.BpeTrainer(vocab_size=4096, special_tokens=["<|endoftext|>"],
+                                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tok.save(str(path))
+    return path
+
+
+def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq, steps, precision):
+    """`leantune train` end to end: config, tokenization, packing, steps + 1 steps (the first one
+    is its warm-up), a checkpoint half way and at the end, metrics.jsonl. Returns its last
+    tokens/s record (all steps, the warm-up included) and the process's wall time."""
+    if not AESOP.exists():
+        return dict(error=f"{AESOP} not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "out"
+        total = steps + 1
+        cfg = dict(base_model=str(model), tokenizer=str(tokenizer), datasets=[dict(path=str(AESOP), min_blank_lines=2)],
+                   method="lora", lora_r=16, lora_alpha=32, lora_target_modules="all-linear", micro_batch_size=batch,
+                   sequence_len=seq, learning_rate=1e-4, warmup_steps=0, max_steps=total,
+                   save_steps=max(1, total // 2), precision=precision, gradient_checkpointing=ckpt, threads=threads,
+                   output_dir=str(out))
+        (pathlib.Path(tmp) / "c.yaml").write_text(json.dumps(cfg))  # JSON is YAML
+        t0 = time.perf_counter()
+        p = subprocess.run([binary, "train", str(pathlib.Path(tmp) / "c.yaml")], capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
+        recs = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+        steps_recs = [r for r in recs if "tokens_per_s" in r]
+        return dict(tokens_per_s=steps_recs[-1]["tokens_per_s"], steps=len(steps_recs), wall_s=wall,
+                    peak_rss_bytes=max(r["rss_bytes"] for r in steps_recs))
 
 
 def torch_train(model, threads, ckpt, batch, seq, steps, precision, compiled=False):
@@ -219,6 +289,23 @@ def leantune_infer(binary, model, threads, prompt, decode, repeats, quantize=Non
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def profile_md(profiles, top=8):
+    """Per row, the ops that took most of the measured steps (self time: an op's children apart)."""
+    md = ["### Where leantune's step goes (bench --train --profile, measured steps, self time)", ""]
+    for title, rows in profiles:
+        if not rows:
+            continue
+        total = sum(r["self_ms"] for r in rows)
+        md += [f"{title}:", "", "| op | calls | self ms | share | GFLOP/s |", "|---|---|---|---|---|"]
+        md += [f"| {r['op']} | {r['calls']} | {r['self_ms']:.0f} | {r['share']} | {r['gflops']:.1f} |" for r in rows[:top]]
+        rest = rows[top:]
+        if rest:
+            md.append(f"| {len(rest)} other ops | {sum(r['calls'] for r in rest)} | "
+                      f"{sum(r['self_ms'] for r in rest):.0f} | {100 * sum(r['self_ms'] for r in rest) / total:.1f}% | |")
+        md.append("")
+    return md
+
+
 def ratio(a, b, key):
     if not a or not b or key not in a or key not in b:
         return None
@@ -271,14 +358,19 @@ def main():
             wide = cache / "wide-1b-random"
             make_model(wide, WIDE_1B)
             grid += [("wide ~1B", wide, max(threads), "fp32", "every", 1)]
+        tokenizer = aesop_tokenizer(cache)
         md += [f"### LoRA r=16 training, micro-batch {a.batch} x {a.seq}, median step after a warm-up", "",
                "| model | threads | precision | checkpointing | leantune tok/s | PyTorch+PEFT tok/s | ratio | "
-               "leantune peak RSS | PyTorch peak RSS | RSS ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
+               "leantune peak RSS | PyTorch peak RSS | RSS ratio | leantune train tok/s (Aesop) | ratio |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        profiles = []
         for name, model, t, prec, ck, st in grid:
             ours = leantune_train(a.bin, model, t, ck, a.batch, a.seq, st, prec)
+            pipe = leantune_train_pipeline(a.bin, model, tokenizer, t, ck, a.batch, a.seq, st, prec)
             peer = torch_train(model, t, ck, a.batch, a.seq, st, prec)
             results["train"].append(dict(model=name, threads=t, precision=prec, checkpointing=ck, leantune=ours,
-                                         pytorch=peer))
+                                         leantune_train=pipe, pytorch=peer))
+            profiles.append((f"{name}, {t} threads, {prec}, checkpointing {ck}", ours.get("profile", [])))
             if a.compiled:
                 comp = torch_train(model, t, ck, a.batch, a.seq, st, prec, compiled=True)
                 results["train"][-1]["pytorch_compiled"] = comp
@@ -287,9 +379,12 @@ def main():
             g = lambda r, k, s=1: f"{r[k] / s:.0f}" if k in r else r.get("error", "-")[:40]
             md.append(f"| {name} | {t} | {prec} | {ck} | {g(ours, 'tokens_per_s')} | {g(peer, 'tokens_per_s')} | "
                       f"{fmt_ratio(ratio(ours, peer, 'tokens_per_s'))} | {g(ours, 'peak_rss_bytes', 2**20)} MiB | "
-                      f"{g(peer, 'peak_rss_bytes', 2**20)} MiB | {fmt_ratio(ratio(ours, peer, 'peak_rss_bytes'))} |")
+                      f"{g(peer, 'peak_rss_bytes', 2**20)} MiB | {fmt_ratio(ratio(ours, peer, 'peak_rss_bytes'))} | "
+                      f"{g(pipe, 'tokens_per_s')} | {fmt_ratio(ratio(pipe, peer, 'tokens_per_s'))} |")
             print(md[-1], flush=True)
-        md.append("")
+        md += ["", "`leantune train` reads the Aesop corpus (packed rows, so attention stops at each fable's end, "
+               "which the random-token rows of both engines do not) and counts every step, its warm-up included.", ""]
+        md += profile_md(profiles)
     if not a.skip_infer:
         md += ["### Inference, SmolLM2-135M shape: prefill 128 tokens, decode 64 (median of 3 after a warm-up)", "",
                "| threads | llama.cpp weights | leantune weights | leantune prefill tok/s | llama.cpp prefill tok/s | "
