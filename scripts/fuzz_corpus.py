@@ -35,6 +35,7 @@ DICT_SOURCES = {
     "fuzz_chat_template": ["src/tokenizer/jinja/parser.cpp", "src/tokenizer/jinja/filters.cpp",
                            "src/tokenizer/jinja/tests.cpp", "src/tokenizer/jinja/methods.cpp",
                            "src/tokenizer/jinja/globals.cpp"],
+    "fuzz_openai_request": ["tools/leantune/server/openai_request.cpp", "tools/leantune/server/chat_format.cpp"],
     "fuzz_gguf": ["src/io/gguf_reader.cpp", "src/io/gguf_model.cpp", "src/io/gguf_names.cpp",
                   "src/model/model_tokenizer.cpp", "src/tokenizer/gguf_tokenizer.cpp"],
 }
@@ -375,6 +376,33 @@ def trainer_state_seeds(out):
         put(out, f"seed_{i}", json.dumps({**base, **v}, indent=1))
 
 
+# ---- server requests (tools/leantune/server/openai_request.cpp) -------------------------------
+
+def openai_request_seeds(out):
+    """Request bodies of both endpoints: every field the parser reads, in range and out of it."""
+    bodies = [
+        {"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "stop": ["."]},
+        {"prompt": [1, 2, 3], "max_tokens": 0, "logprobs": 2, "seed": 18446744073709551615, "n": 2},
+        {"prompt": ["a", [4, 5], "b"], "stream": True, "stream_options": {"include_usage": True}, "top_p": 0.9,
+         "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "no_repeat_ngram_size": 3, "ignore_eos": True,
+         "stop_token_ids": [2]},
+        {"prompt": "x", "use_beam_search": True, "best_of": 4, "n": 2, "length_penalty": 0.5,
+         "early_stopping": "never"},
+        {"prompt": "x", "num_beams": 3, "early_stopping": True, "presence_penalty": 0, "frequency_penalty": 0,
+         "echo": False, "suffix": "", "logit_bias": {}, "tools": []},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                      {"role": "assistant", "content": "Hello"},
+                      {"role": "user", "content": [{"type": "text", "text": "parts"}]}],
+         "max_completion_tokens": 16, "logprobs": True, "temperature": 0.7},
+        {"messages": [{"role": "user", "content": None}], "max_tokens": -1},
+        {"messages": [], "prompt": None, "top_p": 0, "n": 129, "best_of": 0},
+    ]
+    for i, b in enumerate(bodies):
+        put(out, f"seed_{i}", json.dumps(b))
+    put(out, "seed_not_object", "[1, 2]")
+    put(out, "seed_bad_json", '{"prompt": "a",')
+
+
 # ---- training YAML ---------------------------------------------------------------------------
 
 def train_yaml_seeds(out):
@@ -467,6 +495,7 @@ def main():
     trainer_state_seeds(out / "fuzz_trainer_state")
     gguf_seeds(out / "fuzz_gguf")
     chat_template_seeds(out / "fuzz_chat_template")
+    openai_request_seeds(out / "fuzz_openai_request")
     for name, sources in DICT_SOURCES.items():
         kind = ("yaml" if name == "fuzz_train_yaml" else "gguf" if name == "fuzz_gguf" else
                 "jinja" if name == "fuzz_chat_template" else "json" if sources else None)

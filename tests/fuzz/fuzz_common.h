@@ -47,6 +47,7 @@ void jsonl_data(std::string_view bytes);
 void trainer_state(std::string_view bytes);
 void gguf(std::string_view bytes);
 void chat_template(std::string_view bytes);
+void openai_request(std::string_view bytes);  // the server's request parser (tools/leantune/server)
 
 // Runs `h` on the input: lt::Error is a clean rejection; any other exception is reported once
 // per type on stderr (and aborts when LT_FUZZ_STRICT=1 is set, so libFuzzer keeps the input).

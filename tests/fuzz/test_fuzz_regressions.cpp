@@ -31,7 +31,7 @@ const std::map<std::string, lt::fuzz::Harness>& harnesses() {
       {"fuzz_llama2c_tokenizer", lt::fuzz::llama2c_tokenizer}, {"fuzz_adapter_config", lt::fuzz::adapter_config},
       {"fuzz_train_yaml", lt::fuzz::train_yaml},           {"fuzz_jsonl_data", lt::fuzz::jsonl_data},
       {"fuzz_trainer_state", lt::fuzz::trainer_state},     {"fuzz_gguf", lt::fuzz::gguf},
-      {"fuzz_chat_template", lt::fuzz::chat_template}};
+      {"fuzz_chat_template", lt::fuzz::chat_template},     {"fuzz_openai_request", lt::fuzz::openai_request}};
   return m;
 }
 
@@ -147,7 +147,8 @@ TEST(FuzzRegressions, HarnessesAcceptValidInputs) {
       {trainer_state, R"({"step": 2, "epoch": 0, "position": 4, "losses": [3.5, 3.25], "metrics_records": 3})"},
       {gguf, tiny_gguf()},
       {chat_template, "{% for m in messages %}<{{ m.role }}>{{ m.content | default('') | tojson }}{% endfor %}"
-                      "{% if add_generation_prompt %}<assistant>{% endif %}"}};
+                      "{% if add_generation_prompt %}<assistant>{% endif %}"},
+      {openai_request, R"({"prompt": "Once upon", "max_tokens": 4, "temperature": 0, "stop": ["."]})"}};
   for (const auto& [h, bytes] : valid) {
     try {
       h(bytes);
@@ -182,4 +183,9 @@ TEST(FuzzRegressions, DeeplyNestedJsonEndsCleanly) {
   std::string st(8, '\0');
   for (int i = 0; i < 8; ++i) st[i] = char(uint64_t(header.size()) >> (8 * i));
   EXPECT_EQ(run_clean(lt::fuzz::safetensors, st + header), "");
+  // a server request: nested prompts, messages, contents, stops
+  for (const std::string& body : {"{\"prompt\": " + deep + "}", "{\"messages\": " + deep + "}",
+                                  "{\"messages\": [{\"role\": \"user\", \"content\": " + deep + "}]}",
+                                  "{\"prompt\": \"a\", \"stop\": " + deep + "}", deep})
+    EXPECT_EQ(run_clean(lt::fuzz::openai_request, body), "");
 }
