@@ -18,7 +18,7 @@ void openai_request(std::string_view bytes) {
   const struct {
     bool chat;
     const char* format;
-  } endpoints[] = {{false, "plain"}, {true, "chatml"}, {true, "llama3"}, {true, "llama2"}, {true, "plain"}};
+  } endpoints[] = {{false, "plain"}, {true, "chatml"}, {true, "llama3"}, {true, "llama2"}, {true, "plain"}, {true, "model"}};
   int accepted = 0;
   for (const auto& e : endpoints) {
     try {

@@ -165,6 +165,26 @@ def test_bad_requests(stories):
     assert r.usage.completion_tokens == 4
 
 
+def test_deeply_nested_bodies_are_refused(server_factory, shared_dir, tmp_path):
+    # a body nested 100,000 deep: a 400 naming the depth, not a stack overflow where the chat path
+    # serializes the messages for a Jinja template (found by fuzz_openai_request); the server keeps serving
+    tmpl = tmp_path / "t.jinja"
+    tmpl.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                    "{% if add_generation_prompt %}<assistant>{% endif %}")
+    d = shared_dir / "models" / "stories260K"
+    srv = server_factory("--model", str(d / "stories260K.bin"), "--tokenizer", str(d / "tok512.bin"),
+                         "--context", "256", "--chat-template", str(tmpl))
+    deep = b"[" * 100000 + b"]" * 100000
+    for path, body in [("/v1/chat/completions", b'{"messages": ' + deep + b"}"),
+                       ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "hi"}], "tools": ' + deep + b"}"),
+                       ("/v1/completions", b'{"prompt": ' + deep + b"}"), ("/v1/adapters", deep)]:
+        status, text = srv.raw("POST", path, body)
+        assert status == 400 and "nests deeper than" in json.loads(text)["error"]["message"], (path, status, text[:300])
+    r = srv.client.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "Once"}],
+                                           max_tokens=4, temperature=0)
+    assert r.usage.completion_tokens == 4
+
+
 def huge_body_status(port, size):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:

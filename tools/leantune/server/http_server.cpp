@@ -170,8 +170,8 @@ void HttpServer::Impl::routes() {
             res.set_content(metrics(), "text/plain; version=0.0.4");
           }));
   svr.Post("/v1/adapters", wrap("/v1/adapters", [this](auto& req, auto& res) {
-             json j = json::parse(req.body, nullptr, false);
-             if (j.is_discarded() || !j.is_object()) throw ApiError(400, "the request body is not a JSON object");
+             const json j = parse_body(req.body);
+             if (!j.is_object()) throw ApiError(400, "the request body is not a JSON object");
              if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
                throw ApiError(400, "name: expected the adapter's name (a non-empty string)", "name");
              if (!j.contains("path") || !j["path"].is_string())

@@ -196,14 +196,22 @@ void stop_token_ids(const json& j, const leantune::Tokenizer& tok, ParsedRequest
 
 }  // namespace
 
-ParsedRequest parse_request(const std::string& body, bool chat, const leantune::Tokenizer& tok,
-                            const std::string& chat_template) {
-  json j;
+json parse_body(const std::string& body) {
+  const json::parser_callback_t depth_check = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxRequestDepth)
+      throw ApiError(400, "the request body nests deeper than " + std::to_string(kMaxRequestDepth) + " levels");
+    return true;
+  };
   try {
-    j = json::parse(body);
+    return json::parse(body, depth_check);
   } catch (const json::exception& e) {
     throw ApiError(400, std::string("the request body is not valid JSON: ") + leantune::excerpt(e.what(), 160));
   }
+}
+
+ParsedRequest parse_request(const std::string& body, bool chat, const leantune::Tokenizer& tok,
+                            const std::string& chat_template) {
+  const json j = parse_body(body);
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   ParsedRequest r;
   r.chat = chat;

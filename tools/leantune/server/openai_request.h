@@ -8,6 +8,7 @@
 // the OpenAI error body's fields.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,12 @@ struct ParsedRequest {
   std::vector<int> stop_token_ids;        // chat: end-of-turn tokens; and the request's stop_token_ids
   leantune::BeamSearchOptions beam;       // use_beam_search (vLLM) / num_beams: num_return = n
 };
+
+// A request body as JSON (nlohmann::json), nested at most kMaxRequestDepth deep: a deeper body would
+// overflow the stack where the chat path serializes the messages for the model's template.
+// ApiError 400 for malformed or too deeply nested JSON.
+inline constexpr int kMaxRequestDepth = 64;
+nlohmann::json parse_body(const std::string& body);
 
 // Parses a request body. `chat_template` is the resolved template name (chat_format.h).
 // ApiError 400 for malformed JSON, a field of the wrong type or out of range, a negative max_tokens.
