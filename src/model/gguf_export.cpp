@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/mapped_file.h"
 #include "core/rope_freqs.h"
 #include "io/gguf_names.h"
@@ -98,8 +99,8 @@ std::vector<float> scores_from_merges(const std::vector<std::string>& merges, co
 
 Vocab read_hf_vocab(const std::string& path) {
   const std::string json_path = fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
-  const json j = json::parse(read_text_file(json_path), nullptr, false);
-  LT_CHECK(!j.is_discarded() && j.contains("model") && j["model"].is_object(), "{}: not a tokenizer.json", json_path);
+  const json j = load_json_file(json_path);  // depth-bounded: the dump()s below recurse per level
+  LT_CHECK(j.is_object() && j.contains("model") && j["model"].is_object(), "{}: not a tokenizer.json", json_path);
   const json& m = j["model"];
   const std::string around = j.value("pre_tokenizer", json()).dump() + j.value("decoder", json()).dump();
   Vocab v;

@@ -188,4 +188,11 @@ TEST(FuzzRegressions, DeeplyNestedJsonEndsCleanly) {
                                   "{\"messages\": [{\"role\": \"user\", \"content\": " + deep + "}]}",
                                   "{\"prompt\": \"a\", \"stop\": " + deep + "}", deep})
     EXPECT_EQ(run_clean(lt::fuzz::openai_request, body), "");
+  // export --gguf --tokenizer T: a tokenizer.json whose pre_tokenizer nests deep (it is printed back
+  // with dump(); `leantune export` died by SIGSEGV on it)
+  const fs::path tj = fs::temp_directory_path() / ("lt_deep_tok_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(tj) << "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"pre_tokenizer\": " << deep
+                    << "}";
+  EXPECT_THROW(lt::gguf::read_vocab(tj.string(), 32), lt::Error);
+  fs::remove(tj);
 }
