@@ -47,19 +47,21 @@ std::vector<GridAxis> parse_grid(const std::string& grid) {
   for (const std::string& part : split(grid, ';')) {
     if (part.empty()) continue;
     const size_t eq = part.find('=');
-    LT_CHECK(eq != std::string::npos && eq > 0, "sweep --grid: '{}' is not key=v1,v2,... (parts are separated by ';')", part);
+    LT_CHECK(eq != std::string::npos && eq > 0, "sweep --grid: '{}' is not key=v1,v2,... (parts are separated by ';')",
+             lt::excerpt(part));
     std::string key = trim(part.substr(0, eq));
     for (char& ch : key) if (ch == '-') ch = '_';
     std::vector<std::string> values;
     for (const std::string& v : split(part.substr(eq + 1), ',')) {
-      LT_CHECK(!v.empty(), "sweep --grid: '{}' has an empty value", part);
+      LT_CHECK(!v.empty(), "sweep --grid: '{}' has an empty value", lt::excerpt(part));
       values.push_back(v);
     }
-    for (const auto& a : axes) LT_CHECK(a.first != key, "sweep --grid: the key '{}' is given twice", key);
+    for (const auto& a : axes) LT_CHECK(a.first != key, "sweep --grid: the key '{}' is given twice", lt::excerpt(key));
     LT_CHECK(key != "output_dir", "sweep --grid: output_dir is set per run by the sweep (use --out)");
     axes.push_back({key, values});
   }
-  LT_CHECK(!axes.empty(), "sweep --grid: '{}' names no key; expected e.g. \"lora_r=4,8;lora_alpha=r,2r\"", grid);
+  LT_CHECK(!axes.empty(), "sweep --grid: '{}' names no key; expected e.g. \"lora_r=4,8;lora_alpha=r,2r\"",
+           lt::excerpt(grid));
   return axes;
 }
 
@@ -190,7 +192,7 @@ SweepResult run_sweep(const SweepOptions& o) {
     try {
       res.rows.push_back(prepare_row(o, combos[i], int(i)));
     } catch (const std::exception& e) {
-      lt::fail("sweep: configuration {} ({}): {}", i + 1, lt::grid_label(combos[i].grid), e.what());
+      lt::fail("sweep: configuration {} ({}): {}", i + 1, lt::excerpt(lt::grid_label(combos[i].grid), 120), e.what());
     }
   }
   fs::create_directories(o.out_dir);
@@ -201,7 +203,7 @@ SweepResult run_sweep(const SweepOptions& o) {
     try {
       run_row(o, row, base);
     } catch (const std::exception& e) {
-      lt::fail("sweep: configuration {} ({}): {}", i + 1, row.label, e.what());
+      lt::fail("sweep: configuration {} ({}): {}", i + 1, lt::excerpt(row.label, 120), e.what());
     }
   }
   res.base_loads = base.file_loads();
