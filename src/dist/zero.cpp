@@ -14,7 +14,7 @@ namespace lt {
 OptimizerOffload parse_optimizer_offload(const std::string& s) {
   if (s == "none" || s.empty()) return OptimizerOffload::None;
   if (s == "disk") return OptimizerOffload::Disk;
-  fail("offload_optimizer: '{}' is not one of none, disk", s);
+  fail("offload_optimizer: '{}' is not one of none, disk", excerpt(s));
 }
 
 FlatLayout flat_layout(std::span<const size_t> counts, int ranks) {

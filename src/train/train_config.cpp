@@ -277,26 +277,26 @@ struct KeyValue {
   Method method() const {
     const std::string s = S(), m = s == "qlora" ? "lora" : s;
     const std::optional<Method> r = find_method(m);
-    LT_CHECK(r, "{}: method: '{}' is not one of lora, full (qlora: lora with quantization)", where, m);
+    LT_CHECK(r, "{}: method: '{}' is not one of lora, full (qlora: lora with quantization)", where, excerpt(m));
     return *r;
   }
   Quantization quantization() const {
     const std::string s = S();
     if (s == "none") return std::nullopt;
     const std::optional<QuantType> r = find_quant_type(s);
-    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8, int4, int4_asym", where, s);
+    LT_CHECK(r, "{}: quantization '{}' is not one of none, nf4, fp4, int8, int4, int4_asym", where, excerpt(s));
     return r;
   }
   Precision precision() const {
     const std::string s = S();
     const std::optional<Precision> r = find_precision(s);
-    LT_CHECK(r, "{}: precision '{}' is not one of fp32, bf16, fp16", where, s);
+    LT_CHECK(r, "{}: precision '{}' is not one of fp32, bf16, fp16", where, excerpt(s));
     return *r;
   }
   AttentionPrecision attention_precision() const {
     const std::string s = S();
     const std::optional<AttentionPrecision> r = find_attention_precision(s);
-    LT_CHECK(r, "{}: attention_precision '{}' is not one of auto, f32, bf16", where, s);
+    LT_CHECK(r, "{}: attention_precision '{}' is not one of auto, f32, bf16", where, excerpt(s));
     return *r;
   }
 };
@@ -603,7 +603,7 @@ void validate_train_config(const TrainConfig& c) {
   LT_CHECK(c.zero_stage >= -1 && c.zero_stage <= 3, "{}: zero_stage must be 0, 1, 2 or 3 (got {})", c.source,
            c.zero_stage);
   LT_CHECK(c.offload_optimizer == "none" || c.offload_optimizer == "disk",
-           "{}: offload_optimizer '{}' is not one of none, disk", c.source, c.offload_optimizer);
+           "{}: offload_optimizer '{}' is not one of none, disk", c.source, excerpt(c.offload_optimizer));
   LT_CHECK(c.offload_optimizer == "none" || !c.offload_dir.empty(), "{}: offload_optimizer: disk needs offload_dir, "
            "a folder for the optimizer state file", c.source);
   if (c.grad_topk != 0) {

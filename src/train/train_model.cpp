@@ -99,7 +99,7 @@ void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
   } else if (s == "mlp") {
     o.checkpointing = Checkpointing::Mlp;
   } else {
-    fail("gradient_checkpointing: '{}' is not one of none, every, every:K, attention, mlp", s);
+    fail("gradient_checkpointing: '{}' is not one of none, every, every:K, attention, mlp", excerpt(s));
   }
 }
 
@@ -213,7 +213,7 @@ void validate_options(const ModelConfig& c, const TrainModelOptions& o) {
       LT_CHECK(l >= 0 && l < c.n_layers, "layers_to_transform: layer {} does not exist (the model has {})", l,
                c.n_layers);
     LT_CHECK(lc.bias == "none" || lc.bias == "all" || lc.bias == "lora_only",
-             "lora bias: '{}' is not one of none, all, lora_only", lc.bias);
+             "lora bias: '{}' is not one of none, all, lora_only", excerpt(lc.bias));
     LT_CHECK(parse_lora_init(lc.init, "init_lora_weights") == lc.init, "init_lora_weights: '{}' is not in its "
              "normal form (parse_lora_init)", lc.init);
     validate_lora_variants(c, o);

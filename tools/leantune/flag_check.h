@@ -35,7 +35,7 @@ inline std::vector<int> parse_ids(const std::string& s, const char* what) {
     try {
       ids.push_back(std::stoi(item));
     } catch (...) {
-      fail("{}: '{}' is not a token id", what, item);
+      fail("{}: '{}' is not a token id", what, leantune::excerpt(item));
     }
   }
   return ids;
