@@ -135,6 +135,12 @@ TEST(TrainConfigRanges, MethodPrecisionQuantizationAreParsedWhereRead) {
   EXPECT_EQ(d.method, Method::Full);
   EXPECT_EQ(d.quantization, std::nullopt);
   EXPECT_EQ(d.precision, Precision::FP16);
+  // a long bad value is printed back as a short excerpt, not whole
+  for (const char* key : {"--method", "--precision", "--quantization", "--attention-precision"}) {
+    const std::string e = error_of([&] { parse_train_args({key, std::string(5000, '9')}); });
+    EXPECT_NE(e.find("is not one of"), std::string::npos) << e;
+    EXPECT_LT(e.size(), 300u) << key;
+  }
 }
 
 // attention_precision: auto | f32 | bf16, read as its type; bf16 needs precision bf16; the errors
