@@ -78,6 +78,9 @@ enum class KvCache {
 enum class Kernels {
   Fast,       // the SIMD / oneDNN kernels for this CPU
   Reference,  // the scalar reference kernels (slow; for checking the fast ones)
+  LlamaCpp,   // llama.cpp's CPU arithmetic, op for op: the same logits bit for bit as llama.cpp on the
+              // same q8_0 / q4_0 weights (Weights::Q8_0 / Q4_0, f32 KV cache, the plain Llama layer;
+              // slow: scalar loops)
 };
 
 struct ModelOptions {

@@ -157,6 +157,7 @@ static lt::InferenceOptions inference_options(const ModelOptions& m, int context
   io.int8_threshold = m.int8_threshold;
   apply_weights(m.weights, m.quantization, io);
   io.kv_cache = m.kv_cache == KvCache::BF16 ? lt::DType::BF16 : lt::DType::F32;
+  io.llama_cpp_numerics = m.kernels == Kernels::LlamaCpp;
   return io;
 }
 
@@ -235,7 +236,12 @@ int Model::threads() const { return impl_->threads; }
 size_t Model::memory_bytes() const { return impl_->weights->arenas().allocated_total(); }
 
 std::string Model::kernels_name() const {
-  return impl_->options.kernels == Kernels::Reference ? "reference kernels" : lt::isa_name(lt::cpu_isa());
+  switch (impl_->options.kernels) {
+    case Kernels::Reference: return "reference kernels";
+    case Kernels::LlamaCpp: return "llama.cpp numerics";
+    case Kernels::Fast: break;
+  }
+  return lt::isa_name(lt::cpu_isa());
 }
 
 std::vector<float> Model::logits(std::span<const int> tokens) const {

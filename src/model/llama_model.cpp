@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <omp.h>
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -24,6 +25,7 @@
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
 #include "kernels/linear.h"
+#include "kernels/llamacpp_numerics.h"
 #include "core/rope_freqs.h"
 
 namespace lt {
@@ -108,6 +110,7 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   MemoryPlan p;
   const auto W = Category::FrozenWeights;
   check_weight_options(c, o);
+  check_llamacpp_numerics(c, o);
   QuantSpec qs;
   const bool quant = inference_quant_spec(c, o, &qs);
   const bool half = o.linear16 != DType::F32;
@@ -190,6 +193,14 @@ MemoryPlan plan_inference(const ModelConfig& c, const InferenceOptions& opts) {
   }
   if (o.head != WeightKind::F32) ws = std::max(ws, linear_tile_bytes(o.head, 64, false, 1, int(C), int(V)));
   if (ws) p.add("quant.workspace", Category::Workspace, ws, Lifetime::Layer);
+  if (o.llama_cpp_numerics) {
+    const size_t widest = std::max({C, QD, F});
+    p.add("llamacpp.xq", Category::Workspace, TB * widest, Lifetime::Layer);
+    p.add("llamacpp.xd", Category::Workspace, TB * (widest / 32) * f, Lifetime::Layer);
+    p.add("llamacpp.attention", Category::Workspace,
+          size_t(omp_get_max_threads()) * llamacpp::attention_scratch_floats(o.context, c.head_dim) * f,
+          Lifetime::Layer);
+  }
   if (quant && !c.quantization) p.add("quant.load_scratch", Category::Workspace, load);
   return p;
 }
@@ -256,6 +267,10 @@ void LlamaModel::bind_state() {
     if (b.name == "quant.workspace") quant_ws_bytes_ = b.bytes, quant_ws_ = arenas_.get("quant.workspace");
     if (b.name == "act.x16") x16_ = arenas_.get_as<uint16_t>("act.x16"), xr_ = arenas_.get_as<float>("act.xr");
     if (b.name == "act.k") k_ = arenas_.get_as<float>("act.k"), v_ = arenas_.get_as<float>("act.v");
+    if (b.name == "llamacpp.xq") {
+      xq_ = arenas_.get_as<int8_t>("llamacpp.xq"), xd_ = arenas_.get_as<float>("llamacpp.xd");
+      attn_ws_ = arenas_.get_as<float>("llamacpp.attention");
+    }
   }
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
@@ -519,6 +534,7 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   // final norm + lm_head on the last token of the last block (its row is in x_)
   const int C = cfg_.dim;
   int last = n - 1;
+  if (opts_.llama_cpp_numerics) return head_llamacpp(x_ + size_t(last) * C);
   ops_.rmsnorm_forward(xn_, nullptr, x_ + size_t(last) * C, final_norm_, 1, C, cfg_.norm_eps);
   run_linear(logits_, xn_, head_, nullptr, 1);
   if (cfg_.final_softcap > 0) ops_.softcap_forward(logits_, size_t(cfg_.vocab_size), cfg_.final_softcap);
@@ -550,6 +566,7 @@ void LlamaModel::run_linear(float* y, const float* x, const WeightView& w, const
 }
 
 void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
+  if (opts_.llama_cpp_numerics) return forward_block_llamacpp(tokens, T, pos0);
   const int C = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.hidden_dim;
   const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_dim;
   const bool interleaved = cfg_.rope_layout == RopeLayout::Interleaved;

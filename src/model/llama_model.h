@@ -41,6 +41,10 @@ struct InferenceOptions {
   // The KV cache's element: F32, or BF16 (half the bytes a decode step reads from the cache; keys
   // and values rounded once when written, attention widens them exactly when reading).
   DType kv_cache = DType::F32;
+  // llama.cpp's arithmetic op for op (kernels/llamacpp_numerics.h, model/llama_model_llamacpp.cpp):
+  // the same logits, bit for bit, as llama.cpp's CPU backend on the same q8_0 / q4_0 weights. Slow
+  // (scalar); the plain Llama layer only (check_llamacpp_numerics says what is not covered).
+  bool llama_cpp_numerics = false;
 };
 
 // The spec the linear weights use (stored folder first, then the options); false when f32.
@@ -48,6 +52,10 @@ bool inference_quant_spec(const ModelConfig& c, const InferenceOptions& o, Quant
 
 // The resolved P and TB for a config and options.
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o);
+
+// With o.llama_cpp_numerics: lt::Error naming what llama.cpp's arithmetic here does not cover (it
+// needs q8_0 / q4_0 weights and lm_head, the f32 KV cache and the plain Llama layer); else nothing.
+void check_llamacpp_numerics(const ModelConfig& c, const InferenceOptions& o);
 
 // The KV cache rows of layer l: P, or for a sliding layer whose window is shorter than the context
 // a rolling cache of min(P, window + TB - 1) rows, enough for the window of a whole prefill block.
@@ -139,6 +147,10 @@ class LlamaModel {
   // y (T, OC) = x·Wᵀ through the op table's linear op; a 16-bit W gets x rounded to its type first
   void run_linear(float* y, const float* x, const WeightView& w, const float* bias, int T);
   void forward_block(const int* tokens, int T, int pos0);
+  // forward_block and the head in llama.cpp's arithmetic (InferenceOptions::llama_cpp_numerics)
+  void forward_block_llamacpp(const int* tokens, int T, int pos0);
+  void head_llamacpp(const float* x);
+  void linear_llamacpp(float* out, const float* x, const LayerWeights& L, Proj p, int T);
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
   // the op table's linear_forward
   void linear(float* out, const float* x, const LayerWeights& L, Proj p, int T);
@@ -168,6 +180,9 @@ class LlamaModel {
   bool quant_ = false;
   void* quant_ws_ = nullptr;                  // tile / activation workspace of the quantized linears
   size_t quant_ws_bytes_ = 0;
+  int8_t* xq_ = nullptr;        // llama.cpp numerics: (TB, max(C, QD, F)) the product's quantized input
+  float* xd_ = nullptr;         // ... and its block scales (TB, max(C, QD, F) / 32)
+  float* attn_ws_ = nullptr;    // ... attention's per-thread scratch
   float* logits_ = nullptr;                   // (V)
   std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
   int ring_ = 0;       // the rolling cache's rows (every sliding layer has the same), 0 without

@@ -3,9 +3,12 @@
 # heads, MLP 1536, tied embeddings, RoPE theta 1e5; 4 layers instead of 30) and the vocabulary of a
 # byte-level BPE trained like the other GGUF tests':
 #   - greedy: 64 tokens of leantune reading the GGUF equal llama.cpp's on the same prompt ids, at f16
-#     (leantune --weights f16: inputs rounded to f16 as ggml's f16 products do), q8_0 and q4_0
-#     (leantune --weights q8_0 / q4_0: the GGUF's blocks as stored; not yet, see below), and q8_0's
-#     and q4_0's logits along llama.cpp's greedy path;
+#     (leantune --weights f16: inputs rounded to f16 as ggml's f16 products do), and at q8_0 and q4_0
+#     with --llama-cpp-numerics (kernels/llamacpp_numerics.h: llama.cpp's arithmetic op for op);
+#   - with --llama-cpp-numerics, the logits themselves equal llama.cpp's bit for bit, for the prompt
+#     and 48 single-token steps (the orders followed are those of ggml-cpu's AVX-512 build: skipped,
+#     with the reason, where llama.cpp was built without AVX-512);
+#   - the fast q8_0 / q4_0 kernels' logits along llama.cpp's greedy path, within 2% of their range;
 #   - a PEFT adapter exported alone (`export --gguf --adapter`) and applied by llama.cpp at run time
 #     (Llama(lora_path=...)) over the f32 base GGUF gives leantune's 32 greedy tokens with the PEFT
 #     adapter merged (f32).
@@ -13,7 +16,8 @@
 # The weights are drawn wider than transformers' default (std 0.08) so the model is confident and the
 # comparison is about the files, not about which side breaks a near tie; the test reports llama.cpp's
 # top-2 margin where the tokens differ.
-# Skipped (with the reason) where llama-cpp-python is not installed.
+# Skipped (with the reason) where llama-cpp-python is not installed (bench/peers/run.sh installs it;
+# it builds llama.cpp from source, so the CI's test dependencies leave it out).
 import subprocess
 
 import numpy as np
@@ -105,26 +109,48 @@ def check_same(got, want, margins, what):
                     f"(llama.cpp's top-2 logit margin there {margins[i] if i < len(margins) else float('nan'):.4g})")
 
 
-# q8_0: not yet. Along llama.cpp's own greedy path the two engines' logits differ by ~0.05 (of a
-# logit range of ~6.5; f32 GGUF: < 5e-5, f16: ~0.005): tiny f32 differences upstream flip some of
-# the 8-bit input codes of later products, and on this random model a top-2 margin of 0.02 comes up
-# at token 4 (test_block_logits_follow_llama_cpp checks the logits themselves). q4_0 the same way:
-# its products take the same q8_0 inputs, and the tokens part at token 3, where llama.cpp's top-2
-# margin is 0.023. The input quantization itself is llama.cpp's bit for bit
-# (bench/decode/ggml_act_quant_probe.py calls ggml-cpu's quantizer: 0 codes of 6.4M differ). strict:
-# passing would fail, so the marker goes once it passes.
-@pytest.mark.parametrize("typ", ["f16", pytest.param("q8_0", marks=pytest.mark.xfail(
-    strict=True, reason="q8_0 logits differ from llama.cpp's by ~1% of their range; a near tie (0.02) flips")),
-    pytest.param("q4_0", marks=pytest.mark.xfail(
-        strict=True, reason="q4_0 logits differ from llama.cpp's likewise; a near tie (0.023) at token 3 flips"))])
+@pytest.mark.parametrize("typ", ["f16", "q8_0", "q4_0"])
 def test_greedy_tokens_equal_llama_cpp(leantune_bin, tmp_path, typ):
     model = smollm2_shaped(tmp_path / "src")
     export(leantune_bin, tmp_path / "m.gguf", "--type", typ, "--model", str(tmp_path / "src"))
     prompt = np.random.default_rng(1).integers(1, model.config.vocab_size, size=PROMPT).tolist()
     want, margins = llama_cpp_greedy(tmp_path / "m.gguf", prompt, 64)
-    got = ours(leantune_bin, tmp_path / "m.gguf", prompt, 64, tmp_path, "--weights", typ)
+    exact = ["--llama-cpp-numerics"] if typ != "f16" else []
+    got = ours(leantune_bin, tmp_path / "m.gguf", prompt, 64, tmp_path, "--weights", typ, *exact)
     check_same(got, want, margins, typ)
     assert len(set(want)) > 3, want  # not one token repeated: the comparison means something
+
+
+def llama_cpp_has_avx512():
+    return "AVX512 = 1" in llama_cpp.llama_print_system_info().decode()
+
+
+@pytest.mark.parametrize("typ", ["q8_0", "q4_0"])
+def test_numerics_logits_are_llama_cpps_bit_for_bit(leantune_bin, tmp_path, typ):
+    if not llama_cpp_has_avx512():
+        pytest.skip("--llama-cpp-numerics follows ggml-cpu's AVX-512 build; this llama.cpp was built without AVX-512")
+    model = smollm2_shaped(tmp_path / "src")
+    export(leantune_bin, tmp_path / "m.gguf", "--type", typ, "--model", str(tmp_path / "src"))
+    V = model.config.vocab_size
+    prompt = np.random.default_rng(2).integers(1, V, size=PROMPT).tolist()
+    llm = plain_llama(model_path=str(tmp_path / "m.gguf"), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2,
+                      logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)
+    llm.eval(prompt)  # one batch, then one token at a time: the rows leantune's prefill and steps give
+    ref, seq = [], []
+    for _ in range(49):
+        ref.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+        seq.append(int(np.argmax(ref[-1])))
+        llm.eval([seq[-1]])
+    out = tmp_path / "logits.f32"
+    r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"), "--ids", ",".join(map(str, prompt)),
+                        "--decode", ",".join(map(str, seq[:-1])), "--out", str(out), "--threads", "2", "--weights", typ,
+                        "--llama-cpp-numerics"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = np.fromfile(out, dtype=np.float32).reshape(-1, V)
+    want = np.array(ref)
+    assert got.shape == want.shape
+    rows = [i for i in range(len(got)) if got[i].tobytes() != want[i].tobytes()]
+    assert not rows, f"{typ}: rows {rows} differ (max |diff| {np.abs(got - want).max():.3g})"
 
 
 @pytest.mark.parametrize("typ", ["q8_0", "q4_0"])

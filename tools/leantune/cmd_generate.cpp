@@ -29,7 +29,7 @@ struct GenerateArgs {
   int num_speculative = 4;
   bool chat = false;
   int threads = 0, context = 0, max_new_tokens = 256;
-  bool no_bos = false, ignore_eos = false, reference = false, quiet = false;
+  bool no_bos = false, ignore_eos = false, reference = false, llama_cpp = false, quiet = false;
   std::vector<std::string> stop;
   std::string quantize, weights, kv_cache;
   bool double_quant = false;
@@ -145,7 +145,10 @@ void run_generate(const GenerateArgs& a) {
   if (!a.weights.empty()) mo.weights = leantune::parse_weights(a.weights);
   if (a.kv_cache == "bf16") mo.kv_cache = leantune::KvCache::BF16;
   else if (!a.kv_cache.empty() && a.kv_cache != "f32") fail("--kv-cache '{}': expected f32 or bf16", a.kv_cache);
-  mo.kernels = a.reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
+  if (a.reference && a.llama_cpp) fail("generate: --reference and --llama-cpp-numerics choose different kernels; give one");
+  mo.kernels = a.reference   ? leantune::Kernels::Reference
+               : a.llama_cpp ? leantune::Kernels::LlamaCpp
+                             : leantune::Kernels::Fast;
   leantune::Model model(a.model, mo);
   tok.check_fits(model);
   leantune::Generator gen(model, {.context = a.context});
@@ -249,6 +252,8 @@ void add_generate_command(CLI::App& app) {
   c->add_flag("--no-bos", a->no_bos, "do not add BOS to the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
+  c->add_flag("--llama-cpp-numerics", a->llama_cpp, "compute as llama.cpp's CPU backend does, op for op: its tokens "
+              "bit for bit on q8_0 / q4_0 weights (--weights q8_0 | q4_0; slow)");
   c->add_flag("--quiet,-q", a->quiet, "do not print speed");
   c->callback([a] {
     if (!a->chat && (!a->system.empty() || !a->chat_template.empty()))

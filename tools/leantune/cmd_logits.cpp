@@ -12,7 +12,7 @@
 namespace lt::cli {
 
 void add_logits_command(CLI::App& app) {
-  struct Args { std::string model, prompt, decode, out, adapter, weights; int threads = 0, context = 0, block = 0; bool reference = false; };
+  struct Args { std::string model, prompt, decode, out, adapter, weights; int threads = 0, context = 0, block = 0; bool reference = false, llama_cpp = false; };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("logits", "Write next-token logits for given token ids (testing aid)");
   c->add_option("--model,-m", a->model, "model path")->required();
@@ -24,6 +24,7 @@ void add_logits_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions");
   c->add_option("--prefill-block", a->block, "prefill block size");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
+  c->add_flag("--llama-cpp-numerics", a->llama_cpp, "compute as llama.cpp's CPU backend does (q8_0 / q4_0 weights)");
   c->add_option("--weights", a->weights, "weights (and lm_head) in memory, as `generate --weights` (default f32)");
   c->callback([a] {
     auto prompt = parse_ids(a->prompt, "--ids");
@@ -33,7 +34,10 @@ void add_logits_command(CLI::App& app) {
     mo.threads = a->threads;
     mo.adapter = a->adapter;
     if (!a->weights.empty()) mo.weights = leantune::parse_weights(a->weights);
-    mo.kernels = a->reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
+    if (a->reference && a->llama_cpp) fail("logits: --reference and --llama-cpp-numerics choose different kernels; give one");
+    mo.kernels = a->reference   ? leantune::Kernels::Reference
+                 : a->llama_cpp ? leantune::Kernels::LlamaCpp
+                                : leantune::Kernels::Fast;
     leantune::Model model(a->model, mo);
     leantune::write_logits_file(a->out, model, prompt, dec, {.context = a->context, .prefill_block = a->block});
   });
