@@ -38,6 +38,7 @@ static float v_expf(float x) {
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b,
                                                                                              0x1.fffdb6p-2f)),
                            u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::isnan(n)) return n;  // scalef's NaN (a NaN input)
   if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
   return std::ldexp(j, int(n));  // _mm512_scalef_ps(j, n): n is integral
 }
@@ -160,13 +161,16 @@ static void weighted_values(float* out, const float* p, const float* v, size_t v
 }
 
 void attention(float* out, const float* q, const float* k, const float* v, int T, int pos0, int NH, int NKV, int HS,
-               float* scratch) {
+               float* scratch, size_t scratch_floats) {
   LT_CHECK(HS % 64 == 0 && NKV > 0 && NH % NKV == 0, "llama.cpp numerics: head_dim {} (a multiple of 64 needed) with "
            "{} heads over {} key/value heads", HS, NH, NKV);
   const int P = pos0 + T, group = NH / NKV;
   const size_t KVD = size_t(NKV) * HS, per_thread = attention_scratch_floats(P, HS);
   const float scale = 1.0f / std::sqrt(float(HS));
-#pragma omp parallel for schedule(static) collapse(2) if (int64_t(T) * NH * P * HS >= (1 << 16))
+  const int threads = int(std::min<size_t>(size_t(omp_get_max_threads()), scratch_floats / per_thread));
+  LT_CHECK(threads >= 1, "llama.cpp numerics: attention over {} positions needs {} floats of scratch (got {})", P,
+           per_thread, scratch_floats);
+#pragma omp parallel for schedule(static) collapse(2) num_threads(threads) if (int64_t(T) * NH * P * HS >= (1 << 16))
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < NH; ++h) {
       float* s = scratch + size_t(omp_get_thread_num()) * per_thread;

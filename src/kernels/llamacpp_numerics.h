@@ -42,9 +42,10 @@ size_t attention_scratch_floats(int P, int HS);
 // causally; ggml_vec_soft_max_f32 (max, then ggml_v_expf over 16-cell chunks from cell 0, each
 // chunk's 16-lane tree summed in double, · float(1/sum)); then each output element as
 // tinyBLAS's f32 GEMM forms it when the batch has T >= 2 tokens (16 lanes over the cells), or as
-// ggml_vec_dot_f32 does for T == 1 (4 × 16 lanes). HS a multiple of 64; scratch holds
-// attention_scratch_floats(pos0 + T, HS) floats for each OpenMP thread.
+// ggml_vec_dot_f32 does for T == 1 (4 × 16 lanes). HS a multiple of 64; scratch (scratch_floats)
+// holds attention_scratch_floats(pos0 + T, HS) floats per thread, and no more threads run than it has
+// room for.
 void attention(float* out, const float* q, const float* k, const float* v, int T, int pos0, int NH, int NKV, int HS,
-               float* scratch);
+               float* scratch, size_t scratch_floats);
 
 }  // namespace lt::llamacpp

@@ -269,7 +269,9 @@ void LlamaModel::bind_state() {
     if (b.name == "act.k") k_ = arenas_.get_as<float>("act.k"), v_ = arenas_.get_as<float>("act.v");
     if (b.name == "llamacpp.xq") {
       xq_ = arenas_.get_as<int8_t>("llamacpp.xq"), xd_ = arenas_.get_as<float>("llamacpp.xd");
-      attn_ws_ = arenas_.get_as<float>("llamacpp.attention");
+    }
+    if (b.name == "llamacpp.attention") {
+      attn_ws_ = arenas_.get_as<float>("llamacpp.attention"), attn_ws_floats_ = b.bytes / sizeof(float);
     }
   }
   rope_.emplace(cfg_);

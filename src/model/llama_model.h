@@ -182,7 +182,8 @@ class LlamaModel {
   size_t quant_ws_bytes_ = 0;
   int8_t* xq_ = nullptr;        // llama.cpp numerics: (TB, max(C, QD, F)) the product's quantized input
   float* xd_ = nullptr;         // ... and its block scales (TB, max(C, QD, F) / 32)
-  float* attn_ws_ = nullptr;    // ... attention's per-thread scratch
+  float* attn_ws_ = nullptr;    // ... attention's per-thread scratch (attn_ws_floats_)
+  size_t attn_ws_floats_ = 0;
   float* logits_ = nullptr;                   // (V)
   std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
   int ring_ = 0;       // the rolling cache's rows (every sliding layer has the same), 0 without

@@ -53,7 +53,7 @@ void LlamaModel::forward_block_llamacpp(const int* tokens, int T, int pos0) {
     linear_llamacpp(v, xn_, L, Proj::V, T);
     llamacpp::rope(q_, pos_, T, NH, HS, base);
     llamacpp::rope(k, pos_, T, NKV, HS, base);
-    llamacpp::attention(att_, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS, attn_ws_);
+    llamacpp::attention(att_, q_, L.k_cache, L.v_cache, T, pos0, NH, NKV, HS, attn_ws_, attn_ws_floats_);
     linear_llamacpp(xn_, att_, L, Proj::O, T);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     llamacpp::rmsnorm(xn_, x_, L.ffn_norm, T, C, eps);
