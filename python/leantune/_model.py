@@ -297,7 +297,7 @@ def _resolve(model: str, tokenizer: Optional[str]) -> "tuple[str, Optional[str]]
 
 def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "f32", *,
          adapter: Optional[PathLike] = None, double_quant: bool = False, threads: int = 0,
-         reference_kernels: bool = False, kv_cache: str = "f32") -> Model:
+         reference_kernels: bool = False, kv_cache: str = "f32", llama_cpp_numerics: bool = False) -> Model:
     """Loads a model for inference, with its tokenizer.
 
     ``model``: a Hugging Face folder (``config.json`` + safetensors), one ``.safetensors`` file in
@@ -315,6 +315,8 @@ def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "
     q8_0 as llama.cpp does). A GGUF's q8_0 / q4_0 tensors are used as stored.
     ``kv_cache``: ``"f32"`` or ``"bf16"`` (half the bytes). ``adapter``: a PEFT LoRA adapter folder merged into the weights.
     ``threads``: threads per computing call (0: one per hardware thread).
+    ``llama_cpp_numerics``: compute as llama.cpp's CPU backend does, op for op (``weights="q8_0"`` or
+    ``"q4_0"``): its logits bit for bit (slow; ``leantune generate --llama-cpp-numerics``).
 
     Raises :class:`leantune.Error` naming the file, tensor or key that is wrong.
     """
@@ -324,7 +326,7 @@ def load(model: PathLike, tokenizer: Optional[PathLike] = None, weights: str = "
     native = _native.Model(path, adapter="" if adapter is None else os.fspath(adapter),
                            quantization=_WEIGHTS.get(weights, "none"), double_quant=double_quant, threads=threads,
                            reference=reference_kernels, weights=weights if weights in _INFER_WEIGHTS else "f32",
-                           kv_cache=kv_cache)
+                           kv_cache=kv_cache, llama_cpp_numerics=llama_cpp_numerics)
     tok = None
     if tok_path is not None:
         tok = Tokenizer(tok_path)

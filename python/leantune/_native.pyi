@@ -40,7 +40,8 @@ class Tokenizer:
 
 class Model:
     def __init__(self, path: str, *, adapter: str = "", quantization: str = "none", double_quant: bool = False,
-                 threads: int = 0, reference: bool = False, weights: str = "f32", kv_cache: str = "f32") -> None: ...
+                 threads: int = 0, reference: bool = False, weights: str = "f32", kv_cache: str = "f32",
+                 llama_cpp_numerics: bool = False) -> None: ...
     @property
     def path(self) -> str: ...
     @property

@@ -191,7 +191,7 @@ void bind_model(nb::module_& m) {
   nb::class_<leantune::Model>(m, "Model", "A model's weights loaded for inference (leantune::Model).")
       .def("__init__", [](leantune::Model* self, const std::string& path, const std::string& adapter,
                           const std::string& quantization, bool double_quant, int threads, bool reference,
-                          const std::string& weights, const std::string& kv_cache) {
+                          const std::string& weights, const std::string& kv_cache, bool llama_cpp_numerics) {
              leantune::ModelOptions o;
              o.adapter = adapter;
              o.quantization = leantune::parse_quantization(quantization);
@@ -200,11 +200,16 @@ void bind_model(nb::module_& m) {
              o.kv_cache = kv_cache == "bf16" ? leantune::KvCache::BF16 : leantune::KvCache::F32;
              o.double_quant = double_quant;
              o.threads = threads;
-             o.kernels = reference ? leantune::Kernels::Reference : leantune::Kernels::Fast;
+             if (reference && llama_cpp_numerics)
+               throw leantune::Error("reference_kernels and llama_cpp_numerics choose different kernels; give one");
+             o.kernels = reference            ? leantune::Kernels::Reference
+                         : llama_cpp_numerics ? leantune::Kernels::LlamaCpp
+                                              : leantune::Kernels::Fast;
              nb::gil_scoped_release release;
              new (self) leantune::Model(path, o);
            }, "path"_a, nb::kw_only(), "adapter"_a = "", "quantization"_a = "none", "double_quant"_a = false,
-           "threads"_a = 0, "reference"_a = false, "weights"_a = "f32", "kv_cache"_a = "f32")
+           "threads"_a = 0, "reference"_a = false, "weights"_a = "f32", "kv_cache"_a = "f32",
+           "llama_cpp_numerics"_a = false)
       .def_prop_ro("path", &leantune::Model::path)
       .def_prop_ro("config", [](const leantune::Model& mo) { return config_dict(mo.config()); })
       .def_prop_ro("parameter_count", &leantune::Model::parameter_count)

@@ -196,6 +196,8 @@ def test_engine_errors_are_leantune_error_with_the_engines_message(shared, tmp_p
         model.logits([1, 512])
     with pytest.raises(leantune.Error, match="weights"):
         leantune.load(shared / STORIES, weights="q3")
+    with pytest.raises(leantune.Error, match="q8_0"):  # llama.cpp's arithmetic needs its block weights
+        leantune.load(shared / STORIES, llama_cpp_numerics=True)
 
 
 def test_a_callback_exception_reaches_the_caller(shared, tmp_path):
