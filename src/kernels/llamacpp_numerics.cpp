@@ -35,9 +35,9 @@ static float v_expf(float x) {
   const float n = z - r;
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
   const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b,
-                                                                                             0x1.fffdb6p-2f)),
-                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  const float j =
+      std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+               std::fma(0x1.ffffecp-1f, b, 1.0f));
   if (std::isnan(n)) return n;  // scalef's NaN (a NaN input)
   if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
   return std::ldexp(j, int(n));  // _mm512_scalef_ps(j, n): n is integral
@@ -94,8 +94,9 @@ static float block_dot(const WeightView& w, int64_t row, const int8_t* xq, const
 }
 
 void block_linear(float* out, const float* x, const WeightView& w, const float* bias, int T, int8_t* xq, float* xd) {
-  LT_CHECK(ggml_block_kind(w.kind) && w.cols % 32 == 0, "llama.cpp numerics: a {} weight ({} x {}) is not a q8_0 / "
-           "q4_0 one", weight_kind_name(w.kind), w.rows, w.cols);
+  LT_CHECK(ggml_block_kind(w.kind) && w.cols % 32 == 0,
+           "llama.cpp numerics: a {} weight ({} x {}) is not a q8_0 / q4_0 one", weight_kind_name(w.kind), w.rows,
+           w.cols);
   const int IC = w.cols, OC = w.rows, nb = IC / 32;
   for (int t = 0; t < T; ++t) quantize_act_q8_0(x + size_t(t) * IC, IC, xq + size_t(t) * IC, xd + size_t(t) * nb);
 #pragma omp parallel for schedule(static) if (int64_t(OC) * IC * T >= (1 << 16))
@@ -162,8 +163,9 @@ static void weighted_values(float* out, const float* p, const float* v, size_t v
 
 void attention(float* out, const float* q, const float* k, const float* v, int T, int pos0, int NH, int NKV, int HS,
                float* scratch, size_t scratch_floats) {
-  LT_CHECK(HS % 64 == 0 && NKV > 0 && NH % NKV == 0, "llama.cpp numerics: head_dim {} (a multiple of 64 needed) with "
-           "{} heads over {} key/value heads", HS, NH, NKV);
+  LT_CHECK(HS % 64 == 0 && NKV > 0 && NH % NKV == 0,
+           "llama.cpp numerics: head_dim {} (a multiple of 64 needed) with {} heads over {} key/value heads", HS, NH,
+           NKV);
   const int P = pos0 + T, group = NH / NKV;
   const size_t KVD = size_t(NKV) * HS, per_thread = attention_scratch_floats(P, HS);
   const float scale = 1.0f / std::sqrt(float(HS));

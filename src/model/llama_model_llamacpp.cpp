@@ -10,25 +10,30 @@
 
 namespace lt {
 
+// what of c llama.cpp's arithmetic here does not cover, or null
+static const char* uncovered(const ModelConfig& c) {
+  if (c.qk_norm) return "q/k norms";
+  if (c.sandwich_norms || c.norm_offset) return "Gemma's norms";
+  if (c.embed_scale != 1.0f) return "scaled embeddings";
+  if (c.mlp_act != MlpAct::SiLU) return "a GeGLU MLP";
+  if (c.attn_softcap > 0 || c.final_softcap > 0) return "soft-capping";
+  if (c.query_pre_attn_scalar > 0) return "a query scale";
+  if (c.sliding_window > 0) return "sliding-window attention";
+  if (!c.rope_scaling.type.empty() || c.rope_attention_factor != 1.0f) return "RoPE scaling";
+  if (c.rope_layout != RopeLayout::Halves) return "interleaved q/k rows";
+  if (c.fused_proj) return "fused projections";
+  if (c.head_dim % 64 != 0) return "a head_dim that is not a multiple of 64";
+  return nullptr;
+}
+
 void check_llamacpp_numerics(const ModelConfig& c, const InferenceOptions& o) {
   if (!o.llama_cpp_numerics) return;
   QuantSpec qs;
   const bool blocks = inference_quant_spec(c, o, &qs) && is_ggml_block(qs.type);
-  LT_CHECK(blocks && (o.head == WeightKind::Q8_0 || o.head == WeightKind::Q4_0), "llama.cpp numerics need q8_0 or "
-           "q4_0 weights and lm_head (--weights q8_0 | q4_0)");
+  LT_CHECK(blocks && (o.head == WeightKind::Q8_0 || o.head == WeightKind::Q4_0),
+           "llama.cpp numerics need q8_0 or q4_0 weights and lm_head (--weights q8_0 | q4_0)");
   LT_CHECK(o.kv_cache == DType::F32, "llama.cpp numerics need the f32 KV cache (--kv-cache f32)");
-  const char* other = c.qk_norm                                   ? "q/k norms"
-                      : c.sandwich_norms || c.norm_offset         ? "Gemma's norms"
-                      : c.embed_scale != 1.0f                     ? "scaled embeddings"
-                      : c.mlp_act != MlpAct::SiLU                 ? "a GeGLU MLP"
-                      : c.attn_softcap > 0 || c.final_softcap > 0 ? "soft-capping"
-                      : c.query_pre_attn_scalar > 0               ? "a query scale"
-                      : c.sliding_window > 0                      ? "sliding-window attention"
-                      : !c.rope_scaling.type.empty() || c.rope_attention_factor != 1.0f ? "RoPE scaling"
-                      : c.rope_layout != RopeLayout::Halves       ? "interleaved q/k rows"
-                      : c.fused_proj                              ? "fused projections"
-                      : c.head_dim % 64 != 0                      ? "a head_dim that is not a multiple of 64"
-                                                                  : nullptr;
+  const char* other = uncovered(c);
   LT_CHECK(!other, "llama.cpp numerics cover the plain Llama layer; this {} model has {}", c.arch, other);
 }
 

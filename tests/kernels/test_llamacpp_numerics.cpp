@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/llamacpp_numerics.h"
 #include "kernels/ops.h"
 #include "kernels/q8_0_act.h"
@@ -54,7 +55,8 @@ void expect_same_bits(const Vec& a, const Vec& b, const std::string& what) {
 // < 8u relative to the exact value (and exact zeros / saturation at the ends of exp's range)
 TEST(LlamaCppNumerics, SwigluFollowsExp) {
   Vec g = uniform(4000, 1, -110.0f, 110.0f), up = uniform(4000, 2, -2.0f, 2.0f);
-  for (float e : {0.0f, -0.0f, 1e-30f, -87.5f, -88.8f, -103.9f, -104.1f, 88.7f, 150.0f, -150.0f}) g.push_back(e), up.push_back(1.5f);
+  for (float e : {0.0f, -0.0f, 1e-30f, -87.5f, -88.8f, -103.9f, -104.1f, 88.7f, 150.0f, -150.0f})
+    g.push_back(e), up.push_back(1.5f);
   g.push_back(NAN), up.push_back(1.0f);  // a NaN stays NaN (no float-to-int conversion of it)
   Vec out(g.size());
   llamacpp::swiglu(out.data(), g.data(), up.data(), g.size());
@@ -107,8 +109,10 @@ TEST(LlamaCppNumerics, RopeRotatesPairsByTheirAngles) {
           const double th = pos[size_t(t)] * std::pow(double(base), -2.0 * i / HS);
           const double x0 = x[o + i], x1 = x[o + i + half];
           const double tol = (std::fabs(x0) + std::fabs(x1)) * (th * (3 * i + 2) * u + 3 * u);
-          EXPECT_LE(std::fabs(out[o + i] - (x0 * std::cos(th) - x1 * std::sin(th))), tol) << "pos " << pos[size_t(t)] << " pair " << i;
-          EXPECT_LE(std::fabs(out[o + i + half] - (x0 * std::sin(th) + x1 * std::cos(th))), tol) << "pos " << pos[size_t(t)] << " pair " << i;
+          EXPECT_LE(std::fabs(out[o + i] - (x0 * std::cos(th) - x1 * std::sin(th))), tol)
+              << "pos " << pos[size_t(t)] << " pair " << i;
+          EXPECT_LE(std::fabs(out[o + i + half] - (x0 * std::sin(th) + x1 * std::cos(th))), tol)
+              << "pos " << pos[size_t(t)] << " pair " << i;
         }
   }
 }
@@ -132,7 +136,8 @@ std::vector<uint8_t> random_blocks(WeightKind k, int rows, int cols, unsigned se
 TEST(LlamaCppNumerics, BlockProductFollowsTheReference) {
   for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
     for (auto [T, IC, OC] : {std::tuple{1, 32, 37}, {5, 96, 7}, {3, 576, 193}, {2, 1536, 9}}) {
-      const std::string what = std::string(weight_kind_name(k)) + " T=" + std::to_string(T) + " IC=" + std::to_string(IC);
+      const std::string what =
+          std::string(weight_kind_name(k)) + " T=" + std::to_string(T) + " IC=" + std::to_string(IC);
       const auto blocks = random_blocks(k, OC, IC, unsigned(IC + OC));
       WeightView w;
       w.kind = k, w.rows = OC, w.cols = IC, w.data = blocks.data(), w.blocksize = 32;
@@ -148,10 +153,8 @@ TEST(LlamaCppNumerics, BlockProductFollowsTheReference) {
         for (int o = 0; o < OC; ++o) {
           double mag = std::fabs(bias[size_t(o)]);
           for (int i = 0; i < IC; ++i) {
-            const uint8_t* blk = static_cast<const uint8_t*>(w.data) + size_t(o * IC / 32 + i / 32) * (k == WeightKind::Q8_0 ? 34 : 18);
-            const int code = k == WeightKind::Q8_0 ? int8_t(blk[2 + i % 32])
-                                                   : (i % 32 < 16 ? (blk[2 + i % 32] & 15) : (blk[2 + i % 32 - 16] >> 4)) - 8;
-            mag += std::fabs(double(xt[size_t(t) * IC + i]) * code * f16_to_f32(uint16_t(blk[0] | blk[1] << 8)));
+            const uint8_t* blk = ggml_block(w, int64_t(o) * (IC / 32) + i / 32);
+            mag += std::fabs(double(xt[size_t(t) * IC + i]) * ggml_block_code(k, blk, i % 32) * ggml_block_scale(blk));
           }
           const size_t j = size_t(t) * OC + o;
           EXPECT_LE(std::fabs(double(out[j]) - want[j]), 2 * gamma_n(IC + 4) * mag) << what << " row " << o;
@@ -161,7 +164,8 @@ TEST(LlamaCppNumerics, BlockProductFollowsTheReference) {
         llamacpp::block_linear(one.data(), x.data() + size_t(t) * IC, w, bias.data(), 1, xq.data(), xd.data());
         expect_same_bits(one, Vec(out.begin() + t * OC, out.begin() + (t + 1) * OC), what + " row alone");
       }
-      with_threads(1, [&] { llamacpp::block_linear(serial.data(), x.data(), w, bias.data(), T, xq.data(), xd.data()); });
+      with_threads(1,
+                   [&] { llamacpp::block_linear(serial.data(), x.data(), w, bias.data(), T, xq.data(), xd.data()); });
       expect_same_bits(serial, out, what + " 1 vs 2 threads");
     }
 }
@@ -171,15 +175,22 @@ TEST(LlamaCppNumerics, BlockProductFollowsTheReference) {
 // the outputs within max|v|·(2·δs + 8u + 4·γ_n) with δs the score bound. The decode order (T = 1) and
 // the batch order both checked; 1 and 2 threads the same bits.
 TEST(LlamaCppNumerics, AttentionFollowsTheReference) {
-  for (auto [T, pos0, NH, NKV, HS] : {std::tuple{1, 0, 9, 3, 64}, {1, 40, 9, 3, 64}, {5, 0, 7, 1, 64},
-                                      {4, 37, 3, 3, 128}, {1, 70, 14, 2, 64}, {12, 3, 9, 9, 64}}) {
+  for (auto [T, pos0, NH, NKV, HS] : {std::tuple{1, 0, 9, 3, 64},
+                                      {1, 40, 9, 3, 64},
+                                      {5, 0, 7, 1, 64},
+                                      {4, 37, 3, 3, 128},
+                                      {1, 70, 14, 2, 64},
+                                      {12, 3, 9, 9, 64}}) {
     const std::string what = "T=" + std::to_string(T) + " pos0=" + std::to_string(pos0) + " NH=" + std::to_string(NH) +
                              " NKV=" + std::to_string(NKV) + " HS=" + std::to_string(HS);
     const int P = pos0 + T, KVD = NKV * HS;
     const Vec q = uniform(size_t(T) * NH * HS, 11, -1.0f, 1.0f), k = uniform(size_t(P) * KVD, 12, -1.0f, 1.0f),
               v = uniform(size_t(P) * KVD, 13, -1.0f, 1.0f);
     Vec scratch(2 * llamacpp::attention_scratch_floats(P, HS)), out(q.size()), serial(q.size()), want(q.size());
-    with_threads(2, [&] { llamacpp::attention(out.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, scratch.data(), scratch.size()); });
+    with_threads(2, [&] {
+      llamacpp::attention(out.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, scratch.data(),
+                          scratch.size());
+    });
     ops_ref().attention_forward(want.data(), nullptr, q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, 0, 0);
     const double scale = 1.0 / std::sqrt(double(HS));
     for (int t = 0; t < T; ++t)
@@ -197,7 +208,10 @@ TEST(LlamaCppNumerics, AttentionFollowsTheReference) {
           EXPECT_LE(std::fabs(out[i] - want[i]), tol) << what << " t " << t << " h " << h << " d " << d;
         }
       }
-    with_threads(1, [&] { llamacpp::attention(serial.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, scratch.data(), scratch.size()); });
+    with_threads(1, [&] {
+      llamacpp::attention(serial.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, scratch.data(),
+                          scratch.size());
+    });
     expect_same_bits(serial, out, what + " 1 vs 2 threads");
   }
 }

@@ -39,9 +39,10 @@ def test_numerics_follow_the_fast_kernels(leantune_bin, tmp_path, typ):
     V = small_model(tmp_path / "src")
     export(leantune_bin, tmp_path / "src", tmp_path / "m.gguf", typ)
     out = tmp_path / "l.f32"
-    fast = logits(leantune_bin, tmp_path / "m.gguf", out, V, "--weights", typ, "--threads", "2")
-    exact2 = logits(leantune_bin, tmp_path / "m.gguf", out, V, "--weights", typ, "--threads", "2", "--llama-cpp-numerics")
-    exact1 = logits(leantune_bin, tmp_path / "m.gguf", out, V, "--weights", typ, "--threads", "1", "--llama-cpp-numerics")
+    m = tmp_path / "m.gguf"
+    fast = logits(leantune_bin, m, out, V, "--weights", typ, "--threads", "2")
+    exact2 = logits(leantune_bin, m, out, V, "--weights", typ, "--threads", "2", "--llama-cpp-numerics")
+    exact1 = logits(leantune_bin, m, out, V, "--weights", typ, "--threads", "1", "--llama-cpp-numerics")
     assert fast.shape == (6, V)
     span = fast.max() - fast.min()
     diff = np.abs(exact2 - fast).max()
@@ -64,6 +65,6 @@ def test_numerics_refuse_what_they_do_not_cover(leantune_bin, tmp_path):
     assert "--weights q8_0 | q4_0" in err(*base, "--weights", "f16")
     assert "f32 KV cache" in err(*base, "--weights", "q8_0", "--kv-cache", "bf16")
     assert "give one" in err(*base, "--weights", "q8_0", "--reference")
-    assert "give one" in err("logits", "--model", str(tmp_path / "m.gguf"), "--ids", "1,2", "--out", str(tmp_path / "o"),
-                             "--reference", "--llama-cpp-numerics")
+    assert "give one" in err("logits", "--model", str(tmp_path / "m.gguf"), "--ids", "1,2",
+                             "--out", str(tmp_path / "o"), "--reference", "--llama-cpp-numerics")
     assert not (tmp_path / "o").exists()

@@ -142,9 +142,10 @@ def test_numerics_logits_are_llama_cpps_bit_for_bit(leantune_bin, tmp_path, typ)
         seq.append(int(np.argmax(ref[-1])))
         llm.eval([seq[-1]])
     out = tmp_path / "logits.f32"
-    r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"), "--ids", ",".join(map(str, prompt)),
-                        "--decode", ",".join(map(str, seq[:-1])), "--out", str(out), "--threads", "2", "--weights", typ,
-                        "--llama-cpp-numerics"], capture_output=True, text=True)
+    r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"),
+                        "--ids", ",".join(map(str, prompt)), "--decode", ",".join(map(str, seq[:-1])),
+                        "--out", str(out), "--threads", "2", "--weights", typ, "--llama-cpp-numerics"],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     got = np.fromfile(out, dtype=np.float32).reshape(-1, V)
     want = np.array(ref)

@@ -145,7 +145,8 @@ void run_generate(const GenerateArgs& a) {
   if (!a.weights.empty()) mo.weights = leantune::parse_weights(a.weights);
   if (a.kv_cache == "bf16") mo.kv_cache = leantune::KvCache::BF16;
   else if (!a.kv_cache.empty() && a.kv_cache != "f32") fail("--kv-cache '{}': expected f32 or bf16", a.kv_cache);
-  if (a.reference && a.llama_cpp) fail("generate: --reference and --llama-cpp-numerics choose different kernels; give one");
+  if (a.reference && a.llama_cpp)
+    fail("generate: --reference and --llama-cpp-numerics choose different kernels; give one");
   mo.kernels = a.reference   ? leantune::Kernels::Reference
                : a.llama_cpp ? leantune::Kernels::LlamaCpp
                              : leantune::Kernels::Fast;

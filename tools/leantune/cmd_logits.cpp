@@ -12,7 +12,11 @@
 namespace lt::cli {
 
 void add_logits_command(CLI::App& app) {
-  struct Args { std::string model, prompt, decode, out, adapter, weights; int threads = 0, context = 0, block = 0; bool reference = false, llama_cpp = false; };
+  struct Args {
+    std::string model, prompt, decode, out, adapter, weights;
+    int threads = 0, context = 0, block = 0;
+    bool reference = false, llama_cpp = false;
+  };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("logits", "Write next-token logits for given token ids (testing aid)");
   c->add_option("--model,-m", a->model, "model path")->required();
@@ -34,7 +38,8 @@ void add_logits_command(CLI::App& app) {
     mo.threads = a->threads;
     mo.adapter = a->adapter;
     if (!a->weights.empty()) mo.weights = leantune::parse_weights(a->weights);
-    if (a->reference && a->llama_cpp) fail("logits: --reference and --llama-cpp-numerics choose different kernels; give one");
+    if (a->reference && a->llama_cpp)
+      fail("logits: --reference and --llama-cpp-numerics choose different kernels; give one");
     mo.kernels = a->reference   ? leantune::Kernels::Reference
                  : a->llama_cpp ? leantune::Kernels::LlamaCpp
                                 : leantune::Kernels::Fast;
