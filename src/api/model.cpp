@@ -162,6 +162,7 @@ static lt::InferenceOptions inference_options(const ModelOptions& m, int context
 }
 
 std::unique_ptr<lt::LlamaModel> new_sequence_state(const ModelImpl& m, const SequenceOptions& o) {
+  ThreadScope threads(m.threads);  // the state's per-thread scratch is sized for the model's threads
   return std::make_unique<lt::LlamaModel>(m.weights, inference_options(m.options, o.context, o.prefill_block));
 }
 

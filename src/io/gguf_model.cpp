@@ -275,4 +275,19 @@ ModelFiles load_gguf_model(const std::string& path, Quantization blocks_as_store
   return m;
 }
 
+void check_gguf_stored_as(const std::string& path, QuantType type) {
+  const gguf::Reader r(path);
+  const int layers = gguf_model_config(r).n_layers;
+  const auto want = type == QuantType::Q4_0 ? gguf::TensorType::Q4_0 : gguf::TensorType::Q8_0;
+  auto check = [&](const std::string& name) {
+    const gguf::TensorEntry* t = r.find_tensor(name);
+    LT_CHECK(t && t->type == want, "{}: tensor '{}' is stored as {}; llama.cpp numerics need every linear weight and "
+             "the lm_head stored as {} (run without them, or use a GGUF quantized that way)", path, name,
+             t ? gguf::type_name(t->type) : "(missing)", gguf::type_name(want));
+  };
+  for (int l = 0; l < layers; ++l)
+    for (Proj p : kProjs) check(fmt::format("blk.{}.{}.weight", l, gguf::proj_gguf_name(p)));
+  check(r.find_tensor("output.weight") ? "output.weight" : "token_embd.weight");
+}
+
 }  // namespace lt

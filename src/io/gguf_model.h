@@ -28,4 +28,9 @@ ModelConfig gguf_model_config(const gguf::Reader& r);
 // it (else as without it).
 ModelFiles load_gguf_model(const std::string& path, Quantization blocks_as_stored = std::nullopt);
 
+// lt::Error, naming the first tensor that is not, unless every linear weight and the lm_head
+// (`output`, else the tied `token_embd`) of the GGUF at `path` are stored as `type` (q8_0 / q4_0):
+// what running with llama.cpp's arithmetic needs (llama.cpp multiplies the stored types).
+void check_gguf_stored_as(const std::string& path, QuantType type);
+
 }  // namespace lt

@@ -56,7 +56,9 @@ void attention(const Ops& ops, const ModelConfig& c, float* out, const float* q,
 void resolve_inference_options(const ModelConfig& c, InferenceOptions& o) {
   if (o.context <= 0) o.context = std::min(c.max_seq_len, 4096);
   LT_CHECK(o.context >= 1, "context must be at least 1 (got {})", o.context);
-  if (o.prefill_block <= 0) o.prefill_block = std::min(o.context, 256);
+  // llama.cpp numerics: llama.cpp's default batch (its attention sums in another order for a batch of
+  // one token than for more, so the blocks must be its batches)
+  if (o.prefill_block <= 0) o.prefill_block = std::min(o.context, o.llama_cpp_numerics ? 512 : 256);
   o.prefill_block = std::min(o.prefill_block, o.context);
 }
 
@@ -290,6 +292,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, InferenceO
   // --weights q8_0 / q4_0 on a GGUF of that type: its linear weights as stored (io/gguf_model.h), not
   // decoded and quantized again (which would give the same blocks)
   const bool blocks = opts.quantization && is_ggml_block(*opts.quantization) && is_gguf_model_path(path);
+  if (opts.llama_cpp_numerics && blocks) check_gguf_stored_as(path, *opts.quantization);
   auto files = blocks ? load_gguf_model(path, opts.quantization) : load_model_files(path);
   return std::make_unique<LlamaModel>(files.config, files.tensors, opts, ops);
 }

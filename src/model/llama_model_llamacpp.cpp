@@ -12,6 +12,7 @@ namespace lt {
 
 // what of c llama.cpp's arithmetic here does not cover, or null
 static const char* uncovered(const ModelConfig& c) {
+  if (c.arch != "llama" && c.arch != "mistral") return "another architecture than llama.cpp's llama graph";
   if (c.qk_norm) return "q/k norms";
   if (c.sandwich_norms || c.norm_offset) return "Gemma's norms";
   if (c.embed_scale != 1.0f) return "scaled embeddings";
@@ -31,10 +32,12 @@ void check_llamacpp_numerics(const ModelConfig& c, const InferenceOptions& o) {
   QuantSpec qs;
   const bool blocks = inference_quant_spec(c, o, &qs) && is_ggml_block(qs.type);
   LT_CHECK(blocks && (o.head == WeightKind::Q8_0 || o.head == WeightKind::Q4_0),
-           "llama.cpp numerics need q8_0 or q4_0 weights and lm_head (--weights q8_0 | q4_0)");
-  LT_CHECK(o.kv_cache == DType::F32, "llama.cpp numerics need the f32 KV cache (--kv-cache f32)");
+           "llama.cpp numerics need q8_0 or q4_0 weights and lm_head (--weights q8_0 | q4_0; weights=\"q8_0\" in "
+           "Python)");
+  LT_CHECK(o.kv_cache == DType::F32, "llama.cpp numerics need the f32 KV cache (--kv-cache f32; kv_cache=\"f32\")");
   const char* other = uncovered(c);
-  LT_CHECK(!other, "llama.cpp numerics cover the plain Llama layer; this {} model has {}", c.arch, other);
+  LT_CHECK(!other, "llama.cpp numerics cover the plain Llama layer; this {} model has {}: run it without them", c.arch,
+           other);
 }
 
 void LlamaModel::linear_llamacpp(float* out, const float* x, const LayerWeights& L, Proj p, int T) {

@@ -213,6 +213,13 @@ TEST(LlamaCppNumerics, AttentionFollowsTheReference) {
                           scratch.size());
     });
     expect_same_bits(serial, out, what + " 1 vs 2 threads");
+    // scratch with room for one thread only: two threads asked for, one runs (ASan: nothing past it)
+    Vec one_thread(llamacpp::attention_scratch_floats(P, HS)), clamped(q.size());
+    with_threads(2, [&] {
+      llamacpp::attention(clamped.data(), q.data(), k.data(), v.data(), T, pos0, NH, NKV, HS, one_thread.data(),
+                          one_thread.size());
+    });
+    expect_same_bits(clamped, out, what + " scratch for one thread");
   }
 }
 

@@ -64,6 +64,20 @@ def test_numerics_refuse_what_they_do_not_cover(leantune_bin, tmp_path):
     assert "--weights q8_0 | q4_0" in err(*base)
     assert "--weights q8_0 | q4_0" in err(*base, "--weights", "f16")
     assert "f32 KV cache" in err(*base, "--weights", "q8_0", "--kv-cache", "bf16")
+    # llama.cpp multiplies the types the GGUF stores: q4_0 numerics on q8_0 tensors are refused
+    msg = err(*base, "--weights", "q4_0")
+    assert "blk.0.attn_q.weight" in msg and "stored as q8_0" in msg
+    assert "--num-beams" in err(*base, "--weights", "q8_0", "--num-beams", "2")
+    # another architecture (Qwen2: another RoPE layout in llama.cpp) is refused, naming it
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    qwen = tmp_path / "qwen"
+    qwen.mkdir()
+    byte_level_tokenizer(qwen, 300)
+    Qwen2ForCausalLM(Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=1,
+                                 num_key_value_heads=1, vocab_size=V, max_position_embeddings=256)).save_pretrained(qwen)
+    msg = err("generate", "--model", str(qwen), "--prompt-ids", "1,2", "-n", "1", "--weights", "q8_0",
+              "--llama-cpp-numerics")
+    assert "qwen2" in msg and "without them" in msg
     assert "give one" in err(*base, "--weights", "q8_0", "--reference")
     assert "give one" in err("logits", "--model", str(tmp_path / "m.gguf"), "--ids", "1,2",
                              "--out", str(tmp_path / "o"), "--reference", "--llama-cpp-numerics")

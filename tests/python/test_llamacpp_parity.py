@@ -101,6 +101,10 @@ def llama_cpp_greedy(path, prompt, n, lora=None):
     return out, margins
 
 
+def llama_cpp_has_avx512():
+    return "AVX512 = 1" in llama_cpp.llama_print_system_info().decode()
+
+
 def check_same(got, want, margins, what):
     if got != want:
         i = next(k for k in range(min(len(got), len(want))) if got[k] != want[k]) if got[:len(want)] != want[:len(got)] \
@@ -115,14 +119,12 @@ def test_greedy_tokens_equal_llama_cpp(leantune_bin, tmp_path, typ):
     export(leantune_bin, tmp_path / "m.gguf", "--type", typ, "--model", str(tmp_path / "src"))
     prompt = np.random.default_rng(1).integers(1, model.config.vocab_size, size=PROMPT).tolist()
     want, margins = llama_cpp_greedy(tmp_path / "m.gguf", prompt, 64)
+    if typ != "f16" and not llama_cpp_has_avx512():
+        pytest.skip("--llama-cpp-numerics follows ggml-cpu's AVX-512 build; this llama.cpp was built without AVX-512")
     exact = ["--llama-cpp-numerics"] if typ != "f16" else []
     got = ours(leantune_bin, tmp_path / "m.gguf", prompt, 64, tmp_path, "--weights", typ, *exact)
     check_same(got, want, margins, typ)
     assert len(set(want)) > 3, want  # not one token repeated: the comparison means something
-
-
-def llama_cpp_has_avx512():
-    return "AVX512 = 1" in llama_cpp.llama_print_system_info().decode()
 
 
 @pytest.mark.parametrize("typ", ["q8_0", "q4_0"])
@@ -152,6 +154,34 @@ def test_numerics_logits_are_llama_cpps_bit_for_bit(leantune_bin, tmp_path, typ)
     assert got.shape == want.shape
     rows = [i for i in range(len(got)) if got[i].tobytes() != want[i].tobytes()]
     assert not rows, f"{typ}: rows {rows} differ (max |diff| {np.abs(got - want).max():.3g})"
+
+
+def test_numerics_follow_llama_cpps_batches(leantune_bin, tmp_path):
+    # a prompt one token longer than llama.cpp's default batch (512): llama.cpp runs 512 tokens, then
+    # one alone (whose attention sums in the single-token order); leantune's default prefill block
+    # with --llama-cpp-numerics is the same 512, so the last prompt row and the steps after it agree
+    if not llama_cpp_has_avx512():
+        pytest.skip("--llama-cpp-numerics follows ggml-cpu's AVX-512 build; this llama.cpp was built without AVX-512")
+    model = smollm2_shaped(tmp_path / "src", layers=2)
+    export(leantune_bin, tmp_path / "m.gguf", "--type", "q8_0", "--model", str(tmp_path / "src"))
+    V = model.config.vocab_size
+    prompt = np.random.default_rng(3).integers(1, V, size=513).tolist()
+    llm = plain_llama(model_path=str(tmp_path / "m.gguf"), n_ctx=1024, n_threads=2, n_threads_batch=2,
+                      logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)  # n_batch: its default, 512
+    llm.eval(prompt)
+    ref, seq = [], []
+    for _ in range(4):
+        ref.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+        seq.append(int(np.argmax(ref[-1])))
+        llm.eval([seq[-1]])
+    out = tmp_path / "logits.f32"
+    r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"), "--context", "1024",
+                        "--ids", ",".join(map(str, prompt)), "--decode", ",".join(map(str, seq[:-1])),
+                        "--out", str(out), "--threads", "2", "--weights", "q8_0", "--llama-cpp-numerics"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = np.fromfile(out, dtype=np.float32).reshape(-1, V)
+    assert got.tobytes() == np.array(ref).tobytes(), f"max |diff| {np.abs(got - np.array(ref)).max():.3g}"
 
 
 @pytest.mark.parametrize("typ", ["q8_0", "q4_0"])

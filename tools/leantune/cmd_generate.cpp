@@ -147,6 +147,8 @@ void run_generate(const GenerateArgs& a) {
   else if (!a.kv_cache.empty() && a.kv_cache != "f32") fail("--kv-cache '{}': expected f32 or bf16", a.kv_cache);
   if (a.reference && a.llama_cpp)
     fail("generate: --reference and --llama-cpp-numerics choose different kernels; give one");
+  if (a.llama_cpp && (a.beam.num_beams > 1 || !a.draft_model.empty()))
+    fail("generate: --llama-cpp-numerics runs one sequence on its own; it does not go with --num-beams / --draft-model");
   mo.kernels = a.reference   ? leantune::Kernels::Reference
                : a.llama_cpp ? leantune::Kernels::LlamaCpp
                              : leantune::Kernels::Fast;
@@ -254,7 +256,8 @@ void add_generate_command(CLI::App& app) {
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating past EOS");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
   c->add_flag("--llama-cpp-numerics", a->llama_cpp, "compute as llama.cpp's CPU backend does, op for op: its tokens "
-              "bit for bit on q8_0 / q4_0 weights (--weights q8_0 | q4_0; slow)");
+              "bit for bit on q8_0 / q4_0 weights (--weights q8_0 | q4_0; the prompt in batches of 512 tokens, "
+              "llama.cpp's default; slow)");
   c->add_flag("--quiet,-q", a->quiet, "do not print speed");
   c->callback([a] {
     if (!a->chat && (!a->system.empty() || !a->chat_template.empty()))

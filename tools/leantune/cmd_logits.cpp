@@ -28,7 +28,8 @@ void add_logits_command(CLI::App& app) {
   c->add_option("--context", a->context, "KV cache positions");
   c->add_option("--prefill-block", a->block, "prefill block size");
   c->add_flag("--reference", a->reference, "use the scalar reference kernels");
-  c->add_flag("--llama-cpp-numerics", a->llama_cpp, "compute as llama.cpp's CPU backend does (q8_0 / q4_0 weights)");
+  c->add_flag("--llama-cpp-numerics", a->llama_cpp, "compute as llama.cpp's CPU backend does (q8_0 / q4_0 weights; "
+              "--prefill-block must be llama.cpp's batch size, 512 by default)");
   c->add_option("--weights", a->weights, "weights (and lm_head) in memory, as `generate --weights` (default f32)");
   c->callback([a] {
     auto prompt = parse_ids(a->prompt, "--ids");
