@@ -20,7 +20,7 @@ namespace lt {
 
 struct InferenceOptions {
   int context = 0;        // KV cache positions P; 0 = min(model max_seq_len, 4096)
-  int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256)
+  int prefill_block = 0;  // tokens per prefill block TB; 0 = min(P, 256), with llama_cpp_numerics min(P, 512)
   // Quantize the seven linear weights of every layer on load: none (nullopt), nf4, fp4, int8
   // (LLM.int8: per-row int8 weights, per-token int8 activations, outlier columns above
   // int8_threshold in f32). A folder written by `leantune quantize` is used as stored whatever
