@@ -105,6 +105,16 @@ def llama_cpp_has_avx512():
     return "AVX512 = 1" in llama_cpp.llama_print_system_info().decode()
 
 
+def greedy_steps(llm, n):
+    """After the prompt's eval: n rows of llama.cpp's logits, each step feeding its argmax alone."""
+    ref, seq = [], []
+    for _ in range(n):
+        ref.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+        seq.append(int(np.argmax(ref[-1])))
+        llm.eval([seq[-1]])
+    return ref, seq
+
+
 def check_same(got, want, margins, what):
     if got != want:
         i = next(k for k in range(min(len(got), len(want))) if got[k] != want[k]) if got[:len(want)] != want[:len(got)] \
@@ -138,11 +148,7 @@ def test_numerics_logits_are_llama_cpps_bit_for_bit(leantune_bin, tmp_path, typ)
     llm = plain_llama(model_path=str(tmp_path / "m.gguf"), n_ctx=256, n_batch=256, n_threads=2, n_threads_batch=2,
                       logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)
     llm.eval(prompt)  # one batch, then one token at a time: the rows leantune's prefill and steps give
-    ref, seq = [], []
-    for _ in range(49):
-        ref.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
-        seq.append(int(np.argmax(ref[-1])))
-        llm.eval([seq[-1]])
+    ref, seq = greedy_steps(llm, 49)
     out = tmp_path / "logits.f32"
     r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"),
                         "--ids", ",".join(map(str, prompt)), "--decode", ",".join(map(str, seq[:-1])),
@@ -169,11 +175,7 @@ def test_numerics_follow_llama_cpps_batches(leantune_bin, tmp_path):
     llm = plain_llama(model_path=str(tmp_path / "m.gguf"), n_ctx=1024, n_threads=2, n_threads_batch=2,
                       logits_all=True, verbose=False, seed=0, type_k=0, type_v=0)  # n_batch: its default, 512
     llm.eval(prompt)
-    ref, seq = [], []
-    for _ in range(4):
-        ref.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
-        seq.append(int(np.argmax(ref[-1])))
-        llm.eval([seq[-1]])
+    ref, seq = greedy_steps(llm, 4)
     out = tmp_path / "logits.f32"
     r = subprocess.run([leantune_bin, "logits", "--model", str(tmp_path / "m.gguf"), "--context", "1024",
                         "--ids", ",".join(map(str, prompt)), "--decode", ",".join(map(str, seq[:-1])),
