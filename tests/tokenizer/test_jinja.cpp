@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -222,6 +224,37 @@ TEST(Jinja, UnsupportedAndMalformedNameTheLine) {
   expect("\n{{ 'ab' | indent([2]) }}", "line 2:", "cannot be interpreted as an integer");
   expect("{{ [1, 2][:, 1] }}", "line 1:", "not tuple");  // a slice in a tuple subscript has no object
   EXPECT_EQ(JinjaTemplate("{% if false %}{{ x[:, 1] }}{% endif %}ok", "t").render(ojson::object()).text, "ok");
+}
+
+// Python's ints are unbounded, ours 64-bit: a result past int64 is a template error naming the
+// operation (the fuzzer's 'ab' * 1697 ** 97 overflowed, undefined behaviour), and everything inside
+// the range keeps Python's value. Widths and indents past kMaxMade are errors, not huge strings.
+TEST(Jinja, IntegersStayInside64BitsOrFailClearly) {
+  const std::string kMin = "(-9223372036854775807 - 1)";
+  const std::vector<std::string> overflowing = {"9223372036854775807 + 1", "-9223372036854775807 - 2",
+                                                "4611686018427387904 * 2", kMin + " // -1", "-" + kMin, "1697 ** 97",
+                                                "2 ** 63", "(-3) ** 41", "2 ** 9223372036854775807", kMin + " | abs",
+                                                "'ab' * 1697 ** 97"};
+  for (const std::string& e : overflowing)
+    EXPECT_NE(error_of("{{ " + e + " }}").find("integer overflow"), std::string::npos) << e << " -> " << error_of("{{ " + e + " }}");
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ (-3) ** 39 }} {{ 7 ** 0 }}"),
+            "4611686018427387904 -9223372036854775808 -4052555153018976267 1");
+  EXPECT_EQ(render("{{ 1 ** 9223372036854775807 }} {{ 0 ** 9223372036854775807 }} {{ (-1) ** 9223372036854775807 }} "
+                   "{{ 2 ** -1 }}"),
+            "1 0 -1 0.5");
+  EXPECT_EQ(render("{{ " + kMin + " % -1 }} {{ 7 // -2 }} {{ -7 % 3 }} {{ " + kMin + " // 1 }} {{ 9223372036854775807 - 1 }}"),
+            "0 -4 2 -9223372036854775808 9223372036854775806");
+  // a huge step or range bound ends the walk at the end instead of wrapping around
+  EXPECT_EQ(render("{{ 'abc'[1::9223372036854775807] }} {{ 'abc'[::-9223372036854775807] }}"), "b c");
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 100) | list }}"), "[9223372036854775800]");
+  EXPECT_EQ(render("{{ [10, 20] | map(attribute='99999999999999999999999') | list | length }}"), "2");
+  EXPECT_NE(error_of("{{ 1e300 | int }}").find("does not fit"), std::string::npos);
+  EXPECT_NE(error_of("{{ '%d' % 1e300 }}").find("does not fit"), std::string::npos);
+  EXPECT_EQ(render("{{ '%d' % -2.5 }} {{ 2.9 | int }}"), "-2 2");
+  EXPECT_NE(error_of("{{ '%99999999999d' % 1 }}").find("width too big"), std::string::npos);
+  EXPECT_NE(error_of("{{ '%.99999999999f' % 1.5 }}").find("precision too big"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'a\nb' | indent(3000000000) }}").find("indent"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1] | tojson(indent=3000000000) }}").find("indent"), std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "tokenizer/jinja/builtins.h"
@@ -126,10 +127,10 @@ Value f_int(const Value& v, const Args& a) {
   const Value* d = a.get(0, "default");
   const Value dflt = d ? *d : Value(int64_t(0));
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(int64_t(std::trunc(v.as_double()))) : dflt;
+  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(float_to_int(v.as_double(), "int")) : dflt;
   if (!v.is_string()) return dflt;
   if (auto i = parse_int(v.as_string())) return *i;
-  if (auto f = parse_float(v.as_string()); f && std::isfinite(*f)) return int64_t(std::trunc(*f));
+  if (auto f = parse_float(v.as_string()); f && std::isfinite(*f)) return float_to_int(*f, "int");
   return dflt;
 }
 
@@ -143,7 +144,10 @@ Value f_float(const Value& v, const Args& a) {
 
 Value f_abs(const Value& v, const Args&) {
   if (v.is_float()) return std::fabs(v.as_double());
-  if (v.is_number()) return std::abs(v.as_int());
+  if (v.is_number()) {
+    if (v.as_int() == std::numeric_limits<int64_t>::min()) int_overflow("abs", 0, v.as_int());
+    return std::abs(v.as_int());
+  }
   v.require_defined();
   raise(fmt::format("bad operand type for abs(): '{}'", v.type_name()));
 }
@@ -282,6 +286,7 @@ Value f_rejectattr(const Value& v, const Args& a) { return select_impl(v, a, tru
 
 Value f_indent(const Value& v, const Args& a) {
   const Value* w = a.get(0, "width");
+  if (w && !w->is_string() && w->as_int() > kMaxMade) raise(fmt::format("indent: width {} is over {}", w->as_int(), kMaxMade));
   std::string ind = w ? (w->is_string() ? w->as_string() : std::string(size_t(std::max<int64_t>(0, w->as_int())), ' ')) : "    ";
   const bool first = flag(a, 1, "first"), blank = flag(a, 2, "blank");
   std::vector<std::string> lines = text::splitlines(v.str() + "\n", false);

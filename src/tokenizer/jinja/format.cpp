@@ -48,7 +48,7 @@ std::string format_one(const Value& v, const Spec& sp) {
       return pad(std::string(1, char(v.as_int())), sp, false);
     case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': {
       if (!v.is_number()) raise(fmt::format("%{} format: a real number is required, not {}", sp.type, v.type_name()));
-      int64_t i = v.is_float() ? int64_t(std::trunc(v.as_double())) : v.as_int();
+      int64_t i = v.is_float() ? float_to_int(v.as_double(), fmt::format("%{} format", sp.type)) : v.as_int();
       uint64_t mag = i < 0 ? uint64_t(-(i + 1)) + 1 : uint64_t(i);
       std::string digits = sp.type == 'x' ? fmt::format("{:x}", mag) : sp.type == 'X' ? fmt::format("{:X}", mag)
                          : sp.type == 'o' ? fmt::format("{:o}", mag) : std::to_string(mag);
@@ -95,15 +95,18 @@ std::string percent_format(std::string_view f, const Value& args) {
     }
     Spec sp;
     while (i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos) sp.flags += f[i++];
-    auto number = [&]() {
+    auto number = [&](const char* what) {  // at most kMaxMade (Python: "width too big")
       int n = 0;
-      while (i < f.size() && f[i] >= '0' && f[i] <= '9') n = n * 10 + (f[i++] - '0');
+      while (i < f.size() && f[i] >= '0' && f[i] <= '9') {
+        n = n * 10 + (f[i++] - '0');
+        if (n > kMaxMade) raise(fmt::format("{} too big (over {})", what, kMaxMade));
+      }
       return n;
     };
-    if (i < f.size() && f[i] >= '0' && f[i] <= '9') sp.width = number();
+    if (i < f.size() && f[i] >= '0' && f[i] <= '9') sp.width = number("width");
     if (i < f.size() && f[i] == '.') {
       ++i;
-      sp.precision = number();
+      sp.precision = number("precision");
     }
     if (i >= f.size()) raise("incomplete format");
     sp.type = f[i];

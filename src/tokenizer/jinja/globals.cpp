@@ -22,9 +22,10 @@ Value g_range(const Args& a) {
   if (a.pos.size() == 3) step = a.pos[2].as_int();
   if (step == 0) raise("range() arg 3 must not be zero");
   std::vector<Value> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000) raise("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // past stop either way
   }
   return make_list(std::move(out));
 }

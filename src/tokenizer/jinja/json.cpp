@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tokenizer/jinja/ops.h"
 #include "tokenizer/utf8.h"
 
 namespace lt::jinja {
@@ -151,7 +152,10 @@ JsonStyle tojson_style(const Args& args) {
   if (const Value* a = args.get(0, "ensure_ascii")) st.ensure_ascii = a->truthy();
   if (const Value* ind = args.get(1, "indent"); ind && !ind->is_none()) {
     if (ind->is_string()) st.indent = ind->as_string();
-    else if (ind->is_int() || ind->is_bool()) st.indent = std::string(size_t(std::max<int64_t>(0, ind->as_int())), ' ');
+    else if (ind->is_int() || ind->is_bool()) {
+      if (ind->as_int() > kMaxMade) raise(fmt::format("tojson: indent {} is over {}", ind->as_int(), kMaxMade));
+      st.indent = std::string(size_t(std::max<int64_t>(0, ind->as_int())), ' ');
+    }
     else raise(fmt::format("tojson: indent must be an int or a str, got {}", ind->type_name()));
     st.item_sep.assign(1, ',');  // (assign: gcc 12 warns falsely on = "," here)
   }

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
+#include <limits>
 
 #include "tokenizer/jinja/methods.h"
 #include "tokenizer/jinja/text.h"
@@ -35,11 +37,8 @@ std::optional<size_t> norm_index(int64_t i, size_t n) {
 
 Value repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list()->items.size();
-  // At most 4 Mi characters or items (a chat template repeats a separator; a 20 MB string took the
-  // ASan fuzzer past its 10 s timeout, and a larger one is memory a template has no use for).
-  constexpr uint64_t kMaxRepeat = uint64_t(1) << 22;
-  if (n > 0 && unit > 0 && uint64_t(n) > kMaxRepeat / unit)
-    raise(fmt::format("the repeated sequence would be too large: {} x {}, over the limit of {}", unit, n, kMaxRepeat));
+  if (n > 0 && unit > 0 && uint64_t(n) > uint64_t(kMaxMade) / unit)
+    raise(fmt::format("the repeated sequence would be too large: {} x {}, over the limit of {}", unit, n, kMaxMade));
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -51,39 +50,81 @@ Value repeat(const Value& seq, int64_t n) {
   return make_list(std::move(items), seq.as_list()->tuple);
 }
 
-Value arithmetic(std::string_view op, const Value& a, const Value& b) {
-  const bool fl = a.is_float() || b.is_float();
-  if (op == "+") return fl ? Value(a.as_double() + b.as_double()) : Value(a.as_int() + b.as_int());
-  if (op == "-") return fl ? Value(a.as_double() - b.as_double()) : Value(a.as_int() - b.as_int());
-  if (op == "*") return fl ? Value(a.as_double() * b.as_double()) : Value(a.as_int() * b.as_int());
-  if (op == "**") {
-    if (!fl && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-      return r;
-    }
-    return std::pow(a.as_double(), b.as_double());
+// a ** b for b >= 0 by squaring, every product checked
+int64_t int_power(int64_t a, int64_t b) {
+  int64_t r = 1, base = a;
+  for (int64_t e = b; e > 0; e >>= 1) {
+    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) int_overflow("**", a, b);
+    // |a| >= 2 here, so a base that overflows while bits of b remain means the result does too
+    if (e > 1 && __builtin_mul_overflow(base, base, &base)) int_overflow("**", a, b);
   }
-  if (b.as_double() == 0) raise(op == "/" ? "division by zero" : "integer division or modulo by zero");
-  if (op == "/") return a.as_double() / b.as_double();
-  if (op == "//") {
-    if (fl) return std::floor(a.as_double() / b.as_double());
-    int64_t q = a.as_int() / b.as_int();
-    if ((a.as_int() % b.as_int() != 0) && ((a.as_int() < 0) != (b.as_int() < 0))) --q;
-    return q;
-  }
-  // % : the result takes the divisor's sign
-  if (fl) {
-    double r = std::fmod(a.as_double(), b.as_double());
-    if (r != 0 && ((r < 0) != (b.as_double() < 0))) r += b.as_double();
+  return r;
+}
+
+Value int_arithmetic(std::string_view op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op == "+") {
+    if (__builtin_add_overflow(a, b, &r)) int_overflow(op, a, b);
     return r;
   }
-  int64_t r = a.as_int() % b.as_int();
-  if (r != 0 && ((r < 0) != (b.as_int() < 0))) r += b.as_int();
+  if (op == "-") {
+    if (__builtin_sub_overflow(a, b, &r)) int_overflow(op, a, b);
+    return r;
+  }
+  if (op == "*") {
+    if (__builtin_mul_overflow(a, b, &r)) int_overflow(op, a, b);
+    return r;
+  }
+  if (op == "**") {
+    if (b < 0) return std::pow(double(a), double(b));
+    if (a == 1 || a == 0) return b == 0 ? int64_t(1) : a;  // without a loop for a huge b
+    if (a == -1) return int64_t(b % 2 ? -1 : 1);
+    return int_power(a, b);
+  }
+  if (b == 0) raise(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "/") return double(a) / double(b);
+  if (b == -1) {  // INT64_MIN / -1 overflows; anything % -1 is 0
+    if (op == "%") return int64_t(0);
+    if (__builtin_sub_overflow(int64_t(0), a, &r)) int_overflow(op, a, b);
+    return r;
+  }
+  if (op == "//") {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+  r = a % b;  // % : the result takes the divisor's sign
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+Value arithmetic(std::string_view op, const Value& a, const Value& b) {
+  if (!a.is_float() && !b.is_float()) return int_arithmetic(op, a.as_int(), b.as_int());
+  const double x = a.as_double(), y = b.as_double();
+  if (op == "+") return x + y;
+  if (op == "-") return x - y;
+  if (op == "*") return x * y;
+  if (op == "**") return std::pow(x, y);
+  if (y == 0) raise(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "/") return x / y;
+  if (op == "//") return std::floor(x / y);
+  double r = std::fmod(x, y);  // % : the result takes the divisor's sign
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
   return r;
 }
 
 }  // namespace
+
+void int_overflow(std::string_view op, int64_t a, int64_t b) {
+  raise(fmt::format("integer overflow: {} {} {} is outside the 64-bit range templates compute in", a, op, b));
+}
+
+int64_t float_to_int(double d, std::string_view what) {
+  const double t = std::trunc(d);
+  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))  // NaN fails both
+    raise(fmt::format("{}: {} does not fit the 64-bit integers templates compute in", what, d));
+  return int64_t(t);
+}
 
 Value get_attr(const Value& obj, std::string_view name) {
   obj.require_defined();
@@ -146,9 +187,10 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   int64_t e = clamp(as_opt(stop, "stop"), st > 0 ? n : -1);
   std::string s;
   std::vector<Value> items;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+  for (int64_t i = b; st > 0 ? i < e : i > e;) {
     if (is_str) s.append(obj.as_string(), o[i], o[i + 1] - o[i]);
     else items.push_back(obj.as_list()->items[i]);
+    if (__builtin_add_overflow(i, st, &i)) break;  // a huge step: past either end
   }
   return is_str ? Value(std::move(s)) : make_list(std::move(items), obj.as_list()->tuple);
 }
@@ -176,7 +218,9 @@ Value unary_minus(const Value& v, bool minus) {
   v.require_defined();
   if (!v.is_number()) raise(fmt::format("bad operand type for unary {}: '{}'", minus ? '-' : '+', v.type_name()));
   if (v.is_float()) return minus ? -v.as_double() : v.as_double();
-  return minus ? -v.as_int() : v.as_int();
+  int64_t r = v.as_int();
+  if (minus && __builtin_sub_overflow(int64_t(0), v.as_int(), &r)) int_overflow("-", 0, v.as_int());
+  return r;
 }
 
 bool contains(const Value& c, const Value& item) {
@@ -218,7 +262,10 @@ Value attr_path(const Value& item, std::string_view path) {
     size_t dot = path.find('.', start);
     std::string_view part = path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
-    v = digits ? get_item(v, Value(int64_t(std::stoll(std::string(part))))) : get_item(v, Value(part));
+    int64_t index = 0;  // digits past int64 index nothing either (Python: an IndexError)
+    if (digits && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      index = std::numeric_limits<int64_t>::max();
+    v = digits ? get_item(v, Value(index)) : get_item(v, Value(part));
     if (dot == std::string_view::npos) return v;
     start = dot + 1;
   }

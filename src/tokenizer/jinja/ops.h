@@ -2,12 +2,23 @@
 // access (obj.x tries a method first, obj['x'] the key first), slices, arithmetic, `in`,
 // iteration, and printf-style `%` formatting. Errors are jinja::Failure.
 #pragma once
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "tokenizer/jinja/value.h"
 
 namespace lt::jinja {
+
+// The most characters or items one operation may make (a repetition, a padding width, an indent):
+// a chat template repeats a separator, and a 20 MB string took the ASan fuzzer past its 10 s
+// timeout; a larger one is memory a template has no use for.
+inline constexpr int64_t kMaxMade = int64_t(1) << 22;
+// Python's ints are unbounded, ours are 64-bit: a result outside int64 is a template error naming the
+// operation (never a wrapped value; the fuzzer's 'ab' * 1697 ** 97 overflowed).
+[[noreturn]] void int_overflow(std::string_view op, int64_t a, int64_t b);
+// trunc(d) as an int64, or a template error naming `what` where it is not finite or out of range
+int64_t float_to_int(double d, std::string_view what);
 
 Value get_attr(const Value& obj, std::string_view name);
 Value get_item(const Value& obj, const Value& key);
