@@ -89,7 +89,9 @@ std::string message_content(const json& m, size_t i) {
   if (!c->is_array()) bad(where, "expected a string or a list of text parts");
   std::string s;
   for (const json& part : *c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    // each member's type checked before it is read (json::value would throw on a non-string "type")
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (!type || !type->is_string() || *type != "text" || !part.contains("text") || !part["text"].is_string())
       bad(where, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
     s += part["text"].get<std::string>();
   }
