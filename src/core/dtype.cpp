@@ -42,6 +42,29 @@ float f16_to_f32(uint16_t h) {
   return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
 }
 
+static bool f16_value_is_bf16(uint16_t h) {
+  const uint32_t exp = h & 0x7c00u, man = h & 0x3ffu;
+  if (exp == 0x7c00u) return man == 0;             // Inf yes, NaN no
+  if (exp != 0) return (man & 7u) == 0;             // 11 significant bits: the low 3 must be zero
+  return man == 0 || (32 - __builtin_clz(man)) - __builtin_ctz(man) <= 8;  // subnormal man·2^-24
+}
+
+bool f16_values_are_bf16(const uint16_t* h, size_t n) {
+  constexpr size_t kChunk = 4096;
+  for (size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const size_t end = i0 + kChunk < n ? i0 + kChunk : n;
+    unsigned suspect = 0;  // a vectorizable pass: normal values with low bits clear are exact
+    for (size_t i = i0; i < end; ++i) {
+      const unsigned exp = h[i] & 0x7c00u;
+      suspect |= (h[i] & 7u) | (exp == 0 || exp == 0x7c00u ? 8u : 0u);
+    }
+    if (!suspect) continue;
+    for (size_t i = i0; i < end; ++i)
+      if (!f16_value_is_bf16(h[i])) return false;
+  }
+  return true;
+}
+
 uint16_t f32_to_f16(float f) {
   uint32_t u = f32_bits(f);
   uint16_t sign = uint16_t((u >> 16) & 0x8000);

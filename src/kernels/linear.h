@@ -24,7 +24,8 @@
 // What each kind's products are:
 //   F32, NF4, FP4, Int4  f32 products of x with the decoded W.
 //   BF16, F16      mixed precision: x must hold values of that type (x16: the same values' bits,
-//                  which the fast bf16 GEMM reads); the backward rounds dout to the type once, as
+//                  which the fast bf16 GEMM reads; F16 with bf16_values may also run on bf16 GEMMs,
+//                  each product still exact); the backward rounds dout to the type once, as
 //                  a 16-bit GEMM's operand; accumulation in f32. dW is an f32 gradient (of the
 //                  master weight the 16-bit working copy was rounded from).
 //   Int8           forward: the LLM.int8 product. Columns c with |x[t,c]| >= int8_threshold for some
@@ -79,6 +80,9 @@ struct WeightView {
   const float* absmax_code_values = nullptr;     // double quantization: (256)
   float offset = 0.0f;                           // double quantization
   const float* block_offset = nullptr;           // 4-bit: (nblocks) added after the scale (asymmetric Int4)
+  // F16: every value is exactly a bf16 (f16_values_are_bf16; an f16 made from a bf16 checkpoint),
+  // set by the loader. The prefill may then run the product as two exact bf16 GEMMs (half_linear.cpp).
+  bool bf16_values = false;
 
   bool quantized() const {
     return kind == WeightKind::Int8 || kind == WeightKind::Q8_0 || kind == WeightKind::Q4_0 || four_bit();

@@ -336,7 +336,8 @@ void LlamaModel::load_weights(const TensorSet& ts) {
     const std::vector<int64_t> shape = {out, in};
     L.w16[size_t(m)] = nullptr;
     if (opts_.linear16 != DType::F32) {
-      L.w16[size_t(m)] = take16(name, shape, opts_.linear16);
+      uint16_t* w16 = L.w16[size_t(m)] = take16(name, shape, opts_.linear16);
+      L.w16_bf16[size_t(m)] = opts_.linear16 == DType::F16 && f16_values_are_bf16(w16, size_t(out * in));
       return nullptr;
     }
     if (!quant_) return take(name, shape);
@@ -428,6 +429,7 @@ void LlamaModel::load_head(const TensorSet& ts) {
     auto* dst = arenas_.get_as<uint16_t>("lm_head.weight");
     copy_as_half(dst, t, half_dtype(opts_.head));
     head_ = half_weight(opts_.head, dst, int(V), int(C));
+    head_.bf16_values = opts_.head == WeightKind::F16 && f16_values_are_bf16(dst, size_t(V * C));
     return;
   }
   LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
@@ -550,7 +552,10 @@ void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj 
   const auto [in, out_features] = cfg_.linear_shape(p);
   WeightView w;
   if (quant_) w = weight_view(L.q[m], opts_.int8_threshold);
-  else if (L.w16[m]) w = half_weight(half_kind(opts_.linear16), L.w16[m], int(out_features), int(in));
+  else if (L.w16[m]) {
+    w = half_weight(half_kind(opts_.linear16), L.w16[m], int(out_features), int(in));
+    w.bf16_values = L.w16_bf16[m];
+  }
   else w = f32_weight(L.w[m], int(out_features), int(in));
   run_linear(out, x, w, L.bias[m], T);
 }

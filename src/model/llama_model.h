@@ -73,6 +73,7 @@ struct LayerWeights {
   // Per projection (index: Proj), shapes from ModelConfig::linear_shape:
   float* w[kNumProj];               // the f32 weight (out, in); null when quantized or 16-bit
   uint16_t* w16[kNumProj];          // the BF16 / F16 weight (InferenceOptions::linear16), else null
+  bool w16_bf16[kNumProj] = {};     // an F16 weight whose values are all bf16s (WeightView::bf16_values)
   QuantTensor q[kNumProj];          // the quantized weight (when the model is quantized)
   float* bias[kNumProj];            // (out), null where the model has none
   float *q_norm, *k_norm;           // (HS) each: Qwen3's per-head RMSNorm of q and k (null without)

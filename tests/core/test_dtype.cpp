@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -34,6 +35,29 @@ TEST(CoreDtype, F16RoundTripIsExactForAllF16Values) {
     if (std::isnan(f)) { ASSERT_TRUE(std::isnan(f16_to_f32(f32_to_f16(f)))); continue; }
     ASSERT_EQ(f32_to_f16(f), h) << h;
   }
+}
+
+// Every f16 value against the definition (its f32 value survives a round trip through bf16), one
+// at a time and inside arrays longer than the function's 4096-element chunks.
+TEST(CoreDtype, F16ValuesAreBf16MatchesTheDefinition) {
+  std::vector<uint16_t> exact;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t v = uint16_t(h);
+    const float f = f16_to_f32(v);
+    const bool want = !std::isnan(f) && (f32_bits(f) & 0xffffu) == 0;
+    ASSERT_EQ(f16_values_are_bf16(&v, 1), want) << std::hex << h;
+    if (want) exact.push_back(v);
+  }
+  EXPECT_GT(exact.size(), 8000u);
+  EXPECT_TRUE(f16_values_are_bf16(exact.data(), exact.size()));
+  for (size_t at : {size_t(0), size_t(4095), size_t(4096), exact.size() - 1}) {
+    std::vector<uint16_t> v = exact;
+    v[at] = 0x3c01;  // 1 + 2^-10: 11 significant bits
+    EXPECT_FALSE(f16_values_are_bf16(v.data(), v.size())) << at;
+    v[at] = 0x0101;  // a subnormal with 9 significant bits
+    EXPECT_FALSE(f16_values_are_bf16(v.data(), v.size())) << at;
+  }
+  EXPECT_TRUE(f16_values_are_bf16(nullptr, 0));
 }
 
 TEST(CoreDtype, F16MatchesHardwareConversion) {

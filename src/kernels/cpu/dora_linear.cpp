@@ -25,7 +25,7 @@ void base_product(Isa isa, MatmulFn f32_matmul, float* out, const float* x, cons
     if (f32_matmul) f32_matmul(out, x, static_cast<const float*>(W.data), nullptr, T, IC, OC);
     else gemm_f32(false, true, T, OC, IC, 1.0f, x, IC, static_cast<const float*>(W.data), IC, 0.0f, out, OC);
   } else if (W.half()) {
-    half_forward(out, x, x16, W, T, static_cast<float*>(s.tile));
+    half_forward(out, x, x16, W, T, s.tile, s.tile_bytes);
   } else {
     quant_forward(isa, out, x, W, T, s.tile, s.tile_bytes);
   }

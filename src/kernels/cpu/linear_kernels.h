@@ -35,8 +35,14 @@ const float* lora_dropped_input(const float* x, int T, int IC, const LoraView& l
 
 // 16-bit weights (half_linear.cpp). x (T, IC) f32 values of the type, x16 their bits; dy: the
 // scratch for dout rounded to the type (linear_dy_bytes); F16 widens kHalfTileRows rows of W at a
-// time into `tile`. out = x·Wᵀ (overwritten); dx += dy·W; dw += dyᵀ·x.
-void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, float* tile);
+// time into `tile` (tile_bytes), or runs the bf16 split there. out = x·Wᵀ (overwritten); dx += dy·W;
+// dw += dyᵀ·x.
+void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,
+                  size_t tile_bytes);
+// The weight rows per tile of the bf16 split of an F16 forward on T tokens (WeightView::bf16_values,
+// AMX bf16 at the avx512 level), or 0 where it does not run (then the f32 path does): the split
+// needs more of the tile than the widening, so a small tile leaves it out.
+int half_split_rows(const WeightView& w, int T, size_t tile_bytes);
 void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,
                    int T, void* dy, float* tile);
 
