@@ -23,36 +23,51 @@ inline __m256 load8(const uint16_t* p) {
   else return _mm256_cvtph_ps(h);
 }
 
-template <int NT, bool BF16>
-void half_row(float* y, const float* x, const uint16_t* wr, int IC, int OC, int o) {
-  __m256 acc[4][NT];
-  for (auto& a : acc)
-    for (auto& v : a) v = _mm256_setzero_ps();
+// R rows at once, each with its own four accumulators per token and the single-row order (the bits
+// do not depend on R): R weight streams side by side for the hardware prefetchers (avx512's
+// half_row_group; 16 ymm registers hold the accumulators of two rows for one token)
+template <int R, int NT, bool BF16>
+void half_row_group(float* y, const float* x, const uint16_t* w0, int IC, int OC, int o) {
+  __m256 acc[R][4][NT];
+  for (auto& r : acc)
+    for (auto& a : r)
+      for (auto& v : a) v = _mm256_setzero_ps();
   int c = 0;
   for (; c + 32 <= IC; c += 32) {
-    prefetch_ahead(wr + c);
+    for (int r = 0; r < R; ++r) prefetch_ahead(w0 + size_t(r) * IC + c);
 #pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) {
-      const __m256 wv = load8<BF16>(wr + c + 8 * u);
+    for (int u = 0; u < 4; ++u)
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = load8<BF16>(w0 + size_t(r) * IC + c + 8 * u);
 #pragma GCC unroll 3
-      for (int t = 0; t < NT; ++t) acc[u][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c + 8 * u), acc[u][t]);
+        for (int t = 0; t < NT; ++t)
+          acc[r][u][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c + 8 * u), acc[r][u][t]);
+      }
+  }
+  for (; c + 8 <= IC; c += 8)
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = load8<BF16>(w0 + size_t(r) * IC + c);
+      for (int t = 0; t < NT; ++t)
+        acc[r][0][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c), acc[r][0][t]);
     }
-  }
-  for (; c + 8 <= IC; c += 8) {
-    const __m256 wv = load8<BF16>(wr + c);
-    for (int t = 0; t < NT; ++t) acc[0][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + size_t(t) * IC + c), acc[0][t]);
-  }
-  for (int t = 0; t < NT; ++t) {
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0][t], acc[1][t]), _mm256_add_ps(acc[2][t], acc[3][t])));
-    for (int i = c; i < IC; ++i) s += x[size_t(t) * IC + i] * (BF16 ? bf16_to_f32(wr[i]) : f16_to_f32(wr[i]));
-    y[size_t(t) * OC + o] = s;
+  for (int r = 0; r < R; ++r) {
+    const uint16_t* wr = w0 + size_t(r) * IC;
+    for (int t = 0; t < NT; ++t) {
+      float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[r][0][t], acc[r][1][t]), _mm256_add_ps(acc[r][2][t], acc[r][3][t])));
+      for (int i = c; i < IC; ++i) s += x[size_t(t) * IC + i] * (BF16 ? bf16_to_f32(wr[i]) : f16_to_f32(wr[i]));
+      y[size_t(t) * OC + o + r] = s;
+    }
   }
 }
 
 template <int NT, bool BF16>
 void half_rows_t(float* y, const LinearInput& in, const WeightView& w, int o0, int o1) {
+  constexpr int R = NT == 1 ? 2 : 1;
   const auto* w16 = static_cast<const uint16_t*>(w.data);
-  for (int o = o0; o < o1; ++o) half_row<NT, BF16>(y, in.x, w16 + size_t(o) * w.cols, w.cols, w.rows, o);
+  int o = o0;
+  for (; o + R <= o1; o += R) half_row_group<R, NT, BF16>(y, in.x, w16 + size_t(o) * w.cols, w.cols, w.rows, o);
+  for (; o < o1; ++o) half_row_group<1, NT, BF16>(y, in.x, w16 + size_t(o) * w.cols, w.cols, w.rows, o);
 }
 
 // 8 codes (as 32-bit indices) -> their table values
