@@ -44,7 +44,7 @@ float f16_to_f32(uint16_t h) {
 
 static bool f16_value_is_bf16(uint16_t h) {
   const uint32_t exp = h & 0x7c00u, man = h & 0x3ffu;
-  if (exp == 0x7c00u) return man == 0;             // Inf yes, NaN no
+  if (exp == 0x7c00u) return false;                // Inf and NaN (dtype.h)
   if (exp != 0) return (man & 7u) == 0;             // 11 significant bits: the low 3 must be zero
   return man == 0 || (32 - __builtin_clz(man)) - __builtin_ctz(man) <= 8;  // subnormal man·2^-24
 }

@@ -27,9 +27,10 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
-// True when every value of the f16 array h[0, n) is exactly a bf16: ±0, ±Inf, or at most 8
+// True when every value of the f16 array h[0, n) is exactly a finite bf16: ±0 or at most 8
 // significant bits (a normal f16 whose 3 low mantissa bits are zero, or such a subnormal). An f16
-// converted from a bf16 checkpoint always is. NaN counts as not exact.
+// converted from a finite bf16 checkpoint always is. Inf and NaN count as not exact: the split
+// GEMM that relies on this would make Inf · (a zero low part) a NaN where x · Inf is Inf.
 bool f16_values_are_bf16(const uint16_t* h, size_t n);
 
 // Converts n elements of type `t` at `src` to f32 in `dst`.

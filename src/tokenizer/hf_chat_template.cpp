@@ -2,6 +2,8 @@
 // assistant segments for training (see hf_chat_template.h).
 #include "tokenizer/hf_chat_template.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -31,9 +33,12 @@ jinja::Value message_value(const ojson& m, size_t i, const std::string& origin) 
   return jinja::Value(std::move(d));
 }
 
+// memcmp over 4 KiB chunks first: a rendering may be megabytes, and the byte loop is the slow part
 size_t common_prefix(const std::string& a, const std::string& b) {
+  const size_t m = std::min(a.size(), b.size());
   size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  while (n + 4096 <= m && std::memcmp(a.data() + n, b.data() + n, 4096) == 0) n += 4096;
+  while (n < m && a[n] == b[n]) ++n;
   return n;
 }
 

@@ -6,10 +6,20 @@
 
 #include "fuzz_common.h"
 #include "tokenizer/hf_chat_template.h"
+#include "tokenizer/jinja/ops.h"
 
 namespace lt::fuzz {
 
 void chat_template(std::string_view bytes) {
+  // each input renders nine times, character by character in places (repr, escapes): 1 MiB texts,
+  // 64 Ki items and 64 Ki steps keep an input under the 10 s timeout of the instrumented build, and
+  // are far above what a real chat template makes or runs (the defaults are 64 times these). Put
+  // back on return: the test binary replays this harness among the other tests.
+  struct Lowered {
+    const jinja::Limits saved = jinja::limits();
+    Lowered() { jinja::set_limits({.made = 1 << 16, .text = 1 << 20, .steps = 1 << 16}); }
+    ~Lowered() { jinja::set_limits(saved); }
+  } lowered;
   static const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(R"([
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Hi {{ x }} é 😀"},

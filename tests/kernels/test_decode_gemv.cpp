@@ -222,6 +222,43 @@ TEST(DecodeGemv, EveryIsaMatchesReferenceOnOddShapes) {
   EXPECT_GE(checked, 90);
 }
 
+// The 16-bit row loops read 8 rows side by side for T = 1 (4 for T = 2-3; AVX2 2), each row with
+// the one-row loop's arithmetic: a row computed alone (o1 = o0 + 1), in the groups from o0 = 0, or
+// in groups shifted by 1 or 3 rows must give the same bits (a group that sums a row in another
+// order, or mixes rows up, differs here even where it stays inside the rounding bound).
+TEST(DecodeGemv, SixteenBitRowsGroupedOrAloneGiveTheSameBits) {
+  using RowFn = void (*)(float*, const LinearInput&, const WeightView&, int, int);
+  int checked = 0;
+  for (const DecodeCase& c : cases()) {
+    if (c.kind != WeightKind::F16 && c.kind != WeightKind::BF16) continue;
+    const WeightView w = c.view();
+    std::vector<std::pair<RowFn, std::string>> fns;
+    if (cpu_supports(Isa::Avx2)) fns.emplace_back(cpu::gemv::avx2::half_rows, "avx2 half_rows");
+    if (cpu_supports(Isa::Avx512)) fns.emplace_back(cpu::gemv::avx512::half_rows, "avx512 half_rows");
+    if (c.kind == WeightKind::BF16 && cpu_supports(Isa::Avx512) && cpu_features().avx512_bf16)
+      fns.emplace_back(cpu::gemv::avx512::bf16_dot_rows, "avx512 bf16_dot_rows");
+    for (const auto& [fn, what] : fns) {
+      const size_t n = size_t(c.T) * c.OC;
+      Vec y(n, NAN), alone(n, NAN);
+      fn(y.data(), c.in(), w, 0, c.OC);
+      for (int o = 0; o < c.OC; ++o) fn(alone.data(), c.in(), w, o, o + 1);
+      for (int shift : {1, 3}) {
+        if (shift >= c.OC) continue;
+        Vec ys(n, NAN);
+        fn(ys.data(), c.in(), w, shift, c.OC);
+        for (int t = 0; t < c.T; ++t)
+          for (int o = shift; o < c.OC; ++o)
+            ASSERT_EQ(f32_bits(ys[size_t(t) * c.OC + o]), f32_bits(y[size_t(t) * c.OC + o]))
+                << c.name() << " " << what << " from row " << shift << ", row " << o << " token " << t;
+      }
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(f32_bits(alone[i]), f32_bits(y[i])) << c.name() << " " << what << " alone, element " << i;
+      ++checked;
+    }
+  }
+  if (cpu_supports(Isa::Avx2)) EXPECT_GE(checked, 30);
+}
+
 // Q8_0 / Q4_0 with every scale 1 and x integers with 127 in each block (so its q8_0 codes are x
 // and its scales 1): every product and partial sum is an integer below 2^24, exact in f32 in any
 // order, so every path must give the exact sum, bit for bit: an error of one in one lane's code

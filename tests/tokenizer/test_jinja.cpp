@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/jinja/ops.h"
 #include "tokenizer/jinja/template.h"
 
 namespace lt {
@@ -228,7 +229,7 @@ TEST(Jinja, UnsupportedAndMalformedNameTheLine) {
 
 // Python's ints are unbounded, ours 64-bit: a result past int64 is a template error naming the
 // operation (the fuzzer's 'ab' * 1697 ** 97 overflowed, undefined behaviour), and everything inside
-// the range keeps Python's value. Widths and indents past kMaxMade are errors, not huge strings.
+// the range keeps Python's value. Widths and indents past Limits::made are errors, not huge strings.
 TEST(Jinja, IntegersStayInside64BitsOrFailClearly) {
   const std::string kMin = "(-9223372036854775807 - 1)";
   const std::vector<std::string> overflowing = {"9223372036854775807 + 1", "-9223372036854775807 - 2",
@@ -255,6 +256,60 @@ TEST(Jinja, IntegersStayInside64BitsOrFailClearly) {
   EXPECT_NE(error_of("{{ '%.99999999999f' % 1.5 }}").find("precision too big"), std::string::npos);
   EXPECT_NE(error_of("{{ 'a\nb' | indent(3000000000) }}").find("indent"), std::string::npos);
   EXPECT_NE(error_of("{{ [1] | tojson(indent=3000000000) }}").find("indent"), std::string::npos);
+}
+
+// Python's float // and % (the quotient rounded from (x - fmod(x, y)) / y, not floor(x / y)) and
+// its ZeroDivisionError wordings
+TEST(Jinja, FloatDivisionIsPythons) {
+  EXPECT_EQ(render("{{ 1 // 0.1 }} {{ 1 % 0.1 }} {{ -1 // 0.1 }} {{ 7.5 // 2 }} {{ -7.5 // 2 }} {{ 5.0 // -2 }}"),
+            "9.0 0.09999999999999995 -10.0 3.0 -4.0 -3.0");
+  EXPECT_EQ(render("{{ -0.0 // 1 }} {{ 0.0 // -1 }}"), "-0.0 -0.0");
+  EXPECT_NE(error_of("{{ 0 ** -1 }}").find("0.0 cannot be raised to a negative power"), std::string::npos);
+  EXPECT_NE(error_of("{{ 0.0 ** -2.5 }}").find("0.0 cannot be raised to a negative power"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1.0 / 0 }}").find("float division by zero"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1 // 0.0 }}").find("float floor division by zero"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1.5 % 0 }}").find("float modulo by zero"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1 // 0 }}").find("integer division or modulo by zero"), std::string::npos);
+}
+
+// What a template builds stays bounded, and each bound is a clear error, not hours or gigabytes:
+// repeating nothing, an indent added on every line, tojson's indented lines, str.format's widths,
+// integer strings past 64 bits, joined texts and lists, loops nested over huge ranges (found
+// reviewing the fuzz fixes). The limits are lowered for the last part, so that each is reached at once.
+TEST(Jinja, WhatATemplateBuildsIsBounded) {
+  EXPECT_EQ(render("[{{ '' * 9223372036854775807 }}] {{ ([] * 2 ** 62) | length }} [{{ 'ab' * -3 }}]"), "[] 0 []");
+  EXPECT_NE(error_of("{{ ('x\n' * 1000) | indent(4000000) }}").find("indent: the indented text exceeds"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ range(100000) | list | tojson(indent=4000000) }}").find("tojson: the JSON text exceeds"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{:>2000000000}'.format(1) }}").find("format: the width or precision 2000000000"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{:.99999999999999999999f}'.format(1.5) }}").find("format: the width or precision"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ '{:>5}|{:.2f}'.format(7, 1.5) }}"), "    7|1.50");
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("no argument for the field"), std::string::npos);
+  EXPECT_EQ(render("{{ '9223372036854775807' | int }} {{ ' +12 ' | int }} {{ '1_000' | int }} {{ 'x' | int(5) }}"),
+            "9223372036854775807 12 1000 5");
+  EXPECT_NE(error_of("{{ '-9223372036854775809' | int }}").find("integer overflow: int('-9223372036854775809')"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ (-9223372036854775807 - 1) | abs }}").find("integer overflow: abs(-9223372036854775808)"),
+            std::string::npos);
+  const std::string nested = "{% for i in range(60) %}{% for j in range(60) %}{% endfor %}{% endfor %}done";
+  EXPECT_EQ(render(nested), "done");  // 3,661 steps, far under the default 4 Mi
+  const jinja::Limits defaults = jinja::limits();
+  jinja::set_limits({.made = 16, .text = 64, .steps = 3000});
+  const std::string e = error_of(nested), made = error_of("{{ 'ab' * 9 }}"),
+                    joined = error_of("{{ [1] * 9 + [2] * 9 }}"),
+                    text = error_of("{{ 'ab' * 8 ~ 'x' * 16 ~ 'y' * 16 ~ 'z' * 16 ~ 'w' }}"),
+                    output = error_of("{% for i in range(9) %}{{ 'x' * 9 }}{% endfor %}");
+  jinja::set_limits(defaults);
+  EXPECT_NE(e.find("ran more than 3000 statements and loop iterations"), std::string::npos) << e;
+  EXPECT_NE(made.find("the repeated sequence would be too large: 2 x 9, over the limit of 16"), std::string::npos)
+      << made;
+  EXPECT_NE(joined.find("the joined list would have more than 16 items"), std::string::npos) << joined;
+  EXPECT_NE(text.find("the joined text would exceed 64 bytes"), std::string::npos) << text;
+  EXPECT_NE(output.find("the rendered text exceeds 64 bytes"), std::string::npos) << output;
+  EXPECT_EQ(render(nested), "done");
 }
 
 }  // namespace

@@ -94,7 +94,8 @@ int half_split_rows(const WeightView& w, int T, size_t tile_bytes) {
   if (w.kind != WeightKind::F16 || !w.bf16_values || T <= 0 || cpu_isa() != Isa::Avx512 || !amx_bf16_kernels())
     return 0;
   const int IC = w.cols, OC = w.rows;
-  const size_t fixed = split_bytes(T, IC, 0) + 64;  // + 64: the rounding up of the tile's offset
+  // + 128: the rounding up of the tile's offset to 64 bytes and of the weight section's end (each < 64)
+  const size_t fixed = split_bytes(T, IC, 0) + 128;
   if (tile_bytes <= fixed) return 0;
   size_t rows = (tile_bytes - fixed) / (2 * size_t(IC) + 8 * size_t(T));
   rows = std::min({rows, std::max(kSplitTileBytes / (2 * size_t(IC)), size_t(16)), size_t(OC)});

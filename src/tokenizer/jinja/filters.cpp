@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -108,7 +109,14 @@ std::optional<int64_t> parse_int(std::string s) {
     else return std::nullopt;
   }
   if (digits.empty() || digits == "+" || digits == "-") return std::nullopt;
-  try { return std::stoll(digits); } catch (const std::exception&) { return std::nullopt; }
+  std::string_view d = digits;
+  if (d[0] == '+') d.remove_prefix(1);
+  int64_t r = 0;
+  auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), r);
+  if (ec == std::errc::result_out_of_range)  // Python's int() has no range; ours is 64 bits: say so
+    int_overflow(fmt::format("int('{}')", d.size() > 40 ? std::string(d.substr(0, 40)) + "..." : std::string(d)));
+  if (ec != std::errc() || end != d.data() + d.size()) return std::nullopt;
+  return r;
 }
 
 std::optional<double> parse_float(const std::string& raw) {
@@ -145,7 +153,7 @@ Value f_float(const Value& v, const Args& a) {
 Value f_abs(const Value& v, const Args&) {
   if (v.is_float()) return std::fabs(v.as_double());
   if (v.is_number()) {
-    if (v.as_int() == std::numeric_limits<int64_t>::min()) int_overflow("abs", 0, v.as_int());
+    if (v.as_int() == std::numeric_limits<int64_t>::min()) int_overflow(fmt::format("abs({})", v.as_int()));
     return std::abs(v.as_int());
   }
   v.require_defined();
@@ -286,16 +294,21 @@ Value f_rejectattr(const Value& v, const Args& a) { return select_impl(v, a, tru
 
 Value f_indent(const Value& v, const Args& a) {
   const Value* w = a.get(0, "width");
-  if (w && !w->is_string() && w->as_int() > kMaxMade) raise(fmt::format("indent: width {} is over {}", w->as_int(), kMaxMade));
+  if (w && !w->is_string() && w->as_int() > limits().made)
+    raise(fmt::format("indent: width {} is over {}", w->as_int(), limits().made));
   std::string ind = w ? (w->is_string() ? w->as_string() : std::string(size_t(std::max<int64_t>(0, w->as_int())), ' ')) : "    ";
   const bool first = flag(a, 1, "first"), blank = flag(a, 2, "blank");
   std::vector<std::string> lines = text::splitlines(v.str() + "\n", false);
   std::string rv;
+  auto check = [&] {  // the indent is bounded, but it is added once per line
+    if (rv.size() > size_t(limits().text))
+      raise(fmt::format("indent: the indented text exceeds {} bytes", limits().text));
+  };
   if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
+    for (size_t i = 0; i < lines.size(); ++i, check()) rv += (i ? "\n" + ind : "") + lines[i];
   } else {
     rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : ind + lines[i]);
+    for (size_t i = 1; i < lines.size(); ++i, check()) rv += "\n" + (lines[i].empty() ? "" : ind + lines[i]);
   }
   return first ? ind + rv : rv;
 }

@@ -2,6 +2,7 @@
 // same) and str.format(). Declared in ops.h (percent_format) and methods.h (str_format).
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include "tokenizer/jinja/methods.h"
@@ -95,11 +96,11 @@ std::string percent_format(std::string_view f, const Value& args) {
     }
     Spec sp;
     while (i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos) sp.flags += f[i++];
-    auto number = [&](const char* what) {  // at most kMaxMade (Python: "width too big")
+    auto number = [&](const char* what) {  // at most limits().made (Python: "width too big")
       int n = 0;
       while (i < f.size() && f[i] >= '0' && f[i] <= '9') {
         n = n * 10 + (f[i++] - '0');
-        if (n > kMaxMade) raise(fmt::format("{} too big (over {})", what, kMaxMade));
+        if (n > limits().made) raise(fmt::format("{} too big (over {})", what, limits().made));
       }
       return n;
     };
@@ -119,6 +120,35 @@ std::string percent_format(std::string_view f, const Value& args) {
   if (!mapping && next_arg < pos.size()) raise("not all arguments converted during string formatting");
   return out;
 }
+
+namespace {
+
+// '{12}' names the 13th positional argument; an index past size_t is simply one with no argument
+size_t field_index(std::string_view digits) {
+  size_t i = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
+  return ec == std::errc() && end == digits.data() + digits.size() ? i : size_t(-1);
+}
+
+// fmt takes widths and precisions up to INT_MAX: a spec's numbers are capped at limits().made as '%' widths are
+void check_spec_numbers(std::string_view spec) {
+  for (size_t i = 0; i < spec.size();) {
+    if (spec[i] < '0' || spec[i] > '9') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < spec.size() && spec[j] >= '0' && spec[j] <= '9') ++j;
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(spec.data() + i, spec.data() + j, n);
+    if (ec != std::errc() || n > limits().made)
+      raise(fmt::format("format: the width or precision {} in '{}' is over {}",
+                        spec.substr(i, std::min<size_t>(j - i, 24)), spec.substr(0, 40), limits().made));
+    i = j;
+  }
+}
+
+}  // namespace
 
 std::string str_format(std::string_view f, const Args& args) {
   std::string out;
@@ -148,10 +178,11 @@ std::string str_format(std::string_view f, const Args& args) {
     }
     const Value* v = nullptr;
     if (field.empty()) v = auto_index < args.pos.size() ? &args.pos[auto_index++] : nullptr;
-    else if (field.find_first_not_of("0123456789") == std::string_view::npos) v = args.get(std::stoul(std::string(field)), "");
+    else if (field.find_first_not_of("0123456789") == std::string_view::npos) v = args.get(field_index(field), "");
     else v = args.get(size_t(-1), field);
     if (!v) raise(fmt::format("format: no argument for the field '{{{}}}'", field));
     Value x = conv == "r" ? Value(v->repr()) : *v;
+    check_spec_numbers(spec);
     const std::string pattern = fmt::format("{{:{}}}", spec);
     try {
       if (spec.empty()) out += x.str();

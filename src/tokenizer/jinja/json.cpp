@@ -85,9 +85,13 @@ void quote(std::string& out, std::string_view s, bool ascii) {
 }
 
 void dump(std::string& out, const Value& v, const JsonStyle& st, int level) {
-  auto newline = [&](int lv) {
+  auto newline = [&](int lv) {  // the indent is bounded, but it is written once per level per line
     out += '\n';
-    for (int k = 0; k < lv; ++k) out += *st.indent;
+    for (int k = 0; k < lv; ++k) {
+      out += *st.indent;
+      if (out.size() > size_t(limits().text))
+        raise(fmt::format("tojson: the JSON text exceeds {} bytes", limits().text));
+    }
   };
   if (v.is_none()) {
     out += "null";
@@ -153,7 +157,8 @@ JsonStyle tojson_style(const Args& args) {
   if (const Value* ind = args.get(1, "indent"); ind && !ind->is_none()) {
     if (ind->is_string()) st.indent = ind->as_string();
     else if (ind->is_int() || ind->is_bool()) {
-      if (ind->as_int() > kMaxMade) raise(fmt::format("tojson: indent {} is over {}", ind->as_int(), kMaxMade));
+      if (ind->as_int() > limits().made)
+        raise(fmt::format("tojson: indent {} is over {}", ind->as_int(), limits().made));
       st.indent = std::string(size_t(std::max<int64_t>(0, ind->as_int())), ' ');
     }
     else raise(fmt::format("tojson: indent must be an int or a str, got {}", ind->type_name()));

@@ -35,10 +35,19 @@ std::optional<size_t> norm_index(int64_t i, size_t n) {
   raise(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
+// a + b of two strings, the result bounded as a rendering is (a template doubling a string)
+std::string concat(const std::string& a, const std::string& b) {
+  if (a.size() + b.size() > size_t(limits().text))
+    raise(fmt::format("the joined text would exceed {} bytes", limits().text));
+  return a + b;
+}
+
 Value repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list()->items.size();
-  if (n > 0 && unit > 0 && uint64_t(n) > uint64_t(kMaxMade) / unit)
-    raise(fmt::format("the repeated sequence would be too large: {} x {}, over the limit of {}", unit, n, kMaxMade));
+  if (n <= 0 || unit == 0) n = 0;  // '' * 2 ** 62 is '' at once, not 2 ** 62 empty appends
+  if (n > 0 && uint64_t(n) > uint64_t(limits().made) / unit)
+    raise(fmt::format("the repeated sequence would be too large: {} x {}, over the limit of {}", unit, n,
+                      limits().made));
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -76,6 +85,7 @@ Value int_arithmetic(std::string_view op, int64_t a, int64_t b) {
     return r;
   }
   if (op == "**") {
+    if (b < 0 && a == 0) raise("0.0 cannot be raised to a negative power");
     if (b < 0) return std::pow(double(a), double(b));
     if (a == 1 || a == 0) return b == 0 ? int64_t(1) : a;  // without a loop for a huge b
     if (a == -1) return int64_t(b % 2 ? -1 : 1);
@@ -98,25 +108,54 @@ Value int_arithmetic(std::string_view op, int64_t a, int64_t b) {
   return r;
 }
 
+// Python's float divmod (floatobject.c): the remainder from fmod takes the divisor's sign and the
+// quotient is (x - mod) / y rounded to the nearest integer, so 1 // 0.1 is 9.0 (floor(1 / 0.1) is
+// 10.0, which disagrees with 1 % 0.1 = 0.0999...). `floor_div` picks the quotient, else the remainder.
+double float_divmod(double x, double y, bool floor_div) {
+  double mod = std::fmod(x, y);
+  double div = (x - mod) / y;
+  if (mod != 0) {
+    if ((y < 0) != (mod < 0)) {
+      mod += y;
+      div -= 1.0;
+    }
+  } else {
+    mod = std::copysign(0.0, y);
+  }
+  if (!floor_div) return mod;
+  if (div == 0) return std::copysign(0.0, x / y);
+  double q = std::floor(div);
+  if (div - q > 0.5) q += 1.0;
+  return q;
+}
+
 Value arithmetic(std::string_view op, const Value& a, const Value& b) {
   if (!a.is_float() && !b.is_float()) return int_arithmetic(op, a.as_int(), b.as_int());
   const double x = a.as_double(), y = b.as_double();
   if (op == "+") return x + y;
   if (op == "-") return x - y;
   if (op == "*") return x * y;
-  if (op == "**") return std::pow(x, y);
-  if (y == 0) raise(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "**") {
+    if (x == 0 && y < 0) raise("0.0 cannot be raised to a negative power");
+    return std::pow(x, y);
+  }
+  if (y == 0)
+    raise(op == "/" ? "float division by zero" : op == "//" ? "float floor division by zero" : "float modulo by zero");
   if (op == "/") return x / y;
-  if (op == "//") return std::floor(x / y);
-  double r = std::fmod(x, y);  // % : the result takes the divisor's sign
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
+  return float_divmod(x, y, op == "//");
 }
 
 }  // namespace
 
-void int_overflow(std::string_view op, int64_t a, int64_t b) {
-  raise(fmt::format("integer overflow: {} {} {} is outside the 64-bit range templates compute in", a, op, b));
+static Limits g_limits;
+
+const Limits& limits() { return g_limits; }
+void set_limits(const Limits& l) { g_limits = l; }
+
+void int_overflow(std::string_view op, int64_t a, int64_t b) { int_overflow(fmt::format("{} {} {}", a, op, b)); }
+
+void int_overflow(std::string_view expression) {
+  raise(fmt::format("integer overflow: {} is outside the 64-bit range templates compute in", expression));
 }
 
 int64_t float_to_int(double d, std::string_view what) {
@@ -196,11 +235,13 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 }
 
 Value binary_op(std::string_view op, const Value& a, const Value& b) {
-  if (op == "~") return a.str() + b.str();
+  if (op == "~") return concat(a.str(), b.str());
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return a.as_string() + b.as_string();
+    if (a.is_string() && b.is_string()) return concat(a.as_string(), b.as_string());
     if (a.is_list() && b.is_list() && a.as_list()->tuple == b.as_list()->tuple) {
+      if (a.as_list()->items.size() + b.as_list()->items.size() > size_t(limits().made))
+        raise(fmt::format("the joined list would have more than {} items", limits().made));
       std::vector<Value> items = a.as_list()->items;
       items.insert(items.end(), b.as_list()->items.begin(), b.as_list()->items.end());
       return make_list(std::move(items), a.as_list()->tuple);
@@ -219,7 +260,7 @@ Value unary_minus(const Value& v, bool minus) {
   if (!v.is_number()) raise(fmt::format("bad operand type for unary {}: '{}'", minus ? '-' : '+', v.type_name()));
   if (v.is_float()) return minus ? -v.as_double() : v.as_double();
   int64_t r = v.as_int();
-  if (minus && __builtin_sub_overflow(int64_t(0), v.as_int(), &r)) int_overflow("-", 0, v.as_int());
+  if (minus && __builtin_sub_overflow(int64_t(0), v.as_int(), &r)) int_overflow(fmt::format("-({})", v.as_int()));
   return r;
 }
 

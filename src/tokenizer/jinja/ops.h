@@ -10,13 +10,23 @@
 
 namespace lt::jinja {
 
-// The most characters or items one operation may make (a repetition, a padding width, an indent):
-// a chat template repeats a separator, and a 20 MB string took the ASan fuzzer past its 10 s
-// timeout; a larger one is memory a template has no use for.
-inline constexpr int64_t kMaxMade = int64_t(1) << 22;
+// What one render may build and run; past each bound a template error names it. The defaults: a
+// chat template repeats a separator (a 20 MB string took the ASan fuzzer past its 10 s timeout, and
+// is memory a template has no use for), a rendered chat is at most a context's worth of text, and a
+// template walks the messages and tools in thousands of steps (4 Mi stops nested loops over huge
+// ranges with an error, not hours). The fuzzers lower them for the process: an input well inside the
+// defaults but handled character by character would pass the timeout of their instrumented build.
+struct Limits {
+  int64_t made = int64_t(1) << 22;   // characters or items one operation makes: a repeat, a width, an indent, a list
+  int64_t text = int64_t(1) << 26;   // bytes of a rendering, a concatenation, or a text built line by line
+  int64_t steps = int64_t(1) << 22;  // statements plus loop iterations of one render
+};
+const Limits& limits();
+void set_limits(const Limits& l);  // before any render (a test's or a fuzzer's setup): not thread-safe
 // Python's ints are unbounded, ours are 64-bit: a result outside int64 is a template error naming the
 // operation (never a wrapped value; the fuzzer's 'ab' * 1697 ** 97 overflowed).
 [[noreturn]] void int_overflow(std::string_view op, int64_t a, int64_t b);
+[[noreturn]] void int_overflow(std::string_view expression);  // e.g. "abs(-9223372036854775808)"
 // trunc(d) as an int64, or a template error naming `what` where it is not finite or out of range
 int64_t float_to_int(double d, std::string_view what);
 

@@ -41,6 +41,13 @@ Value loop_object(const std::vector<Value>& items, size_t i) {
 
 }  // namespace
 
+void Renderer::step() {
+  if (++steps_ > limits().steps)
+    raise(fmt::format("the template ran more than {} statements and loop iterations; a chat template walks "
+                      "the messages in far fewer (does a loop run over a huge range?)",
+                      limits().steps));
+}
+
 Renderer::Flow Renderer::exec_body(const Body& body, const ScopePtr& scope) {
   for (const StmtPtr& s : body) {
     Flow f = exec(*s, scope);
@@ -50,11 +57,11 @@ Renderer::Flow Renderer::exec_body(const Body& body, const ScopePtr& scope) {
 }
 
 Renderer::Flow Renderer::exec(const Stmt& s, const ScopePtr& scope) {
-  // A rendered chat is at most a context's worth of text; 64 MiB stops a template that loops its
-  // output up (each statement adds one value, itself bounded by the repeat limit).
-  constexpr size_t kMaxOutput = size_t(1) << 26;
-  if (out->size() > kMaxOutput) raise(fmt::format("the rendered text exceeds {} bytes", kMaxOutput));
+  // Limits::text stops a template that loops its output up (each statement adds one value, itself
+  // bounded by the repeat limit)
+  if (out->size() > size_t(limits().text)) raise(fmt::format("the rendered text exceeds {} bytes", limits().text));
   try {
+    step();
     switch (s.kind) {
       case Stmt::Kind::Text: *out += s.text; break;
       case Stmt::Kind::Output: *out += eval(*s.expr, scope).str(); break;
@@ -106,6 +113,7 @@ void Renderer::exec_for(const Stmt& s, const ScopePtr& scope) {
   if (s.cond) {  // the loop filter sees the loop variables, not `loop`
     std::vector<Value> kept;
     for (const Value& x : items) {
+      step();
       auto probe = std::make_shared<Scope>(scope);
       bind(*probe, s.targets, x);
       if (eval(*s.cond, probe).truthy()) kept.push_back(x);
@@ -117,6 +125,7 @@ void Renderer::exec_for(const Stmt& s, const ScopePtr& scope) {
     return;
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    step();
     auto inner = std::make_shared<Scope>(scope);  // each iteration starts from the enclosing scope
     bind(*inner, s.targets, items[i]);
     inner->vars["loop"] = loop_object(items, i);

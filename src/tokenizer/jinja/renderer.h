@@ -39,6 +39,8 @@ class Renderer {
   std::vector<std::pair<size_t, size_t>>* generation_;
   int capture_depth_ = 0;  // > 0 while rendering into a macro / set block / filter block buffer
   int call_depth_ = 0;     // macro recursion guard
+  int64_t steps_ = 0;      // statements and loop iterations run so far (ops.h: Limits::steps)
+  void step();
 
   // render.cpp
   Flow exec(const Stmt& s, const ScopePtr& scope);
