@@ -191,11 +191,20 @@ Value f_sort(const Value& v, const Args& a) {
   std::vector<Value> items = iterate(v);
   const bool rev = flag(a, 0, "reverse"), cs = flag(a, 1, "case_sensitive");
   std::optional<std::string> attribute = str_arg(a, 2, "attribute");
-  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-    int c = compare(sort_key(x, attribute, cs), sort_key(y, attribute, cs), "<");
+  // each key once (lowering a string per comparison made a 7 KB sort take 28 s under the fuzzer)
+  std::vector<Value> keys;
+  keys.reserve(items.size());
+  for (const Value& x : items) keys.push_back(sort_key(x, attribute, cs));
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    int c = compare(keys[x], keys[y], "<");
     return rev ? c > 0 : c < 0;
   });
-  return make_list(std::move(items));
+  std::vector<Value> sorted;
+  sorted.reserve(items.size());
+  for (size_t i : order) sorted.push_back(items[i]);
+  return make_list(std::move(sorted));
 }
 
 Value f_unique(const Value& v, const Args& a) {
