@@ -130,7 +130,8 @@ size_t field_index(std::string_view digits) {
   return ec == std::errc() && end == digits.data() + digits.size() ? i : size_t(-1);
 }
 
-// fmt takes widths and precisions up to INT_MAX: a spec's numbers are capped at limits().made as '%' widths are
+// fmt takes widths and precisions up to INT_MAX: a spec's numbers are capped at limits().made,
+// as '%' widths are
 void check_spec_numbers(std::string_view spec) {
   for (size_t i = 0; i < spec.size();) {
     if (spec[i] < '0' || spec[i] > '9') {
