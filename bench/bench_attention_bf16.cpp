@@ -7,7 +7,7 @@
 // FLOPs counted as the profiler does: 4·pairs·NH·HS forward (QKᵀ and PV), 10·pairs·NH·HS backward
 // (the FA-2 backward's five products, not the recomputation). Best of 5 after a warm-up, in wall
 // time, or with BENCH_CPU_TIME=1 (for OMP_NUM_THREADS=1 on a shared machine) in process CPU time.
-// Optional arguments: T doc_len NH NKV HS.
+// Optional arguments: T doc_len NH NKV HS. BENCH_BF16_ONLY=1 skips the f32 kernels (for perf record); BENCH_REPS=n takes the best of n (5).
 // Measured (2-core AVX512-BF16 VM shared with other jobs, load average ~10, best of 5; Dec 2026):
 // OMP_NUM_THREADS=1 BENCH_CPU_TIME=1: f32 forward 48 ms / backward 95 ms, bf16 32 ms / 85 ms
 // (before the tiles were packed once per call: bf16 41 ms / 128 ms against f32 38 ms / 82 ms).
@@ -40,8 +40,9 @@ static double now_seconds() {
 
 static double best_seconds(const std::function<void()>& f) {
   f();
+  static const int reps = std::getenv("BENCH_REPS") ? std::atoi(std::getenv("BENCH_REPS")) : 5;
   double best = 1e30;
-  for (int r = 0; r < 5; r++) {
+  for (int r = 0; r < reps; r++) {
     const double t0 = now_seconds();
     f();
     best = std::min(best, now_seconds() - t0);
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   auto report = [&](const char* what, double flops, double s) {
     std::printf("%-22s %8.2f ms %8.1f GFLOP/s\n", what, 1e3 * s, flops / s * 1e-9);
   };
+  const bool only_bf16 = std::getenv("BENCH_BF16_ONLY") && std::atoi(std::getenv("BENCH_BF16_ONLY")) != 0;
+  if (!only_bf16) {
   report("f32 forward", ffwd, best_seconds([&] {
            t.attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
          }));
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
            t.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
                                 lse.data(), ds.data(), T, NH, NKV, HS);
          }));
+  }
   if (!t.attention_train_forward_bf16) {
     std::printf("# no bf16 attention on this CPU / ISA level (needs avx512 with avx512_bf16)\n");
     return 0;

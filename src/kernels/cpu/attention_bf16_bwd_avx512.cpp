@@ -56,30 +56,41 @@ inline void tile_scores2(float* s, float* dp, const u16* const* x, const u16* xt
   }
 }
 
+// Rows d0p, d1p (NV vectors from d0) += Σ_tp cT[tp][j], cT[tp][j + 1] · rows pair tp: 2 * NV chains
+// in registers while the pairs stream through. NV is a template argument: with a run-time count GCC
+// keeps the accumulator arrays on the stack (a load and a store around every vdpbf16ps).
+template <int NV>
+inline void rank_update_block(float* d0p, float* d1p, bool two, const u32* cT, int j, const u16* rows, int npair,
+                              int HR, int d0) {
+  __m512 a[NV], b[NV];
+#pragma GCC unroll 4
+  for (int u = 0; u < NV; u++) a[u] = _mm512_loadu_ps(d0p + d0 + u * 16), b[u] = _mm512_loadu_ps(d1p + d0 + u * 16);
+  for (int tp = 0; tp < npair; tp++) {
+    const u32 c0 = cT[tp * kBk + j], c1 = two ? cT[tp * kBk + j + 1] : 0u;
+    const u16* r = rows + ((size_t)tp * HR + d0) * 2;
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; u++) a[u] = dpbf16(a[u], c0, r + u * 32), b[u] = dpbf16(b[u], c1, r + u * 32);
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < NV; u++) {
+    _mm512_storeu_ps(d0p + d0 + u * 16, a[u]);
+    if (two) _mm512_storeu_ps(d1p + d0 + u * 16, b[u]);
+  }
+}
+
 // dst (nb, HR) += Σ_tp cT[tp][j] · rows pair tp (row-pair layout (npair, HR, 2)): two dst rows by
-// kU vectors in registers (8 chains) while the pairs stream through.
+// up to kU vectors at a time.
 void rank_update_pairs(float* dst, const u32* cT, const u16* rows, int npair, int nb, int HR) {
   for (int j = 0; j < nb; j += 2) {
     const bool two = j + 1 < nb;
     float* d0p = dst + (size_t)j * HR;
     float* d1p = two ? d0p + HR : d0p;
     for (int d0 = 0; d0 < HR; d0 += kU * 16) {
-      const int nv = imin(kU, (HR - d0) / 16);
-      __m512 a[kU], b[kU];
-      for (int u = 0; u < nv; u++) a[u] = _mm512_loadu_ps(d0p + d0 + u * 16), b[u] = _mm512_loadu_ps(d1p + d0 + u * 16);
-      for (int tp = 0; tp < npair; tp++) {
-        const u32 c0 = cT[tp * kBk + j], c1 = two ? cT[tp * kBk + j + 1] : 0u;
-        const u16* r = rows + ((size_t)tp * HR + d0) * 2;
-        if (nv == kU) {
-#pragma GCC unroll 4
-          for (int u = 0; u < kU; u++) a[u] = dpbf16(a[u], c0, r + u * 32), b[u] = dpbf16(b[u], c1, r + u * 32);
-        } else {
-          for (int u = 0; u < nv; u++) a[u] = dpbf16(a[u], c0, r + u * 32), b[u] = dpbf16(b[u], c1, r + u * 32);
-        }
-      }
-      for (int u = 0; u < nv; u++) {
-        _mm512_storeu_ps(d0p + d0 + u * 16, a[u]);
-        if (two) _mm512_storeu_ps(d1p + d0 + u * 16, b[u]);
+      switch (imin(kU, (HR - d0) / 16)) {
+        case 4: rank_update_block<4>(d0p, d1p, two, cT, j, rows, npair, HR, d0); break;
+        case 3: rank_update_block<3>(d0p, d1p, two, cT, j, rows, npair, HR, d0); break;
+        case 2: rank_update_block<2>(d0p, d1p, two, cT, j, rows, npair, HR, d0); break;
+        default: rank_update_block<1>(d0p, d1p, two, cT, j, rows, npair, HR, d0); break;
       }
     }
   }
