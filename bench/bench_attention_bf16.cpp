@@ -14,6 +14,9 @@
 // With one barrier per call (load average ~14): OMP_NUM_THREADS=1 BENCH_CPU_TIME=1: f32 37 / 102 ms,
 // bf16 26 / 89 ms; OMP_NUM_THREADS=2 BENCH_CPU_TIME=1 (both threads' CPU, spinning included): f32
 // 49 / 125 ms, bf16 39 / 95 ms; OMP_NUM_THREADS=2 wall: f32 352 / 885 ms, bf16 286 / 704 ms.
+// 2-core Zen 4 VM (AVX512-BF16, no AMX), BENCH_REPS=20 BENCH_BF16_ONLY=1, wall: before / after the
+// accumulators were kept in registers and pass 2 reused pass 1's dS: OMP_NUM_THREADS=1 bf16 ~17 / ~63
+// ms -> ~12.5 / ~30-34 ms; OMP_NUM_THREADS=2 ~9.7 / ~28 ms -> 6.1-7.0 / 14.5-17 ms.
 #include <omp.h>
 
 #include <chrono>

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,30 @@ void expect_backward_within_bounds(BwdFn bwd, const Case& c, unsigned seed, cons
 TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level: the model runs the f32 kernels";
   for (const Case& c : cases()) expect_backward_within_bounds(t().attention_backward_bf16, c, 200 + c.T + c.HS, "");
+}
+
+// The AVX-512 backward keeps pass 1's bf16 dS rows for pass 2 where document starts are sorted
+// (LEANTUNE_ATTENTION_STORED_DS=0 makes pass 2 recompute them): both paths round the same f32 dS
+// computed in the same order, so they must give the same bits.
+TEST(KernelAttentionBf16Avx512, StoredAndRecomputedDsGiveTheSameBits) {
+  if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here";
+  for (const Case& c : {Case{1, 3, 3, 64, "one"}, Case{37, 6, 2, 9, "every17"}, Case{130, 7, 1, 12, "irregular"},
+                        Case{130, 6, 2, 64, "window20"}, Case{300, 9, 3, 64, "one"}}) {
+    Inputs r(c, 500 + c.T);
+    auto run = [&](const char* stored) {
+      ::setenv("LEANTUNE_ATTENTION_STORED_DS", stored, 1);
+      VecF g(r.q.size() + 2 * r.k.size(), 0.5f);
+      float* dq = g.data();
+      float* dk = dq + r.q.size();
+      EXPECT_TRUE(cpu::avx512::attention_backward_bf16(dq, dk, dk + r.k.size(), r.dout.data(), r.q16.data(),
+                                                       r.k16.data(), r.v16.data(), r.out16.data(), r.lse_r.data(),
+                                                       r.ds.data(), c.T, c.NH, c.NKV, c.HS));
+      ::unsetenv("LEANTUNE_ATTENTION_STORED_DS");
+      return g;
+    };
+    const VecF stored = run("1"), recomputed = run("0");
+    EXPECT_EQ(stored, recomputed) << c.name();
+  }
 }
 
 // Several tiles per document at HS = 64: identical bits on a rerun and on 1 thread vs all.

@@ -172,7 +172,7 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   if (rows16.size() < nrow) rows16.resize(nrow);
   if (Dbuf.size() < (size_t)NH * T) Dbuf.resize((size_t)NH * T);
   const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-                  packed_tiles_buffer(T, NKV, HS), rows16.data(), nullptr, Dbuf.data()};
+                  packed_tiles_buffer(T, NKV, HS), rows16.data(), nullptr, Dbuf.data(), nullptr, nullptr, 0};
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kRows - 1) / kRows;
 #pragma omp parallel if ((long)T * NH > kRows)
   {

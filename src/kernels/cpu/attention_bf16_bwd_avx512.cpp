@@ -3,7 +3,9 @@
 //   pass 1, item = (KV head, key tile): dk, dv rows of the tile; the queries of the group's heads
 //           that see the tile, kKvBatch at a time, give P and dS tiles whose bf16 query pairs
 //           update dk += dSᵀ·Q, dv += Pᵀ·dO (vdpbf16ps along the queries);
-//   pass 2, item = (head, query tile): dq += dS·K, recomputing P and dS.
+//   pass 2, item = (head, query tile): dq += dS·K, with the bf16 dS rows pass 1 kept (stored_ds_rows:
+//           when the queries that see each key tile are contiguous, i.e. sorted document starts, and
+//           the rows fit in kMaxStoredDs), else recomputing P and dS.
 // Every item owns the rows it writes: deterministic for any thread count. dO arrives in f32 and is
 // rounded to bf16 per row as it is packed; D = rowsum(dO ∘ O) uses the same rounded dO, so that
 // D = Σ_j P_j dP_j holds for what dP used (with the f32 dO the difference dP − D would carry dO's
@@ -14,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -125,6 +128,8 @@ void kv_batch(const BwdArgs& a, KvScratch& w, const int* pend, int np, int h, in
     tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], a.D[(size_t)h * a.T + tq],
                range_mask(lo, hi));
   }
+  if (a.ds16)  // kept for pass 2: the same bf16(dS) it would compute (zero outside the mask)
+    for (int g = 0; g < np; g++) round_masked(a.ds_row(h, kb, pend[g]), w.ds + g * kBk, 0xffffffffu);
   const int npair = (np + 1) / 2;
   pair_coefs(w.pT, w.p, np);
   pair_coefs(w.dsT, w.ds, np);
@@ -188,7 +193,7 @@ void q_item(const BwdArgs& a, int h, int t0) {
         const int t = tg + imin(g, ng - 1);
         xs[g] = a.qrow(t, h), ys[g] = a.drow(t, h);
       }
-      tile_scores2<kQG>(w.p, w.ds, xs, kt, ys, vt, HS);
+      if (!a.ds16) tile_scores2<kQG>(w.p, w.ds, xs, kt, ys, vt, HS);
       int jp0 = kBk / 2, jp1 = 0;
       for (int g = 0; g < kQG; g++) {
         const int t = tg + g;
@@ -199,8 +204,13 @@ void q_item(const BwdArgs& a, int h, int t0) {
           std::memset(w.ds16 + g * kBk, 0, sizeof(u16) * kBk);
           continue;
         }
-        tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * T + t], a.D[(size_t)h * T + t], range_mask(lo, hi));
-        round_masked(w.ds16 + g * kBk, w.ds + g * kBk, range_mask(lo, hi));
+        if (a.ds16) {
+          cs[g] = a.ds_row(h, kb, t);
+        } else {
+          tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * T + t], a.D[(size_t)h * T + t],
+                     range_mask(lo, hi));
+          round_masked(w.ds16 + g * kBk, w.ds + g * kBk, range_mask(lo, hi));
+        }
         jp0 = imin(jp0, lo / 2), jp1 = imax(jp1, hi / 2 + 1);
       }
       if (jp0 < jp1) accumulate_pairs<kQG>(accs, ones, cs, kp, jp0, jp1, HR);
@@ -216,6 +226,31 @@ void q_item(const BwdArgs& a, int h, int t0) {
   }
 }
 
+// The bf16 dS rows pass 1 keeps for pass 2 are stored when they take at most this many bytes and
+// LEANTUNE_ATTENTION_STORED_DS is not 0 (for A/B timing and the test that both paths agree).
+constexpr size_t kMaxStoredDs = size_t(64) << 20;
+bool stored_ds_allowed() {
+  const char* e = std::getenv("LEANTUNE_ATTENTION_STORED_DS");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+// Per key tile b, the offset of its rows in a head's stored dS (off[b]) when document starts are
+// sorted: the queries that see tile b are then kb..qend(b), all contiguous. Returns a head's rows' size.
+size_t stored_ds_offsets(std::vector<size_t>& off, const int* doc_start, int T) {
+  const int nkb = (T + kBk - 1) / kBk;
+  off.resize((size_t)nkb);
+  size_t total = 0;
+  int qend = 0;
+  for (int b = 0; b < nkb; b++) {
+    const int kb = b * kBk, kend = imin(kb + kBk, T) - 1;
+    qend = imax(qend, kend);  // every query kb..kend sees the tile
+    while (qend + 1 < T && doc_start[qend + 1] <= kend) qend++;
+    off[(size_t)b] = total;
+    total += (size_t)(qend - kb + 1) * kBk;
+  }
+  return total;
+}
+
 }  // namespace
 
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
@@ -229,8 +264,17 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   const size_t nrow = (size_t)T * NH * round16(HS);
   if (rows16.size() < 2 * nrow) rows16.resize(2 * nrow);
   if (Dbuf.size() < (size_t)NH * T) Dbuf.resize((size_t)NH * T);
-  const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-                  packed_tiles_buffer(T, NKV, HS), rows16.data(), HS % 2 ? rows16.data() + nrow : nullptr, Dbuf.data()};
+  BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
+            packed_tiles_buffer(T, NKV, HS), rows16.data(), HS % 2 ? rows16.data() + nrow : nullptr, Dbuf.data()};
+  static thread_local std::vector<size_t> ds_off;  // this thread's, reused from call to call
+  static thread_local std::vector<u16> ds_rows;
+  if (sorted && stored_ds_allowed()) {
+    const size_t head = stored_ds_offsets(ds_off, doc_start, T);
+    if ((size_t)NH * head * sizeof(u16) <= kMaxStoredDs) {
+      if (ds_rows.size() < (size_t)NH * head) ds_rows.resize((size_t)NH * head);
+      a.ds16 = ds_rows.data(), a.ds_off = ds_off.data(), a.ds_head = head;
+    }
+  }
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)
   {
@@ -238,10 +282,15 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
     // own), then the rows (whose omp for ends with the barrier)
     pack_tiles(a.tiles, (1u << kScoreK) | (1u << kScoreV) | (1u << kPairsK), k, v, T, NKV, HS);
     prepare_rows(a);
+    if (a.ds16) {  // pass 2 reads the dS rows of pass 1: a barrier between
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int hk = 0; hk < NKV; hk++)
+        for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
+    } else {  // dq is disjoint from dk / dv, so pass 2 needs no barrier after pass 1
 #pragma omp for collapse(2) schedule(dynamic, 1) nowait
-    for (int hk = 0; hk < NKV; hk++)
-      for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
-    // dq is disjoint from dk / dv, so pass 2 needs no barrier after pass 1.
+      for (int hk = 0; hk < NKV; hk++)
+        for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
+    }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < NH; h++)
       for (int b = 0; b < nqb; b++) q_item(a, h, b * kBq);
