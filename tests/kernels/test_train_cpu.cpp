@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -146,6 +147,32 @@ TEST_P(KernelTrainCpu, AttentionDeterministicAcrossRunsAndThreads) {
   expect_close_mag(q1, dq_r, 1e-5, "T=300 dq");
   expect_close_mag(k1, dk_r, 1e-5, "T=300 dk");
   expect_close_mag(v1, dv_r, 1e-5, "T=300 dv");
+}
+
+// Pass 1 keeps its dS rows for pass 2 where document starts are sorted (attention_stored_ds.h);
+// LEANTUNE_ATTENTION_STORED_DS=0 makes pass 2 recompute them. The same f32 dS computed in the same
+// order either way, so the same bits; and the kept rows must not leak between calls of other shapes.
+TEST_P(KernelTrainCpu, AttentionStoredAndRecomputedDsGiveTheSameBits) {
+  for (const AttnCase& c : {AttnCase{1, 3, 3, 12, "one"}, AttnCase{37, 8, 2, 9, "every17"},
+                            AttnCase{130, 3, 3, 12, "irregular"}, AttnCase{130, 8, 2, 64, "window20"},
+                            AttnCase{300, 8, 2, 64, "one"}}) {
+    auto ds = make_doc_start(c.T, c.docs);
+    size_t nq = (size_t)c.T * c.NH * c.HS, nk = (size_t)c.T * c.NKV * c.HS;
+    auto q = random_vec(nq, 41 + c.T, -2, 2), k = random_vec(nk, 42 + c.T, -2, 2), v = random_vec(nk, 43 + c.T);
+    auto dout = random_vec(nq, 44 + c.T);
+    VecF out(nq), lse((size_t)c.NH * c.T);
+    tref().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), c.T, c.NH,
+                                   c.NKV, c.HS);
+    auto run = [&](const char* stored) {
+      ::setenv("LEANTUNE_ATTENTION_STORED_DS", stored, 1);
+      VecF g(nq + 2 * nk, 0.5f);
+      tcpu().attention_backward(g.data(), g.data() + nq, g.data() + nq + nk, dout.data(), q.data(), k.data(),
+                                v.data(), out.data(), lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
+      ::unsetenv("LEANTUNE_ATTENTION_STORED_DS");
+      return g;
+    };
+    expect_bits_equal(run("1"), run("0"), "stored vs recomputed dS " + c.name());
+  }
 }
 
 // HS = 1 (a whole tile row is one float) and HS above the tiled kernels' limit (ref fallback).

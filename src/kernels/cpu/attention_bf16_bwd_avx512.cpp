@@ -3,9 +3,8 @@
 //   pass 1, item = (KV head, key tile): dk, dv rows of the tile; the queries of the group's heads
 //           that see the tile, kKvBatch at a time, give P and dS tiles whose bf16 query pairs
 //           update dk += dSᵀ·Q, dv += Pᵀ·dO (vdpbf16ps along the queries);
-//   pass 2, item = (head, query tile): dq += dS·K, with the bf16 dS rows pass 1 kept (stored_ds_rows:
-//           when the queries that see each key tile are contiguous, i.e. sorted document starts, and
-//           the rows fit in kMaxStoredDs), else recomputing P and dS.
+//   pass 2, item = (head, query tile): dq += dS·K, with the bf16 dS rows pass 1 kept where it can
+//           (attention_stored_ds.h), else recomputing P and dS.
 // Every item owns the rows it writes: deterministic for any thread count. dO arrives in f32 and is
 // rounded to bf16 per row as it is packed; D = rowsum(dO ∘ O) uses the same rounded dO, so that
 // D = Σ_j P_j dP_j holds for what dP used (with the f32 dO the difference dP − D would carry dO's
@@ -16,12 +15,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/attention_stored_ds.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu::avx512 {
@@ -226,31 +225,6 @@ void q_item(const BwdArgs& a, int h, int t0) {
   }
 }
 
-// The bf16 dS rows pass 1 keeps for pass 2 are stored when they take at most this many bytes and
-// LEANTUNE_ATTENTION_STORED_DS is not 0 (for A/B timing and the test that both paths agree).
-constexpr size_t kMaxStoredDs = size_t(64) << 20;
-bool stored_ds_allowed() {
-  const char* e = std::getenv("LEANTUNE_ATTENTION_STORED_DS");
-  return !(e && std::strcmp(e, "0") == 0);
-}
-
-// Per key tile b, the offset of its rows in a head's stored dS (off[b]) when document starts are
-// sorted: the queries that see tile b are then kb..qend(b), all contiguous. Returns a head's rows' size.
-size_t stored_ds_offsets(std::vector<size_t>& off, const int* doc_start, int T) {
-  const int nkb = (T + kBk - 1) / kBk;
-  off.resize((size_t)nkb);
-  size_t total = 0;
-  int qend = 0;
-  for (int b = 0; b < nkb; b++) {
-    const int kb = b * kBk, kend = imin(kb + kBk, T) - 1;
-    qend = imax(qend, kend);  // every query kb..kend sees the tile
-    while (qend + 1 < T && doc_start[qend + 1] <= kend) qend++;
-    off[(size_t)b] = total;
-    total += (size_t)(qend - kb + 1) * kBk;
-  }
-  return total;
-}
-
 }  // namespace
 
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
@@ -269,8 +243,8 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   static thread_local std::vector<size_t> ds_off;  // this thread's, reused from call to call
   static thread_local std::vector<u16> ds_rows;
   if (sorted && stored_ds_allowed()) {
-    const size_t head = stored_ds_offsets(ds_off, doc_start, T);
-    if ((size_t)NH * head * sizeof(u16) <= kMaxStoredDs) {
+    const size_t head = stored_ds_offsets(ds_off, doc_start, T, kBk);
+    if ((size_t)NH * head * sizeof(u16) <= kMaxStoredDsBytes) {
       if (ds_rows.size() < (size_t)NH * head) ds_rows.resize((size_t)NH * head);
       a.ds16 = ds_rows.data(), a.ds_off = ds_off.data(), a.ds_head = head;
     }

@@ -5,9 +5,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/attention_stored_ds.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/train_kernels.h"
 
