@@ -298,6 +298,9 @@ struct TrainModel::LayerActs {
   float* xa[kNumProj];  // (N, R) per adapted projection (index: Proj), else null
   // mixed precision: the saved GEMM inputs in 16 bits; xn1, att, xn2, h then point at the shared f32 buffer
   uint16_t *xn1_h = nullptr, *att_h = nullptr, *xn2_h = nullptr, *h_h = nullptr;
+  // bf16 precision: the MLP's gate and up projections saved in bf16 (as autocast's linear outputs);
+  // gate, up then point into the shared mlp.gate_up
+  uint16_t *gate_h = nullptr, *up_h = nullptr;
   // bf16 precision: the attention operands saved in bf16; q, k, v then point into the shared attn.qkv
   uint16_t *q_h = nullptr, *k_h = nullptr, *v_h = nullptr;
 };
@@ -354,7 +357,8 @@ struct BufferTable {
   // An activation buffer of a decoder layer: elements, the part of the block that produces it (1
   // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is) and its LayerActs field
   // (xa[module] for a LoRA input); a GEMM input (field16 set) is 16-bit with mixed precision; an
-  // attention operand (qkv_off >= 0) is bf16 with bf16_attention(), its f32 values at attn.qkv + qkv_off.
+  // attention operand (qkv_off >= 0) is bf16 with bf16_attention(), its f32 values at attn.qkv + qkv_off;
+  // an MLP projection (mlp_off >= 0) is bf16 with precision bf16, its f32 values at mlp.gate_up + mlp_off.
   struct Act {
     std::string name;
     size_t n;
@@ -363,17 +367,24 @@ struct BufferTable {
     uint16_t* Acts::*field16 = nullptr;
     int module = -1;
     long qkv_off = -1;
+    long mlp_off = -1;
     bool is16(const TrainModelOptions& o) const {
-      return field16 && (qkv_off >= 0 ? bf16_attention(o) : o.precision != Precision::FP32);
+      if (!field16) return false;
+      if (qkv_off >= 0) return bf16_attention(o);
+      if (mlp_off >= 0) return o.precision == Precision::BF16;
+      return o.precision != Precision::FP32;
     }
     size_t bytes(const TrainModelOptions& o) const { return n * (is16(o) ? 2 : sizeof(float)); }
     // half_x: the shared f32 buffer of the 16-bit GEMM inputs (mixed precision), else null;
     // qkv: the shared f32 attention operands (bf16_attention()), else null
-    void bind(Acts& a, void* buf, float* half_x, float* qkv) const {
+    void bind(Acts& a, void* buf, float* half_x, float* qkv, float* mlp) const {
       if (qkv_off >= 0 && qkv) {
         a.*field16 = static_cast<uint16_t*>(buf);
         a.*field = qkv + qkv_off;
-      } else if (qkv_off < 0 && half_x && field16) {
+      } else if (mlp_off >= 0 && mlp) {
+        a.*field16 = static_cast<uint16_t*>(buf);
+        a.*field = mlp + mlp_off;
+      } else if (qkv_off < 0 && mlp_off < 0 && half_x && field16) {
         a.*field16 = static_cast<uint16_t*>(buf);
         a.*field = half_x;
       } else if (module >= 0) {
@@ -495,6 +506,8 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   r.push_back({"half.x", W, N * d.max_io * f, Lifetime::Layer, to<&M::half_x_>});
   if (bf16_attention(o))  // q, k, v in f32 while a layer computes them (saved in bf16)
     r.push_back({"attn.qkv", W, N * (d.QD + 2 * size_t(d.KVD)) * f, Lifetime::Layer, to<&M::attn_qkv_>});
+  if (o.precision == Precision::BF16)  // the MLP's gate and up in f32 while a layer uses them (saved in bf16)
+    r.push_back({"mlp.gate_up", W, 2 * N * size_t(d.F) * f, Lifetime::Layer, to<&M::mlp_gate_up_>});
   if (quant) return;
   r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer, to_dy});
   if (ht != DType::F16) return;
@@ -518,8 +531,8 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"x_mid", N * d.C, 3, &Acts::x_mid},
                         {"rstd2", N, 2, &Acts::rstd2},
                         {"xn2", N * d.C, 2, &Acts::xn2, &Acts::xn2_h},
-                        {"gate", N * d.F, 2, &Acts::gate},
-                        {"up", N * d.F, 2, &Acts::up},
+                        {"gate", N * d.F, 2, &Acts::gate, &Acts::gate_h, -1, -1, 0},
+                        {"up", N * d.F, 2, &Acts::up, &Acts::up_h, -1, -1, long(N * d.F)},
                         {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
   if (d.qk_norm) {
     v.push_back({"q_pre", N * d.QD, 1, &Acts::q_pre});
@@ -974,7 +987,7 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
     std::fill(std::begin(a->xa), std::end(a->xa), nullptr);
     for (const auto& b : BufferTable::acts(d, adapted_modules(cfg_, opts_, l)))
       b.bind(*a, arenas_.get(act_buffer_name(l, b, recompute_[l])), half_ != DType::F32 ? half_x_ : nullptr,
-             attn_qkv_);  // null without bf16_attention()
+             attn_qkv_, mlp_gate_up_);  // null without bf16_attention() / precision bf16
     acts_.push_back(std::move(a));
   }
   refresh_working_copies();
@@ -1204,6 +1217,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   store(a.xn2_h, a.xn2, d.C);
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
+  store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
+  store(a.up_h, a.up, d.F);
   if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
   else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
   store(a.h_h, a.h, d.F);
@@ -1249,6 +1264,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
                                    : d_res_;
   lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
+  load(a.gate_h, a.gate, d.F);
+  load(a.up_h, a.up, d.F);
   if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   else t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));

@@ -177,11 +177,12 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
   const size_t N = B * T, linear = size_t(L) * (2 * C * QD + 2 * C * KVD + 3 * C * F);
   const size_t gemm_inputs = size_t(L) * N * (2 * C + QD + F);  // xn1, att, xn2, h
   const size_t attn_operands = size_t(L) * N * (QD + 2 * KVD);   // q, k, v: saved in bf16 with bf16 only
+  const size_t mlp_projections = size_t(L) * N * 2 * F;          // gate, up: saved in bf16 with bf16 only
   for (const char* prec : {"bf16", "fp16"}) {
     const bool bf16 = std::string(prec) == "bf16";
     const AttentionPrecision ap = bf16 ? AttentionPrecision::BF16 : AttentionPrecision::Auto;
     const MemoryPlan p32 = plan_training(sm.cfg, options("lora", "fp32")), p16 = plan_training(sm.cfg, options("lora", prec, ap));
-    const size_t halved = gemm_inputs + (bf16 ? attn_operands : 0);
+    const size_t halved = gemm_inputs + (bf16 ? attn_operands + mlp_projections : 0);
     // bf16 LoRA (bf16_head()): the frozen embedding and lm_head in bf16 too (2 of their 4 bytes per
     // element saved, each), and the loss chunk's rows of x in bf16 (loss.x16, chunk x C)
     const size_t tables = bf16 ? 2 * size_t(V) * C * 2 : 0, x16 = bf16 ? N * C * 2 : 0;
