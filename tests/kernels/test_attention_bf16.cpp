@@ -171,7 +171,7 @@ TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
 }
 
 // The AVX-512 backward keeps pass 1's bf16 dS rows for pass 2 where document starts are sorted
-// (LEANTUNE_ATTENTION_STORED_DS=0 makes pass 2 recompute them): both paths round the same f32 dS
+// with LEANTUNE_ATTENTION_STORED_DS=1 (else pass 2 recomputes them): both paths round the same f32 dS
 // computed in the same order, so they must give the same bits.
 TEST(KernelAttentionBf16Avx512, StoredAndRecomputedDsGiveTheSameBits) {
   if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here";

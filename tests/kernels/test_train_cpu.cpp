@@ -150,7 +150,7 @@ TEST_P(KernelTrainCpu, AttentionDeterministicAcrossRunsAndThreads) {
 }
 
 // Pass 1 keeps its dS rows for pass 2 where document starts are sorted (attention_stored_ds.h);
-// LEANTUNE_ATTENTION_STORED_DS=0 makes pass 2 recompute them. The same f32 dS computed in the same
+// with LEANTUNE_ATTENTION_STORED_DS=1, else pass 2 recomputes them. The same f32 dS computed in the same
 // order either way, so the same bits; and the kept rows must not leak between calls of other shapes.
 TEST_P(KernelTrainCpu, AttentionStoredAndRecomputedDsGiveTheSameBits) {
   for (const AttnCase& c : {AttnCase{1, 3, 3, 12, "one"}, AttnCase{37, 8, 2, 9, "every17"},

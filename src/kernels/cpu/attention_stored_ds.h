@@ -1,9 +1,11 @@
 // The layout of the dS rows that the attention backwards' pass 1 (dk, dv per key tile) keeps for
 // pass 2 (dq), which then needs only dq += dS·K instead of recomputing the scores, dP and the
 // exponentials: the f32 kernels (train_kernels.inc) and the bf16 AVX-512 ones
-// (attention_bf16_bwd_avx512.cpp). Kept only when document starts never decrease (then the queries
-// that see key tile b are the contiguous kb..qend(b)), when they fit in kMaxStoredDsBytes, and
-// unless LEANTUNE_ATTENTION_STORED_DS=0 (for A/B timing and the tests that both paths agree).
+// (attention_bf16_bwd_avx512.cpp). Kept only with LEANTUNE_ATTENTION_STORED_DS=1, when document
+// starts never decrease (then the queries that see key tile b are the contiguous kb..qend(b)) and
+// when they fit in kMaxStoredDsBytes. Off by default: the rows are the kernel's thread-local
+// scratch, outside the memory plan, and a run planned to a memory budget must stay within it
+// (tests/python/test_plan_cli.py); on once the rows are a plan buffer handed to the kernels.
 // Rows of head h, key tile b: at h * head_size + off[b], one row of kBk per query kb..qend(b).
 #pragma once
 #include <cstdlib>
@@ -16,7 +18,7 @@ inline constexpr size_t kMaxStoredDsBytes = size_t(64) << 20;
 
 inline bool stored_ds_allowed() {
   const char* e = std::getenv("LEANTUNE_ATTENTION_STORED_DS");
-  return !(e && std::strcmp(e, "0") == 0);
+  return e && std::strcmp(e, "1") == 0;
 }
 
 // off[b] for each key tile of kBk keys (sorted doc_start); returns a head's rows' element count.
