@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   auto report = [&](const char* what, double flops, double s) {
     std::printf("%-22s %8.2f ms %8.1f GFLOP/s\n", what, 1e3 * s, flops / s * 1e-9);
   };
+  // the kept dS rows, planned as a training run plans them (0 bytes: recomputed)
+  std::vector<unsigned char> rows32(attention_ds_rows_bytes(T, doc, NH, 4));
+  std::vector<unsigned char> rows16(attention_ds_rows_bytes(T, doc, NH, 2));
+  std::printf("# kept dS rows: %.1f MB f32, %.1f MB bf16\n", rows32.size() / 1e6, rows16.size() / 1e6);
   const bool only_bf16 = std::getenv("BENCH_BF16_ONLY") && std::atoi(std::getenv("BENCH_BF16_ONLY")) != 0;
   if (!only_bf16) {
   report("f32 forward", ffwd, best_seconds([&] {
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
          }));
   report("f32 backward", fbwd, best_seconds([&] {
            t.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                                lse.data(), ds.data(), T, NH, NKV, HS);
+                                lse.data(), ds.data(), T, NH, NKV, HS, rows32.data(), rows32.size());
          }));
   }
   if (!t.attention_train_forward_bf16) {
@@ -96,7 +100,8 @@ int main(int argc, char** argv) {
          }));
   report("bf16 backward", fbwd, best_seconds([&] {
            t.attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q16.data(), k16.data(), v16.data(),
-                                     out16.data(), lse.data(), ds.data(), T, NH, NKV, HS);
+                                     out16.data(), lse.data(), ds.data(), T, NH, NKV, HS, rows16.data(),
+                                     rows16.size());
          }));
   return 0;
 }

@@ -57,6 +57,7 @@ int main() {
     auto q = rnd(size_t(T) * NH * HS), k = rnd(size_t(T) * NKV * HS), v = rnd(size_t(T) * NKV * HS);
     auto dout = rnd(q.size());
     std::vector<float> out(q.size()), lse(size_t(NH) * T), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<unsigned char> rows(attention_ds_rows_bytes(T, T, NH, 4));  // kept dS rows, as training plans them
     for (int win : {0, W}) {
       std::vector<int> start(static_cast<size_t>(T));
       double pairs = 0;
@@ -64,7 +65,7 @@ int main() {
       double s = seconds_per_call([&] {
         t.attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), start.data(), T, NH, NKV, HS);
         t.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                             lse.data(), start.data(), T, NH, NKV, HS);
+                             lse.data(), start.data(), T, NH, NKV, HS, rows.data(), rows.size());
       });
       std::printf("%-22s %7d %7d %14.0f %10.3f %14.1f %12.3f\n", "train fwd+bwd", T, win, pairs, s * 1e3, pairs / T,
                   s * 1e6 / T);

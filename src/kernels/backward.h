@@ -47,9 +47,12 @@ struct TrainOps {
   // from lse, D_t = rowsum(dout_t * out_t), dS = P * (dout·vᵀ - D). dq (T, NH*HS) +=;
   // dk, dv (T, NKV*HS) += (the NH/NKV query heads of a group all accumulate into their KV head).
   // dout, out (T, NH*HS); q, k, v, doc_start as in the forward; lse (NH, T) from the forward.
+  // ds_rows (ds_bytes, may be null): scratch in which the CPU kernels keep the first pass's dS rows
+  // for the dq pass (attention_ds_rows_bytes says how many bytes a run needs); where it is null,
+  // too small for the call or the starts are not sorted, the dq pass recomputes them: same bits.
   void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                              const float* v, const float* out, const float* lse, const int* doc_start, int T,
-                             int NH, int NKV, int HS);
+                             int NH, int NKV, int HS, void* ds_rows, size_t ds_bytes);
 
   // Backward of swiglu_forward (out = silu(gate) * up): dgate, dup (T, F) WRITTEN (not
   // accumulated); dout, gate, up (T, F). dgate = dout*up*sig(g)*(1 + g*(1 - sig(g))), dup = dout*silu(g).
@@ -111,13 +114,14 @@ struct TrainOps {
   // rounded to bf16 before their products (as FlashAttention does), so results differ from the
   // f32 entries on the same (widened) inputs by about 2^-8 of the output's scale. Same masks,
   // GQA, outputs ("written" / "+=") and determinism for a thread count as the f32 entries.
+  // ds_rows / ds_bytes as attention_backward's (bf16 rows).
   // Return false, writing nothing, for shapes they do not handle (HS > 256). Null in tables
   // whose CPU lacks AVX512-BF16 (and in ref): callers run the f32 entries on widened values.
   bool (*attention_train_forward_bf16)(float* out, float* lse, const uint16_t* q, const uint16_t* k,
                                        const uint16_t* v, const int* doc_start, int T, int NH, int NKV, int HS);
   bool (*attention_backward_bf16)(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
                                   const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                                  const int* doc_start, int T, int NH, int NKV, int HS);
+                                  const int* doc_start, int T, int NH, int NKV, int HS, void* ds_rows, size_t ds_bytes);
   // lm_head_loss with the lm_head w (V, C) in bf16 (precision bf16 runs store a frozen lm_head
   // so): per chunk, x's rows are rounded to bf16 into x16 (chunk, C) scratch, logits = x16 · wᵀ
   // with f32 accumulation, the softmax, loss and dlogits in f32 (as lm_head_loss), then dlogits
@@ -129,6 +133,12 @@ struct TrainOps {
                              const uint16_t* w, const int* labels, int T, int C, int V, int chunk,
                              float loss_scale);
 };
+
+// The ds_bytes with which attention_backward (elem_bytes 4) or attention_backward_bf16 (2) keeps
+// every dS row of a call of T tokens whose documents stay within sequences of seq tokens (sorted
+// doc_start[t] >= t - t % seq, as the data loader makes them); 0 where that is over 64 MiB, the
+// rows growing with the square of seq (then the dq pass recomputes them).
+size_t attention_ds_rows_bytes(int T, int seq, int NH, size_t elem_bytes);
 
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
 
@@ -148,7 +158,7 @@ void attention_train_forward(float* out, float* lse, const float* q, const float
                              const int* doc_start, int T, int NH, int NKV, int HS);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
-                        int NKV, int HS);
+                        int NKV, int HS, void* ds_rows, size_t ds_bytes);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int F);
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);

@@ -86,10 +86,10 @@ void attention_train_forward(float* out, float* lse, const float* q, const float
 }
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
-                        int NKV, int HS) {
+                        int NKV, int HS, void* ds_rows, size_t ds_bytes) {
   prof::Scope s("attention_backward", prof::enabled() ? 10.0 * attended_pairs(doc_start, T) * NH * HS : 0,
                 F * (4.0 * T * NH * HS + 4.0 * T * NKV * HS));
-  g_tin->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
+  g_tin->attention_backward(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS, ds_rows, ds_bytes);
 }
 bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   const int* doc_start, int T, int NH, int NKV, int HS) {
@@ -99,10 +99,11 @@ bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, con
 }
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q, const uint16_t* k,
                              const uint16_t* v, const uint16_t* out, const float* lse, const int* doc_start, int T,
-                             int NH, int NKV, int HS) {
+                             int NH, int NKV, int HS, void* ds_rows, size_t ds_bytes) {
   prof::Scope s("attention_backward_bf16", prof::enabled() ? 10.0 * attended_pairs(doc_start, T) * NH * HS : 0,
                 F * (3.0 * T * NH * HS + 2.0 * T * NKV * HS) + 2.0 * (2.0 * T * NH * HS + 2.0 * T * NKV * HS));
-  return g_tin->attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
+  return g_tin->attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS, ds_rows,
+                                        ds_bytes);
 }
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int Fd) {
   prof::Scope s("swiglu_backward", 12.0 * T * Fd, 5.0 * F * T * Fd);

@@ -420,6 +420,11 @@ struct BufferTable {
   static void to_lora16(M& m, void* buf, const Row&) {
     m.lin_scratch_.*F = static_cast<uint16_t*>(buf);
   }
+  static void to_attn_ds(M& m, void* buf, const Row& r) {  // touched now: a call fills only what its documents need,
+    std::memset(buf, 0, r.bytes);                           // and the plan counts all of it resident
+    m.attn_ds_ = buf;
+    m.attn_ds_bytes_ = r.bytes;
+  }
   static void to_load_scratch(M& m, void* buf, const Row& r) {
     m.load_scratch_ = static_cast<float*>(buf);
     m.load_scratch_floats_ = r.bytes / sizeof(float);
@@ -460,6 +465,10 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"bwd.d_k", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_k_>});
   r.push_back({"bwd.d_v", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_v_>});
   r.push_back({"bwd.d_att", W, N * d.QD * f, Lifetime::Layer, to<&M::d_att_>});
+  if (c.attn_softcap <= 0) {  // the dS rows the attention backward keeps for its dq pass (0: recomputed)
+    const size_t ds = attention_ds_rows_bytes(int(N), o.seq_len, d.NH, bf16_attention(o) ? 2 : f);
+    if (ds) r.push_back({"bwd.attn_ds", W, ds, Lifetime::Layer, to_attn_ds});
+  }
   if (d.R > 0) {
     r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to_lora<&LinearScratch::lora_g>});
     if (bf16_lora(c, o)) {  // bf16 copies of A or B, of xa or g
@@ -1162,7 +1171,7 @@ void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
   if (a.q_h) {
     if (cap <= 0 && tops_.attention_backward_bf16 &&
         tops_.attention_backward_bf16(d_q_, d_k_, d_v_, d_att_, a.q_h, a.k_h, a.v_h, a.att_h, a.lse, key_start, N_,
-                                      d.NH, d.NKV, d.HS))
+                                      d.NH, d.NKV, d.HS, attn_ds_, attn_ds_bytes_))
       return;
     ops_.widen_half(DType::BF16, a.q, a.q_h, size_t(N_) * d.QD);
     ops_.widen_half(DType::BF16, a.k, a.k_h, size_t(N_) * d.KVD);
@@ -1173,7 +1182,7 @@ void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
                                      d.NKV, d.HS, cap);
   else
     tops_.attention_backward(d_q_, d_k_, d_v_, d_att_, a.q, a.k, a.v, a.att, a.lse, key_start, N_, d.NH, d.NKV,
-                             d.HS);
+                             d.HS, attn_ds_, attn_ds_bytes_);
 }
 
 void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t step, int parts) {

@@ -252,6 +252,8 @@ class TrainModel {
   float* half_x_ = nullptr;                       // (N, max_io) a saved 16-bit GEMM input in f32
   float* attn_qkv_ = nullptr;                     // (N, QD + 2 KVD) bf16 precision: q, k, v in f32
   float* mlp_gate_up_ = nullptr;                  // (2, N, F) bf16 precision: gate and up in f32
+  void* attn_ds_ = nullptr;                       // the attention backward's kept dS rows (bytes below)
+  size_t attn_ds_bytes_ = 0;
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
 };

@@ -117,12 +117,14 @@ struct Inputs {
     out16 = to_bf16(out_rounded);  // the backward sees out as the model stores it: in bf16
     dq_r = random_vec(nq, seed + 4), dk_r = random_vec(nk, seed + 5), dv_r = random_vec(nk, seed + 6);  // "+=" targets
     train_ops_ref().attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), q.data(), k.data(),
-                                       v.data(), out_rounded.data(), lse_r.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
+                                       v.data(), out_rounded.data(), lse_r.data(), ds.data(), c.T, c.NH, c.NKV,
+                                       c.HS, nullptr, 0);
     VecF dout_abs = dout, zq(nq, 0.0f), zk(nk, 0.0f);
     for (float& x : dout_abs) x = std::fabs(x);
     dv_abs.assign(nk, 0.0f);
     train_ops_ref().attention_backward(zq.data(), zk.data(), dv_abs.data(), dout_abs.data(), q.data(), k.data(),
-                                       v.data(), out_rounded.data(), lse_r.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
+                                       v.data(), out_rounded.data(), lse_r.data(), ds.data(), c.T, c.NH, c.NKV,
+                                       c.HS, nullptr, 0);
   }
 };
 
@@ -143,7 +145,11 @@ TEST_P(KernelAttentionBf16, ForwardMatchesF32Reference) {
 }
 
 using BwdFn = bool (*)(float*, float*, float*, const float*, const uint16_t*, const uint16_t*, const uint16_t*,
-                      const uint16_t*, const float*, const int*, int, int, int, int);
+                      const uint16_t*, const float*, const int*, int, int, int, int, void*, size_t);
+
+// Room for every kept bf16 dS row of a call (attention_stored_ds.h): at most kBk = 32 per (head,
+// query, key tile) pair of a query and a tile it sees, so NH * T * (T + 32).
+Vec16 ds_rows_for(int T, int NH) { return Vec16((size_t)NH * T * (T + 32)); }
 
 // One case of the backward against the reference, with the bounds of the file's header.
 void expect_backward_within_bounds(BwdFn bwd, const Case& c, unsigned seed, const std::string& who) {
@@ -151,8 +157,9 @@ void expect_backward_within_bounds(BwdFn bwd, const Case& c, unsigned seed, cons
   const size_t nq = r.q.size(), nk = r.k.size();
   VecF dq = random_vec(nq, seed + 4), dk = random_vec(nk, seed + 5), dv = random_vec(nk, seed + 6);  // "+=" targets
   const VecF dq0 = dq, dk0 = dk;
+  Vec16 rows = ds_rows_for(c.T, c.NH);  // the kept dS rows, as a training run has them
   ASSERT_TRUE(bwd(dq.data(), dk.data(), dv.data(), r.dout.data(), r.q16.data(), r.k16.data(), r.v16.data(),
-                  r.out16.data(), r.lse_r.data(), r.ds.data(), c.T, c.NH, c.NKV, c.HS));
+                  r.out16.data(), r.lse_r.data(), r.ds.data(), c.T, c.NH, c.NKV, c.HS, rows.data(), rows.size() * 2));
   auto delta = [](const VecF& a, const VecF& a0) {  // the gradient alone, for its magnitude
     VecF d(a.size());
     for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - a0[i];
@@ -171,25 +178,25 @@ TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
 }
 
 // The AVX-512 backward keeps pass 1's bf16 dS rows for pass 2 where document starts are sorted
-// with LEANTUNE_ATTENTION_STORED_DS=1 (else pass 2 recomputes them): both paths round the same f32 dS
-// computed in the same order, so they must give the same bits.
+// and the caller's ds_rows hold them (else pass 2 recomputes them): both paths round the same f32
+// dS computed in the same order, so they must give the same bits.
 TEST(KernelAttentionBf16Avx512, StoredAndRecomputedDsGiveTheSameBits) {
   if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here";
   for (const Case& c : {Case{1, 3, 3, 64, "one"}, Case{37, 6, 2, 9, "every17"}, Case{130, 7, 1, 12, "irregular"},
                         Case{130, 6, 2, 64, "window20"}, Case{300, 9, 3, 64, "one"}}) {
     Inputs r(c, 500 + c.T);
-    auto run = [&](const char* stored) {
-      ::setenv("LEANTUNE_ATTENTION_STORED_DS", stored, 1);
+    auto run = [&](bool stored) {
       VecF g(r.q.size() + 2 * r.k.size(), 0.5f);
+      Vec16 rows = stored ? ds_rows_for(c.T, c.NH) : Vec16();
       float* dq = g.data();
       float* dk = dq + r.q.size();
       EXPECT_TRUE(cpu::avx512::attention_backward_bf16(dq, dk, dk + r.k.size(), r.dout.data(), r.q16.data(),
                                                        r.k16.data(), r.v16.data(), r.out16.data(), r.lse_r.data(),
-                                                       r.ds.data(), c.T, c.NH, c.NKV, c.HS));
-      ::unsetenv("LEANTUNE_ATTENTION_STORED_DS");
+                                                       r.ds.data(), c.T, c.NH, c.NKV, c.HS,
+                                                       stored ? rows.data() : nullptr, rows.size() * 2));
       return g;
     };
-    const VecF stored = run("1"), recomputed = run("0");
+    const VecF stored = run(true), recomputed = run(false);
     EXPECT_EQ(stored, recomputed) << c.name();
   }
 }
@@ -203,8 +210,10 @@ TEST_P(KernelAttentionBf16, DeterministicAcrossRunsAndThreads) {
     dq.assign(r.q.size(), 0.5f), dk.assign(r.k.size(), 0.25f), dv.assign(r.k.size(), -0.5f);
     t().attention_train_forward_bf16(out.data(), lse.data(), r.q16.data(), r.k16.data(), r.v16.data(), r.ds.data(),
                                      300, 9, 3, 64);
+    Vec16 rows = ds_rows_for(300, 9);
     t().attention_backward_bf16(dq.data(), dk.data(), dv.data(), r.dout.data(), r.q16.data(), r.k16.data(),
-                                r.v16.data(), r.out16.data(), lse.data(), r.ds.data(), 300, 9, 3, 64);
+                                r.v16.data(), r.out16.data(), lse.data(), r.ds.data(), 300, 9, 3, 64, rows.data(),
+                                rows.size() * 2);
   };
   VecF a[5], b[5], c[5];
   run(a[0], a[1], a[2], a[3], a[4]);
@@ -230,7 +239,7 @@ TEST_P(KernelAttentionBf16, DeclinesHugeHeadsAndRejectsBadStarts) {
   EXPECT_FALSE(t().attention_train_forward_bf16(out.data(), lse.data(), q.data(), kv.data(), kv.data(), ds.data(), T,
                                                 NH, NKV, HS));
   EXPECT_FALSE(t().attention_backward_bf16(dq.data(), dk.data(), dv.data(), out.data(), q.data(), kv.data(),
-                                           kv.data(), q.data(), lse.data(), ds.data(), T, NH, NKV, HS));
+                                           kv.data(), q.data(), lse.data(), ds.data(), T, NH, NKV, HS, nullptr, 0));
   EXPECT_EQ(out, VecF(q.size(), 7.0f));
   EXPECT_EQ(dk, VecF(kv.size(), 7.0f));
   ds = {0, 0, 3, 0, 0};  // doc_start[2] > 2
@@ -239,7 +248,7 @@ TEST_P(KernelAttentionBf16, DeclinesHugeHeadsAndRejectsBadStarts) {
                                                 NH, NKV, HS),
                Error);
   EXPECT_THROW(t().attention_backward_bf16(dq.data(), dk.data(), dv.data(), out.data(), q.data(), kv.data(),
-                                           kv.data(), q.data(), lse.data(), ds.data(), T, NH, NKV, HS),
+                                           kv.data(), q.data(), lse.data(), ds.data(), T, NH, NKV, HS, nullptr, 0),
                Error);
 }
 

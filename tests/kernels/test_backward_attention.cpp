@@ -125,7 +125,7 @@ TEST_P(BackwardAttention, BackwardMatchesFiniteDifferences) {
     VecF gq0 = rand_vec(q.size(), rng), gk0 = rand_vec(k.size(), rng), gv0 = rand_vec(v.size(), rng);
     VecF dq = gq0, dk = gk0, dv = gv0;
     train_ops_ref().attention_backward(dq.data(), dk.data(), dv.data(), R.data(), q.data(), k.data(), v.data(),
-                                       out.data(), lse.data(), doc, T, NH, NKV, HS);
+                                       out.data(), lse.data(), doc, T, NH, NKV, HS, nullptr, 0);
     VecD qd = to_d(q), kd = to_d(k), vd = to_d(v);
     auto L = [&](const VecD& qq, const VecD& kk, const VecD& vv) {
       VecD o;
@@ -158,7 +158,7 @@ TEST(BackwardAttentionSingletons, SingleTokenDocumentsCopyValueAndHaveNoScoreGra
       for (int c = 0; c < HS; c++) EXPECT_NEAR(out[(t * NH + h) * HS + c], v[(t * NKV + h / 2) * HS + c], 1e-6);
   VecF dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   train_ops_ref().attention_backward(dq.data(), dk.data(), dv.data(), R.data(), q.data(), k.data(), v.data(),
-                                     out.data(), lse.data(), doc, T, NH, NKV, HS);
+                                     out.data(), lse.data(), doc, T, NH, NKV, HS, nullptr, 0);
   for (float g : dq) EXPECT_NEAR(g, 0.0f, 1e-6);
   for (float g : dk) EXPECT_NEAR(g, 0.0f, 1e-6);
   // dv of KV head hk = sum of dout over its query heads

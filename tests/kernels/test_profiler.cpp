@@ -2,6 +2,7 @@
 // model's FLOP count, self times that nest correctly, a valid Chrome trace, a full-storage
 // policy that drops rather than allocates, and profiled tables that compute the same numbers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -95,7 +96,8 @@ TEST(Profiler, RecordsEveryOpWithTheModelsFlopsAndAChromeTrace) {
   EXPECT_LT(prof::recorded_flops(), 1.1 * model);
   EXPECT_GT(prof::recorded_seconds(), 0);
 
-  const std::string path = (std::filesystem::temp_directory_path() / "lt_profile_test.json").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lt_profile_test_" + std::to_string(::getpid()) + ".json")).string();
   prof::write_trace(path);
   auto j = nlohmann::json::parse(read_text_file(path));
   ASSERT_EQ(j["traceEvents"].size(), prof::recorded_events());

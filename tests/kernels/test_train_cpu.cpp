@@ -37,6 +37,10 @@ void expect_bits_equal(const VecF& a, const VecF& b, const std::string& what) {
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements differ between runs";
 }
 
+// Room for every kept dS row of a call (attention_stored_ds.h): at most kBk = 32 floats per
+// (head, query, key tile) pair of a query and a tile it sees, so NH * T * (T + 32) floats.
+VecF ds_rows_for(int T, int NH) { return VecF((size_t)NH * T * (T + 32)); }
+
 class KernelTrainCpu : public KernelIsaTest {
  protected:
   void SetUp() override {
@@ -101,10 +105,11 @@ TEST_P(KernelTrainCpu, AttentionBackward) {
                                    c.NKV, c.HS);
     auto dq = random_vec(nq, 25), dk = random_vec(nk, 26), dv = random_vec(nk, 27);  // "+=" targets
     VecF dq_r = dq, dk_r = dk, dv_r = dv;
+    VecF rows = ds_rows_for(c.T, c.NH);  // the kept dS rows, as a training run has them
     tcpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                              lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
+                              lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS, rows.data(), rows.size() * 4);
     tref().attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), q.data(), k.data(), v.data(),
-                              out.data(), lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
+                              out.data(), lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS, nullptr, 0);
     expect_close_mag(dq, dq_r, 1e-5, "attention dq " + c.name());
     expect_close_mag(dk, dk_r, 1e-5, "attention dk " + c.name());
     expect_close_mag(dv, dv_r, 1e-5, "attention dv " + c.name());
@@ -122,8 +127,9 @@ TEST_P(KernelTrainCpu, AttentionDeterministicAcrossRunsAndThreads) {
     out.assign(nq, 0.0f), lse.assign((size_t)NH * T, 0.0f);
     dq.assign(nq, 0.5f), dk.assign(nk, 0.25f), dv.assign(nk, -0.5f);
     tcpu().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
+    VecF rows = ds_rows_for(T, NH);
     tcpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
-                              lse.data(), ds.data(), T, NH, NKV, HS);
+                              lse.data(), ds.data(), T, NH, NKV, HS, rows.data(), rows.size() * 4);
   };
   VecF o1, l1, q1, k1, v1, o2, l2, q2, k2, v2, o3, l3, q3, k3, v3;
   run(o1, l1, q1, k1, v1);
@@ -142,16 +148,16 @@ TEST_P(KernelTrainCpu, AttentionDeterministicAcrossRunsAndThreads) {
   VecF out_r(nq), lse_r((size_t)NH * T), dq_r(nq, 0.5f), dk_r(nk, 0.25f), dv_r(nk, -0.5f);
   tref().attention_train_forward(out_r.data(), lse_r.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
   tref().attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), q.data(), k.data(), v.data(),
-                            o1.data(), l1.data(), ds.data(), T, NH, NKV, HS);
+                            o1.data(), l1.data(), ds.data(), T, NH, NKV, HS, nullptr, 0);
   expect_close_mag(o1, out_r, 1e-5, "T=300 out");
   expect_close_mag(q1, dq_r, 1e-5, "T=300 dq");
   expect_close_mag(k1, dk_r, 1e-5, "T=300 dk");
   expect_close_mag(v1, dv_r, 1e-5, "T=300 dv");
 }
 
-// Pass 1 keeps its dS rows for pass 2 where document starts are sorted (attention_stored_ds.h);
-// with LEANTUNE_ATTENTION_STORED_DS=1, else pass 2 recomputes them. The same f32 dS computed in the same
-// order either way, so the same bits; and the kept rows must not leak between calls of other shapes.
+// Pass 1 keeps its dS rows for pass 2 where document starts are sorted and the caller's ds_rows
+// hold them (attention_stored_ds.h), else pass 2 recomputes them. The same f32 dS computed in the
+// same order either way, so the same bits.
 TEST_P(KernelTrainCpu, AttentionStoredAndRecomputedDsGiveTheSameBits) {
   for (const AttnCase& c : {AttnCase{1, 3, 3, 12, "one"}, AttnCase{37, 8, 2, 9, "every17"},
                             AttnCase{130, 3, 3, 12, "irregular"}, AttnCase{130, 8, 2, 64, "window20"},
@@ -163,15 +169,52 @@ TEST_P(KernelTrainCpu, AttentionStoredAndRecomputedDsGiveTheSameBits) {
     VecF out(nq), lse((size_t)c.NH * c.T);
     tref().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), c.T, c.NH,
                                    c.NKV, c.HS);
-    auto run = [&](const char* stored) {
-      ::setenv("LEANTUNE_ATTENTION_STORED_DS", stored, 1);
-      VecF g(nq + 2 * nk, 0.5f);
+    auto run = [&](bool stored) {
+      VecF g(nq + 2 * nk, 0.5f), rows = stored ? ds_rows_for(c.T, c.NH) : VecF();
       tcpu().attention_backward(g.data(), g.data() + nq, g.data() + nq + nk, dout.data(), q.data(), k.data(),
-                                v.data(), out.data(), lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS);
-      ::unsetenv("LEANTUNE_ATTENTION_STORED_DS");
+                                v.data(), out.data(), lse.data(), ds.data(), c.T, c.NH, c.NKV, c.HS,
+                                stored ? rows.data() : nullptr, rows.size() * 4);
       return g;
     };
-    expect_bits_equal(run("1"), run("0"), "stored vs recomputed dS " + c.name());
+    expect_bits_equal(run(true), run(false), "stored vs recomputed dS " + c.name());
+  }
+}
+
+// attention_ds_rows_bytes sizes the training plan's buffer for documents within sequences of seq
+// tokens: with exactly that many bytes the kernel keeps its rows there (for the widest layout, one
+// document per sequence, and for finer ones), with 4 bytes fewer it leaves the buffer untouched
+// and recomputes; the same bits every way.
+TEST_P(KernelTrainCpu, AttentionPlannedDsRowsAreUsedWhenTheyFit) {
+  const int T = 300, seq = 100, NH = 8, NKV = 2, HS = 24;
+  const size_t bytes = attention_ds_rows_bytes(T, seq, NH, sizeof(float));
+  ASSERT_GT(bytes, 0u);
+  ASSERT_EQ(bytes % sizeof(float), 0u);
+  EXPECT_EQ(attention_ds_rows_bytes(T, seq, NH, 2), bytes / 2);
+  EXPECT_EQ(attention_ds_rows_bytes(1 << 16, 1 << 16, 32, 2), 0u);  // quadratic rows past the cap: recompute
+  for (int doc : {seq, 17}) {
+    std::vector<int> ds(T);
+    for (int t = 0; t < T; t++) ds[(size_t)t] = std::max(t - t % seq, t - t % doc);
+    size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;
+    auto q = random_vec(nq, 61, -2, 2), k = random_vec(nk, 62, -2, 2), v = random_vec(nk, 63);
+    auto dout = random_vec(nq, 64);
+    VecF out(nq), lse((size_t)NH * T);
+    tref().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
+    auto run = [&](size_t room, size_t* untouched) {
+      VecF g(nq + 2 * nk, 0.5f), rows(bytes / sizeof(float), std::nanf(""));
+      tcpu().attention_backward(g.data(), g.data() + nq, g.data() + nq + nk, dout.data(), q.data(), k.data(),
+                                v.data(), out.data(), lse.data(), ds.data(), T, NH, NKV, HS, rows.data(), room);
+      *untouched = (size_t)std::count_if(rows.begin(), rows.end(), [](float x) { return std::isnan(x); });
+      return g;
+    };
+    size_t fit = 0, short_by_one = 0, none = 0;
+    const VecF a = run(bytes, &fit), b = run(bytes - 4, &short_by_one), c = run(0, &none);
+    const std::string tag = "documents of " + std::to_string(doc);
+    EXPECT_LT(fit, bytes / sizeof(float)) << tag << ": rows kept in the planned bytes";
+    if (doc == seq) {
+      EXPECT_EQ(short_by_one, bytes / sizeof(float)) << tag << ": one float short, recomputed";
+    }
+    expect_bits_equal(a, c, "kept vs recomputed, " + tag);
+    expect_bits_equal(b, c, "short buffer vs recomputed, " + tag);
   }
 }
 
@@ -191,10 +234,11 @@ TEST_P(KernelTrainCpu, AttentionTinyAndHugeHeads) {
     expect_close_mag(lse, lse_r, 1e-5, "lse" + tag);
     auto dq = random_vec(nq, 39), dk = random_vec(nk, 40), dv = random_vec(nk, 41);
     VecF dq_r = dq, dk_r = dk, dv_r = dv;
+    VecF rows = ds_rows_for(T, NH);
     tcpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS);
+                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS, rows.data(), rows.size() * 4);
     tref().attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), q.data(), k.data(), v.data(),
-                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS);
+                              out_r.data(), lse_r.data(), ds.data(), T, NH, NKV, HS, nullptr, 0);
     expect_close_mag(dq, dq_r, 1e-5, "dq" + tag);
     expect_close_mag(dk, dk_r, 1e-5, "dk" + tag);
     expect_close_mag(dv, dv_r, 1e-5, "dv" + tag);
@@ -210,7 +254,7 @@ TEST_P(KernelTrainCpu, AttentionRejectsBadDocStart) {
                                               NH, NKV, HS),
                Error);
   EXPECT_THROW(tcpu().attention_backward(dq.data(), dk.data(), dv.data(), q.data(), q.data(), kv.data(), kv.data(),
-                                         q.data(), lse.data(), ds.data(), T, NH, NKV, HS),
+                                         q.data(), lse.data(), ds.data(), T, NH, NKV, HS, nullptr, 0),
                Error);
 }
 

@@ -3,6 +3,7 @@
 // allocated and the weights shrink, a folder written by `leantune quantize` gives the same logits
 // as quantizing on load (to rounding: the folder holds the HF q/k layout), and merging an adapter into quantized weights is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -69,7 +70,7 @@ TEST(QuantInference, Int8AndNf4StayCloseToF32AndShrinkTheWeights) {
 }
 
 TEST(QuantInference, AQuantizedFolderGivesTheSameLogitsAsQuantizingOnLoad) {
-  fs::path dir = fs::temp_directory_path() / "lt_quant_inference";
+  fs::path dir = fs::temp_directory_path() / ("lt_quant_inference_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   quantize_model(kModel, {QuantType::NF4, 64, true}, dir.string());
   InferenceOptions n4;

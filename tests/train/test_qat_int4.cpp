@@ -15,6 +15,7 @@
 // development machine): int4 / 32 seeds 42 and 7: 15.09 -> 14.59 (3.3%) and 14.62 -> 14.26
 // (2.4%); int4_asym / 64 seed 42: 15.19 -> 14.59 (3.9%). The test prints them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -32,7 +33,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string tmp(const std::string& name) { return (fs::temp_directory_path() / ("lt_qat_" + name)).string(); }
+std::string tmp(const std::string& name) {  // per process: two test runs at once must not share outputs
+  return (fs::temp_directory_path() / ("lt_qat_" + std::to_string(::getpid()) + "_" + name)).string();
+}
 
 TrainConfig full_config(uint64_t seed, const std::string& out) {
   const std::string shared = LT_SHARED_DIR;

@@ -4,6 +4,7 @@
 // f32); a folder written by quantize_model trains to the same bits without re-quantizing; bad
 // configs and files are clear errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -197,7 +198,7 @@ TEST(QLora, GradientsEqualTheFp32BaseWithDequantizedWeights) {
 }
 
 TEST(QLora, QuantizedFolderTrainsToTheSameBitsWithoutRequantizing) {
-  const fs::path dir = fs::temp_directory_path() / "lt_qlora_folder";
+  const fs::path dir = fs::temp_directory_path() / ("lt_qlora_folder_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   RandModel(nullptr).save(dir / "f32");
   quantize_model((dir / "f32").string(), {QuantType::NF4, 64, true}, (dir / "nf4").string());
@@ -219,7 +220,7 @@ TEST(QLora, QuantizedFolderTrainsToTheSameBitsWithoutRequantizing) {
 }
 
 TEST(QLora, BadQuantizedFilesAndRequestsAreClearErrors) {
-  const fs::path dir = fs::temp_directory_path() / "lt_qlora_bad";
+  const fs::path dir = fs::temp_directory_path() / ("lt_qlora_bad_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   RandModel(nullptr).save(dir / "f32");
   const std::string nf4 = (dir / "nf4").string();

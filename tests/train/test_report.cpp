@@ -1,5 +1,6 @@
 // The HTML training report: charts drawn from metrics.jsonl; a malformed line names file:line.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,7 @@ using namespace lt;
 namespace fs = std::filesystem;
 
 TEST(TrainReport, DrawsTheCurvesFromMetrics) {
-  fs::path d = fs::temp_directory_path() / "lt_report_test";
+  fs::path d = fs::temp_directory_path() / ("lt_report_test_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   {

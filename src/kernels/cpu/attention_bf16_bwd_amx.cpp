@@ -161,9 +161,10 @@ void q_item(const BwdArgs& a, int h, int t0) {
 
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
                              const u16* v, const u16* out, const float* lse, const int* doc_start, int T, int NH,
-                             int NKV, int HS) {
+                             int NKV, int HS, void* ds_rows, size_t ds_bytes) {
   if (HS % 32 != 0 || HS > kMaxHS)
-    return avx512::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS);
+    return avx512::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS, ds_rows,
+                                           ds_bytes);
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_backward_bf16 (amx): NH={} is not a multiple of NKV={}", NH, NKV);
   const bool sorted = check_doc_start(doc_start, T, "attention_backward_bf16 (amx)");
   static thread_local std::vector<u16> rows16;  // d16: this thread's, reused from call to call

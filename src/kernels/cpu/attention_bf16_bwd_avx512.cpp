@@ -227,9 +227,11 @@ void q_item(const BwdArgs& a, int h, int t0) {
 
 }  // namespace
 
+static_assert(kBk == kStoredDsTile, "attention_ds_rows_bytes sizes the rows by kStoredDsTile keys");
+
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
                              const u16* v, const u16* out, const float* lse, const int* doc_start, int T, int NH,
-                             int NKV, int HS) {
+                             int NKV, int HS, void* ds_rows, size_t ds_bytes) {
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_backward_bf16: NH={} is not a multiple of NKV={}", NH, NKV);
   if (HS > kMaxHS) return false;
   const bool sorted = check_doc_start(doc_start, T, "attention_backward_bf16");
@@ -241,13 +243,10 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
             packed_tiles_buffer(T, NKV, HS), rows16.data(), HS % 2 ? rows16.data() + nrow : nullptr, Dbuf.data()};
   static thread_local std::vector<size_t> ds_off;  // this thread's, reused from call to call
-  static thread_local std::vector<u16> ds_rows;
-  if (sorted && stored_ds_allowed()) {
+  if (sorted && ds_rows) {
     const size_t head = stored_ds_offsets(ds_off, doc_start, T, kBk);
-    if ((size_t)NH * head * sizeof(u16) <= kMaxStoredDsBytes) {
-      if (ds_rows.size() < (size_t)NH * head) ds_rows.resize((size_t)NH * head);
-      a.ds16 = ds_rows.data(), a.ds_off = ds_off.data(), a.ds_head = head;
-    }
+    if ((size_t)NH * head * sizeof(u16) <= ds_bytes)
+      a.ds16 = static_cast<u16*>(ds_rows), a.ds_off = ds_off.data(), a.ds_head = head;
   }
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)

@@ -1,25 +1,18 @@
 // The layout of the dS rows that the attention backwards' pass 1 (dk, dv per key tile) keeps for
 // pass 2 (dq), which then needs only dq += dS·K instead of recomputing the scores, dP and the
 // exponentials: the f32 kernels (train_kernels.inc) and the bf16 AVX-512 ones
-// (attention_bf16_bwd_avx512.cpp). Kept only with LEANTUNE_ATTENTION_STORED_DS=1, when document
-// starts never decrease (then the queries that see key tile b are the contiguous kb..qend(b)) and
-// when they fit in kMaxStoredDsBytes. Off by default: the rows are the kernel's thread-local
-// scratch, outside the memory plan, and a run planned to a memory budget must stay within it
-// (tests/python/test_plan_cli.py); on once the rows are a plan buffer handed to the kernels.
+// (attention_bf16_bwd_avx512.cpp). Kept in the caller's ds_rows scratch (a buffer of the training
+// memory plan, sized by attention_ds_rows_bytes) when document starts never decrease (then the
+// queries that see key tile b are the contiguous kb..qend(b)) and the call's rows fit in it.
 // Rows of head h, key tile b: at h * head_size + off[b], one row of kBk per query kb..qend(b).
 #pragma once
-#include <cstdlib>
-#include <cstring>
+#include <cstddef>
 #include <vector>
 
 namespace lt::cpu {
 
-inline constexpr size_t kMaxStoredDsBytes = size_t(64) << 20;
-
-inline bool stored_ds_allowed() {
-  const char* e = std::getenv("LEANTUNE_ATTENTION_STORED_DS");
-  return e && std::strcmp(e, "1") == 0;
-}
+inline constexpr int kStoredDsTile = 32;  // keys per tile of every kernel that keeps dS rows
+inline constexpr size_t kMaxStoredDsBytes = size_t(64) << 20;  // attention_ds_rows_bytes' cap
 
 // off[b] for each key tile of kBk keys (sorted doc_start); returns a head's rows' element count.
 inline size_t stored_ds_offsets(std::vector<size_t>& off, const int* doc_start, int T, int kBk) {

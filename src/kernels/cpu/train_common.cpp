@@ -4,10 +4,12 @@
 // results are deterministic whatever the thread count. rope_backward uses ref's f32 expressions
 // (this file is built without FMA), so it is bit-identical to ref/backward_rope.cpp.
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "core/profiler.h"
 #include "kernels/profiled_ops.h"
+#include "kernels/cpu/attention_stored_ds.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"
@@ -148,6 +150,15 @@ const TrainOps& train_ops_cpu_for(Isa isa) {
   LT_CHECK(cpu_supports(isa), "train_ops_cpu_for: this CPU ({}) cannot run the {} kernels", cpu_features_string(),
            isa_name(isa));
   return tables[(int)isa];
+}
+
+size_t attention_ds_rows_bytes(int T, int seq, int NH, size_t elem_bytes) {
+  if (T <= 0 || seq <= 0 || NH <= 0) return 0;
+  std::vector<int> start(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) start[size_t(t)] = t - t % seq;
+  std::vector<size_t> off;
+  const size_t bytes = size_t(NH) * cpu::stored_ds_offsets(off, start.data(), T, cpu::kStoredDsTile) * elem_bytes;
+  return bytes <= cpu::kMaxStoredDsBytes ? bytes : 0;
 }
 
 const TrainOps& train_ops_cpu() {

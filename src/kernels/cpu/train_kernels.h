@@ -24,7 +24,7 @@ bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, con
                                   const int* doc_start, int T, int NH, int NKV, int HS);
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
                              const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                             const int* doc_start, int T, int NH, int NKV, int HS);
+                             const int* doc_start, int T, int NH, int NKV, int HS, void* ds_rows, size_t ds_bytes);
 }  // namespace avx512
 
 // The same on AMX tiles (attention_bf16_{fwd,bwd}_amx.cpp); only where amx_bf16_kernels(). Head
@@ -34,7 +34,7 @@ bool attention_train_forward_bf16(float* out, float* lse, const uint16_t* q, con
                                   const int* doc_start, int T, int NH, int NKV, int HS);
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const uint16_t* q,
                              const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                             const int* doc_start, int T, int NH, int NKV, int HS);
+                             const int* doc_start, int T, int NH, int NKV, int HS, void* ds_rows, size_t ds_bytes);
 }  // namespace amx
 
 // ISA-independent training kernels (train_common.cpp): scatter-adds, RoPE (cos/sin bound, kept

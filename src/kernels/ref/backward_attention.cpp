@@ -51,7 +51,7 @@ void attention_train_forward(float* out, float* lse, const float* q, const float
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
-                        int NKV, int HS) {
+                        int NKV, int HS, void* /*ds_rows*/, size_t /*ds_bytes*/) {
   LT_ASSERT(NKV > 0 && NH % NKV == 0);
   int group = NH / NKV;
   float scale = 1.0f / std::sqrt((float)HS);
