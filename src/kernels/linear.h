@@ -44,7 +44,9 @@
 // PEFT's lora_A / lora_B): the four products whose inner dimension is IC, OC or T take bf16
 // operands, A and B rounded from their f32 masters on each call, with f32 accumulation:
 //   xa = x16·bf16(A)ᵀ,  g = bf16(dout)·bf16(B),  dB += s·bf16(dout)ᵀ·bf16(xa),  dA += s·bf16(g)ᵀ·x16;
-// the two whose inner dimension is R stay f32 (out += s·xa·Bᵀ, dx += s·g·A, with the f32 xa, g, A, B).
+// and the two of inner dimension R are bf16 products too (autocast, too, multiplies bf16 values
+// there), each the base's product with its inner dimension extended by R:
+//   out = [x16 | bf16(xa)]·[W | bf16(s·B)]ᵀ + bias,   dx += [bf16(dout) | bf16(g)]·[W; bf16(s·A)].
 //
 // DoRA (LoraView::magnitude set; PEFT's use_dora, peft/tuners/lora/dora.py and variants.py): with
 // k = m / n per output row, n = weight_norm = ||W + s·B·A||_row (dora_weight_norm) held constant,
@@ -125,8 +127,8 @@ struct LinearGrads {
   // LinearScratch::lora_g (plain LoRA, not DoRA), so the backward of one layer computes it once.
   // Null: computed here.
   const float* lora_g = nullptr;
-  // (T, OC) bf16(dout) when the caller has it (linear_backward_input with a BF16 weight leaves it in
-  // LinearScratch::dy); null: rounded here into dy (LoraView::bf16 needs it).
+  // LoraView::bf16: the (T, OC + R) [bf16(dout) | bf16(g)] linear_backward_input leaves in
+  // LinearScratch::dy, when the caller has it; null: bf16(dout) rounded here into dy, g recomputed.
   const uint16_t* dout16 = nullptr;
 };
 
@@ -140,7 +142,9 @@ struct LinearInput {
 struct LinearScratch {
   void* tile = nullptr;          // >= linear_tile_bytes(): dequantized or widened weight rows, LLM.int8 activations
   size_t tile_bytes = 0;
-  void* dy = nullptr;            // >= linear_dy_bytes(): BF16 / F16 backward, dout rounded to the type
+  // >= linear_dy_bytes(): BF16 / F16 backward, dout rounded to the type; LoraView::bf16: (T, OC + R)
+  // [bf16(dout) | bf16(g)] in the backward, (T, IC + R) [x16 | bf16(xa)] in the forward
+  void* dy = nullptr;
   float* lora_g = nullptr;       // (T, R) LoRA backward
   float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
   float* lora_tmp = nullptr;     // (T, IC) LoRA with dropout, backward_input
@@ -148,6 +152,10 @@ struct LinearScratch {
   uint16_t* lora_w16 = nullptr;  // (R · max(IC, OC)) LoraView::bf16: A or B rounded to bf16
   uint16_t* lora_t16 = nullptr;  // (T, R) LoraView::bf16 backward: xa or g rounded to bf16
   float* lora_wt = nullptr;      // (R · max(IC, OC)) LoraView::bf16 backward: s·dBᵀ before it is added to dB
+  // (max((OC + R) · IC, OC · (IC + R))) LoraView::bf16: [W; bf16(s·A)] in backward_input, [W | bf16(s·B)]
+  // in the forward, the inner-dimension concatenations (dy then needs linear_dy_bytes(kind, T,
+  // max(IC, OC) + R))
+  uint16_t* lora_wcat = nullptr;
 };
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)

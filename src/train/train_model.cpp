@@ -475,6 +475,12 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
       r.push_back({"lora.w16", W, size_t(d.R) * d.max_io * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_w16>});
       r.push_back({"lora.t16", W, N * d.R * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_t16>});
       r.push_back({"lora.wt", W, size_t(d.R) * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_wt>});
+      size_t wcat = 0;  // [W; bf16(s·A)] and [W | bf16(s·B)] of the concatenated products (kernels/linear.h)
+      for (Proj p : kProjs) {
+        auto [in, out] = proj_shape(c, p);
+        wcat = std::max({wcat, size_t(out + d.R) * size_t(in) * 2, size_t(out) * size_t(in + d.R) * 2});
+      }
+      r.push_back({"lora.wcat", W, wcat, Lifetime::Layer, to_lora16<&LinearScratch::lora_wcat>});
     }
     if (o.lora.use_dora)
       r.push_back({"lora.dora", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::dora>});
@@ -518,7 +524,9 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   if (o.precision == Precision::BF16)  // the MLP's gate and up in f32 while a layer uses them (saved in bf16)
     r.push_back({"mlp.gate_up", W, 2 * N * size_t(d.F) * f, Lifetime::Layer, to<&M::mlp_gate_up_>});
   if (quant) return;
-  r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, d.max_io), Lifetime::Layer, to_dy});
+  // bf16 LoRA: dout and g side by side, (N, OC + R), and in the forward x16 and xa (kernels/linear.h)
+  const int dy_cols = d.max_io + (bf16_lora(c, o) ? d.R : 0);
+  r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, dy_cols), Lifetime::Layer, to_dy});
   if (ht != DType::F16) return;
   size_t tile = 0;
   for (Proj p : kProjs) {

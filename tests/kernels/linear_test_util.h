@@ -121,13 +121,13 @@ struct KindInput {
 // The scratch of one call of any backend, owned.
 struct OwnedScratch {
   std::vector<float> tile, dy, g, xd, tmp, dora, wt;
-  std::vector<uint16_t> w16, t16;
+  std::vector<uint16_t> w16, t16, wcat;
   LinearScratch s;
   OwnedScratch(const WeightView& w, int T, int R) {
     const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
                                size_t(w.cols));
     tile.resize(tb / 4 + 16);
-    dy.resize(linear_dy_bytes(w.kind, T, w.rows) / 4 + 1);
+    dy.resize(linear_dy_bytes(w.kind, T, std::max(w.rows, w.cols) + R) / 4 + 1);  // bf16 LoRA: (T, IC|OC + R)
     g.resize(size_t(T) * std::max(R, 1));
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);
@@ -135,7 +135,9 @@ struct OwnedScratch {
     w16.resize(size_t(std::max(R, 1)) * std::max(w.rows, w.cols));
     t16.resize(size_t(T) * std::max(R, 1));
     wt.resize(w16.size());
-    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data(), w16.data(), t16.data(), wt.data()};
+    wcat.resize(std::max(size_t(w.rows + R) * w.cols, size_t(w.rows) * (w.cols + R)));
+    s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data(), w16.data(), t16.data(),
+         wt.data(), wcat.data()};
   }
 };
 

@@ -53,6 +53,19 @@ void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_
   });
 }
 
+void f32_to_half_rows(DType t, uint16_t* dst, size_t dld, const float* src, size_t sld, size_t rows, size_t cols) {
+  const bool bf16 = is_bf16(t);
+  const Isa isa = cpu_isa();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (ptrdiff_t r = 0; r < ptrdiff_t(rows); ++r) {
+    uint16_t* d = dst + size_t(r) * dld;
+    const float* s = src + size_t(r) * sld;
+    if (isa == Isa::Avx512) avx512::f32_to_half(bf16, d, nullptr, s, cols);
+    else if (isa == Isa::Avx2) avx2::f32_to_half(bf16, d, nullptr, s, cols);
+    else scalar_to_half(bf16, d, nullptr, s, cols);
+  }
+}
+
 void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n) {
   const bool bf16 = is_bf16(t);
   const Isa isa = cpu_isa();

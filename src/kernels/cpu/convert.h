@@ -15,6 +15,8 @@ namespace lt::cpu {
 // dst16[i] = t(src[i]) for i < n, t = BF16 or F16; dst32[i] = float(dst16[i]) (the value rounded to
 // t, exact in f32). Either output may be null; dst32 may equal src (rounds in place).
 void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);
+// dst rows (row stride dld) = src rows (row stride sld) rounded to t, `cols` values each, rows over the team.
+void f32_to_half_rows(DType t, uint16_t* dst, size_t dld, const float* src, size_t sld, size_t rows, size_t cols);
 
 // dst[i] = float(src[i]) for i < n, src of type t = BF16 or F16 (exact).
 void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n);

@@ -2,9 +2,11 @@
 // train_ops_cpu().linear_backward_*: the weight's product by kind (f32: the ISA's matmul_forward
 // and matmul_backward's GEMMs; a few tokens against 16-bit / 4-bit weights: decode_gemv.h; else
 // 16-bit: half_linear.cpp; quantized: quant_linear.cpp), the bias, then the LoRA products as f32
-// GEMMs (LoraView::bf16: four of them as bf16 GEMMs, linear.h). The order of every accumulation is
-// fixed (base product, then LoRA), so a step's results do not depend on which direction is asked
-// first.
+// GEMMs (LoraView::bf16: four of them as bf16 GEMMs and dx's term inside the base's, linear.h). The
+// order of every accumulation is fixed (base product, then LoRA), so a step's results do not depend
+// on which direction is asked first.
+#include <cstring>
+
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/decode_gemv.h"
@@ -20,6 +22,13 @@ void add_bias(float* out, const float* bias, int T, int OC) {
   if (!bias) return;
   for (int t = 0; t < T; ++t)
     for (int o = 0; o < OC; ++o) out[size_t(t) * OC + o] += bias[o];
+}
+
+// rows x cols 16-bit values from src (row stride sld) into dst (row stride dld), rows over the team
+void copy_rows(uint16_t* dst, size_t dld, const uint16_t* src, size_t sld, size_t rows, size_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols >= (size_t(1) << 16))
+  for (ptrdiff_t r = 0; r < ptrdiff_t(rows); ++r)
+    std::memcpy(dst + size_t(r) * dld, src + size_t(r) * sld, cols * sizeof(uint16_t));
 }
 
 // g (T, R) = dout · B
@@ -50,6 +59,59 @@ float* lora_g_bf16(const uint16_t* dout16, int T, const LinearWeights& w, const 
   return s.lora_g;
 }
 
+// bf16 LoRA (LoraView::bf16, linear.h): dx += [bf16(dout) | bf16(g)]·[W; bf16(s·A)], one bf16 GEMM
+// over the inner dimension OC + R, so the rank-R term adds no pass over dx; the concatenated dout
+// stays in s.dy for linear_backward_weight (LinearGrads::dout16), g (f32) in s.lora_g.
+void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
+  const WeightView& W = w.w;
+  const LoraView& l = w.lora;
+  const int IC = W.cols, OC = W.rows, R = l.rank, ld = OC + R;
+  LT_CHECK(s.dy && s.lora_g && s.lora_wcat && s.lora_wt,
+           "linear_backward_input: bf16 LoRA needs the dy, lora_g, lora_wcat and lora_wt scratch");
+  auto* d16 = static_cast<uint16_t*>(s.dy);
+  f32_to_half_rows(DType::BF16, d16, size_t(ld), dout, size_t(OC), size_t(T), size_t(OC));
+  const uint16_t* B16 = rounded(s.lora_w16, l.B, size_t(OC) * R, "lora_w16");
+  gemm_bf16(false, false, T, R, OC, 1.0f, d16, ld, B16, R, 0.0f, s.lora_g, R);  // g = bf16(dout)·bf16(B)
+  f32_to_half_rows(DType::BF16, d16 + OC, size_t(ld), s.lora_g, size_t(R), size_t(T), size_t(R));
+  const size_t wn = size_t(OC) * IC;
+  copy_rows(s.lora_wcat, size_t(IC), static_cast<const uint16_t*>(W.data), size_t(IC), size_t(OC), size_t(IC));
+  for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
+  f32_to_half(DType::BF16, s.lora_wcat + wn, nullptr, s.lora_wt, size_t(R) * IC);
+  gemm_bf16(false, false, T, IC, ld, 1.0f, d16, ld, s.lora_wcat, IC, 1.0f, dx, IC);
+}
+
+// bf16 LoRA's forward (LoraView::bf16, linear.h): xa = x16·bf16(A)ᵀ, then out = [x16 | bf16(xa)]·
+// [W | bf16(s·B)]ᵀ. Where copying x16 costs less than another pass over out (IC < 2·OC: a bf16 row
+// of x read and written against an f32 row of out read and written), one GEMM over the inner
+// dimension IC + R; else the base's GEMM and then out += bf16(xa)·bf16(s·B)ᵀ, the same products.
+void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
+  const WeightView& W = w.w;
+  const LoraView& l = w.lora;
+  const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = IC + R;
+  LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
+  LT_CHECK(s.dy && s.lora_wcat && s.lora_wt && s.lora_t16,
+           "linear_forward: bf16 LoRA needs the dy, lora_wcat, lora_wt and lora_t16 scratch");
+  const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
+  gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
+  for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
+  const auto* w16 = static_cast<const uint16_t*>(W.data);
+  if (IC >= 2 * OC) {
+    gemm_bf16(false, true, T, OC, IC, 1.0f, in.x16, IC, w16, IC, 0.0f, out, OC);
+    const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
+    const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");
+    gemm_bf16(false, true, T, OC, R, 1.0f, xa16, R, sB16, R, 1.0f, out, OC);
+  } else {
+    auto* x16 = static_cast<uint16_t*>(s.dy);
+    uint16_t* wcat = s.lora_wcat;
+    copy_rows(x16, size_t(ld), in.x16, size_t(IC), size_t(T), size_t(IC));
+    f32_to_half_rows(DType::BF16, x16 + IC, size_t(ld), xa, size_t(R), size_t(T), size_t(R));
+    copy_rows(wcat, size_t(ld), w16, size_t(IC), size_t(OC), size_t(IC));
+    f32_to_half_rows(DType::BF16, wcat + IC, size_t(ld), s.lora_wt, size_t(R), size_t(OC), size_t(R));
+    gemm_bf16(false, true, T, OC, ld, 1.0f, x16, ld, wcat, ld, 0.0f, out, OC);
+  }
+  add_bias(out, w.bias, T, OC);
+}
+
 }  // namespace
 
 // xd = x ∘ mask into s.lora_xd, or x itself without dropout
@@ -68,6 +130,7 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");
   if (w.lora.dora()) return dora_forward(isa, f32_matmul, out, xa, in, w, s);
+  if (w.lora.rank > 0 && w.lora.bf16) return lora_forward_bf16(out, xa, in, w, s);
   if (W.kind == WeightKind::F32) {
     f32_matmul(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
   } else {
@@ -80,14 +143,8 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   if (l.rank == 0) return;
   LT_CHECK(xa, "linear_forward: LoRA needs the xa output (T, R)");
   const int R = l.rank;
-  if (l.bf16) {
-    LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
-    const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
-    gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
-  } else {
-    const float* xin = dropped(in.x, T, IC, l, s);
-    gemm_f32(false, true, T, R, IC, 1.0f, xin, IC, l.A, IC, 0.0f, xa, R);
-  }
+  const float* xin = dropped(in.x, T, IC, l, s);
+  gemm_f32(false, true, T, R, IC, 1.0f, xin, IC, l.A, IC, 0.0f, xa, R);
   gemm_f32(false, true, T, OC, R, l.scale, xa, R, l.B, R, 1.0f, out, OC);
 }
 
@@ -97,6 +154,7 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   if (w.lora.dora()) return dora_backward_input(isa, dx, dout, T, w, s);
   const WeightView& W = w.w;
   const int IC = W.cols, OC = W.rows;
+  if (w.lora.rank > 0 && w.lora.bf16) return lora_backward_input_bf16(dx, dout, T, w, s);
   if (W.kind == WeightKind::F32)
     matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
   else if (W.half())
@@ -106,8 +164,7 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   const LoraView& l = w.lora;
   if (l.rank == 0) return;
   const int R = l.rank;
-  // bf16: the base's backward above left bf16(dout) in s.dy (half_backward)
-  const float* g = l.bf16 ? lora_g_bf16(static_cast<const uint16_t*>(s.dy), T, w, s) : lora_g(dout, T, w, s);
+  const float* g = lora_g(dout, T, w, s);
   if (l.dropout <= 0) {
     gemm_f32(false, false, T, IC, R, l.scale, g, R, l.A, IC, 1.0f, dx, IC);  // dx += s·g·A
     return;
@@ -125,17 +182,23 @@ void lora_backward_weight_bf16(const LinearGrads& g, const float* dout, const Li
   const LoraView& l = w.lora;
   const int T = in.T, IC = w.w.cols, OC = w.w.rows, R = l.rank;
   LT_CHECK(in.x16, "linear_backward_weight: bf16 LoRA needs x16");
+  // bf16(dout) with row stride ld: linear_backward_input's [bf16(dout) | bf16(g)], or rounded here
+  const int ld = g.dout16 ? OC + R : OC;
   const uint16_t* d16 = g.dout16 ? g.dout16 : rounded(static_cast<uint16_t*>(s.dy), dout, size_t(T) * OC, "dy");
   if (g.dB) {
     LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");
     LT_CHECK(s.lora_wt, "linear_backward_weight: bf16 LoRA needs the lora_wt scratch");
     const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
     // dB += (s·xaᵀ·dout)ᵀ: the (R, OC) product is about twice as fast as the (OC, R) one in oneDNN
-    gemm_bf16(true, false, R, OC, T, l.scale, xa16, R, d16, OC, 0.0f, s.lora_wt, OC);
+    gemm_bf16(true, false, R, OC, T, l.scale, xa16, R, d16, ld, 0.0f, s.lora_wt, OC);
     for (int o = 0; o < OC; ++o)
       for (int r = 0; r < R; ++r) g.dB[size_t(o) * R + r] += s.lora_wt[size_t(r) * OC + o];
   }
   if (!g.dA) return;
+  if (g.dout16) {  // bf16(g) sits in the concatenation's last R columns
+    gemm_bf16(true, false, R, IC, T, l.scale, d16 + OC, ld, in.x16, IC, 1.0f, g.dA, IC);  // dA += s·gᵀ·x
+    return;
+  }
   const float* gr = g.lora_g ? g.lora_g : lora_g_bf16(d16, T, w, s);
   const uint16_t* g16 = rounded(s.lora_t16, gr, size_t(T) * R, "lora_t16");
   gemm_bf16(true, false, R, IC, T, l.scale, g16, R, in.x16, IC, 1.0f, g.dA, IC);  // dA += s·gᵀ·x

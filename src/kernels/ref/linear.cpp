@@ -2,7 +2,7 @@
 // (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
 // through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
 // type in the backward; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
-// f32 (LoraView::bf16: four products on bf16-rounded operands, linear.h) with the dropout mask
+// f32 (LoraView::bf16: all six products on bf16-rounded operands, linear.h) with the dropout mask
 // regenerated from its key; DoRA follows kernels/linear.h's formulas term
 // by term. Nothing allocates: the LLM.int8 outlier flags use the tile scratch, the LoRA backward its
 // lora_g scratch, DoRA its dora scratch.
@@ -131,7 +131,7 @@ void int8_forward(float* out, const float* x, const WeightView& w, const float* 
   }
 }
 
-// xa (T, R) = xd·Aᵀ; out (T, OC) += s·xa·Bᵀ
+// xa (T, R) = xd·Aᵀ; out (T, OC) += s·xa·Bᵀ (bf16: bf16(xa)·bf16(s·B)ᵀ)
 void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int T, int IC, int OC) {
   const int R = l.rank;
   for (int t = 0; t < T; ++t) {
@@ -142,6 +142,11 @@ void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int 
     }
     for (int o = 0; o < OC; ++o) {
       float a = 0.0f;
+      if (l.bf16) {  // [x16 | bf16(xa)]·[W | bf16(s·B)]ᵀ (linear.h)
+        for (int r = 0; r < R; ++r) a += lora_op(l, xa[size_t(t) * R + r]) * lora_op(l, l.scale * l.B[size_t(o) * R + r]);
+        out[size_t(t) * OC + o] += a;
+        continue;
+      }
       for (int r = 0; r < R; ++r) a += xa[size_t(t) * R + r] * l.B[size_t(o) * R + r];
       out[size_t(t) * OC + o] += l.scale * a;
     }
@@ -281,8 +286,14 @@ void linear_backward_input(float* dx, const float* dout, int T, const LinearWeig
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < IC; ++i) {
       float a = 0.0f;
-      for (int r = 0; r < l.rank; ++r) a += g[size_t(t) * l.rank + r] * l.A[size_t(r) * IC + i];
       const size_t e = size_t(t) * IC + i;
+      if (l.bf16) {  // [bf16(dout) | bf16(g)]·[W; bf16(s·A)] (linear.h)
+        for (int r = 0; r < l.rank; ++r)
+          a += lora_op(l, g[size_t(t) * l.rank + r]) * lora_op(l, l.scale * l.A[size_t(r) * IC + i]);
+        dx[e] += a;
+        continue;
+      }
+      for (int r = 0; r < l.rank; ++r) a += g[size_t(t) * l.rank + r] * l.A[size_t(r) * IC + i];
       dx[e] += (l.scale * a) * mask_at(e, l);
     }
 }
