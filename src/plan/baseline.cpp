@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -14,11 +16,21 @@
 
 namespace lt {
 
+// oneDNN JIT-compiles a GEMM kernel per variant on first use, each in its own code buffer (about
+// 320 KiB resident): every transpose pair, alpha and beta variant a step calls is run here once
+// (a training run's first layer compiled about 20 of them, 6-7 MiB, above an f32-only probe).
 size_t measure_baseline_in_this_process() {
-  const int M = 64, N = 96, K = 80;
-  std::vector<float> a(size_t(M) * K, 0.01f), b(size_t(N) * K, 0.02f), c(size_t(M) * N);
-  for (bool tb : {false, true}) cpu::gemm_f32(false, tb, M, N, K, 1.0f, a.data(), K, b.data(), tb ? K : N, 0.0f, c.data(), N);
-  cpu::gemm_f32(true, false, K, N, M, 1.0f, a.data(), K, c.data(), N, 0.0f, b.data(), N);
+  const int M = 64, N = 96, K = 80, L = std::max({M, N, K});
+  std::vector<float> a(size_t(L) * L, 0.01f), b(size_t(L) * L, 0.02f), c(size_t(L) * L);
+  std::vector<uint16_t> a16(a.size(), 0x3c00), b16(b.size(), 0x3c00);  // bf16 1/128
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float alpha : {1.0f, 0.5f})
+        for (float beta : {0.0f, 1.0f}) {
+          const int lda = ta ? M : K, ldb = tb ? K : N;
+          cpu::gemm_f32(ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), N);
+          cpu::gemm_bf16(ta, tb, M, N, K, alpha, a16.data(), lda, b16.data(), ldb, beta, c.data(), N);
+        }
   return process_peak_rss_bytes();
 }
 
