@@ -20,6 +20,11 @@ struct Event {
   int depth;
 };
 
+// The thread that started profiling: the only one that records (a kernel that runs a GEMM on each
+// thread of its team, quant_linear.cpp's and half_linear.cpp's prefill slices, would otherwise push
+// onto the global stack from several threads at once).
+thread_local bool t_recording = false;
+
 std::vector<Event> g_events;
 std::vector<size_t> g_stack;
 size_t g_dropped = 0;
@@ -37,11 +42,16 @@ void start(size_t max_events) {
   g_dropped = 0;
   g_origin = now();
   g_enabled = true;
+  t_recording = true;
 }
 
-void stop() { g_enabled = false; }
+void stop() {
+  g_enabled = false;
+  t_recording = false;
+}
 
 void Scope::begin(const char* name, double flops, double bytes) {
+  if (!t_recording) return;
   if (g_events.size() == g_events.capacity() || g_stack.size() == g_stack.capacity()) {
     ++g_dropped;
     return;

@@ -3,8 +3,9 @@
 // into storage reserved when profiling starts (a step still allocates nothing). At the end it
 // writes Chrome trace events (chrome://tracing, ui.perfetto.dev) and a per-op table: calls, self
 // time and its share, achieved GFLOP/s and GB/s. Ops nest (the fused loss calls GEMMs): the table
-// counts each op's self time, the trace shows the nesting. Calls come from one thread (kernels
-// parallelise inside), so the stack is global.
+// counts each op's self time, the trace shows the nesting. Only the thread that called start()
+// records (kernels parallelise inside; a call made on another thread of a team is not counted), so
+// the stack is global.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -2,6 +2,7 @@
 // model's FLOP count, self times that nest correctly, a valid Chrome trace, a full-storage
 // policy that drops rather than allocates, and profiled tables that compute the same numbers.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "core/mapped_file.h"
 #include "core/profiler.h"
+#include "kernels/cpu/gemm.h"
 #include "plan/flops.h"
 #include "train/train_model.h"
 
@@ -118,4 +120,25 @@ TEST(Profiler, RecordsEveryOpWithTheModelsFlopsAndAChromeTrace) {
   EXPECT_EQ(prof::recorded_events(), 10u);
   EXPECT_GT(prof::dropped_events(), 0u);
   EXPECT_NE(prof::table().find("not recorded"), std::string::npos);
+}
+
+// Ops called on the other threads of a team (the prefill slices of quant_linear.cpp and
+// half_linear.cpp run a GEMM on each thread) are not recorded: only the thread that started the
+// profiler pushes onto its stack (two threads pushing at once corrupted the heap under ASan).
+TEST(Profiler, RecordsOnlyTheThreadThatStartedIt) {
+  const int n = 16;
+  std::vector<float> a(size_t(n) * n, 1.0f), b(size_t(n) * n, 1.0f);
+  std::vector<std::vector<float>> c(8, std::vector<float>(size_t(n) * n));
+  prof::start(4096);
+  int team = 1;
+#pragma omp parallel num_threads(4)
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+    for (int r = 0; r < 50; ++r)
+      cpu::gemm_f32(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c[size_t(omp_get_thread_num()) % 8].data(), n);
+  }
+  prof::stop();
+  EXPECT_EQ(prof::recorded_events(), 50u) << "team of " << team;
+  EXPECT_EQ(c[0][0], float(n));
 }
