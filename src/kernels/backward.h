@@ -140,6 +140,16 @@ struct TrainOps {
 // rows growing with the square of seq (then the dq pass recomputes them).
 size_t attention_ds_rows_bytes(int T, int seq, int NH, size_t elem_bytes);
 
+// The workspace of the CPU attention kernels (packed key / value tiles, the backward's D rows and
+// dS row offsets, bf16 copies of dO): the bytes the largest call of T tokens needs, forward or
+// backward, of the f32 entries or (bf16) of the bf16 ones too. A training run binds a buffer of
+// its memory plan that large before its attention calls: bind_attention_workspace(buf, bytes)
+// makes it the calling thread's workspace until unbound (null); the CPU kernels called on that
+// thread carve their scratch from it, and only what does not fit (nothing bound: tests, benches)
+// comes from vectors of their own.
+size_t attention_workspace_bytes(int T, int NH, int NKV, int HS, bool bf16);
+void bind_attention_workspace(void* buf, size_t bytes);
+
 inline constexpr int kIgnoreLabel = -100;  // label value lm_head_loss skips (as PyTorch's ignore_index)
 
 // The labels lm_head_loss counts (not kIgnoreLabel); lt::Error for a label outside [0, V).

@@ -15,10 +15,12 @@
 // TrainOps::linear_backward_input / _weight) with a view of its weight: f32, 16-bit, or quantized.
 // QLoRA: with a quantized base (TrainModelOptions::quantization, or a folder stored quantized) each
 // frozen W lives in its planned quantized storage, decoded tile by tile in one shared workspace.
-// Mixed precision (precision: bf16 | fp16): the linears' weights live in 16 bits (frozen, or a
-// working copy of the f32 master refreshed by zero_grads()) and so do the saved GEMM inputs xn1,
-// att, xn2, h: each is computed in f32 into one shared (N, max_io) buffer, rounded there and
-// stored in 16 bits; the backward widens it back into that buffer when it needs it. The other
+// The MLP's h is not saved: every layer's backward first recomputes it from the saved gate and up
+// into one shared buffer (recompute_layers). Mixed precision (precision: bf16 | fp16): the linears'
+// weights live in 16 bits (frozen, or a working copy of the f32 master refreshed by zero_grads())
+// and so do the saved GEMM inputs xn1, att, xn2 (and h): each is computed in f32 into one shared
+// (N, max_io) buffer, rounded there and stored in 16 bits; the backward widens it back into that
+// buffer when it needs it. The other
 // saved activations (residuals, q, k, v, lse, rstd, x_mid, gate, up, x·Aᵀ) stay f32.
 // LoRA in bf16 (bf16_head()): the frozen embedding / lm_head are bf16 tables too, the lookup widens
 // a token's row, and the fused loss's products run in bf16 (TrainOps::lm_head_loss_bf16).
@@ -355,7 +357,8 @@ struct BufferTable {
   };
 
   // An activation buffer of a decoder layer: elements, the part of the block that produces it (1
-  // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is) and its LayerActs field
+  // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is, 4 h: recomputed in every
+  // layer) and its LayerActs field
   // (xa[module] for a LoRA input); a GEMM input (field16 set) is 16-bit with mixed precision; an
   // attention operand (qkv_off >= 0) is bf16 with bf16_attention(), its f32 values at attn.qkv + qkv_off;
   // an MLP projection (mlp_off >= 0) is bf16 with precision bf16, its f32 values at mlp.gate_up + mlp_off.
@@ -425,6 +428,11 @@ struct BufferTable {
     m.attn_ds_ = buf;
     m.attn_ds_bytes_ = r.bytes;
   }
+  static void to_attn_ws(M& m, void* buf, const Row& r) {  // touched now, as the dS rows
+    std::memset(buf, 0, r.bytes);
+    m.attn_ws_ = buf;
+    m.attn_ws_bytes_ = r.bytes;
+  }
   static void to_load_scratch(M& m, void* buf, const Row& r) {
     m.load_scratch_ = static_cast<float*>(buf);
     m.load_scratch_floats_ = r.bytes / sizeof(float);
@@ -468,6 +476,9 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   if (c.attn_softcap <= 0) {  // the dS rows the attention backward keeps for its dq pass (0: recomputed)
     const size_t ds = attention_ds_rows_bytes(int(N), o.seq_len, d.NH, bf16_attention(o) ? 2 : f);
     if (ds) r.push_back({"bwd.attn_ds", W, ds, Lifetime::Layer, to_attn_ds});
+    // the attention kernels' packed tiles and rows (bind_attention_workspace)
+    const size_t ws = attention_workspace_bytes(int(N), d.NH, d.NKV, d.HS, bf16_attention(o));
+    r.push_back({"attn.workspace", W, ws, Lifetime::Layer, to_attn_ws});
   }
   if (d.R > 0) {
     r.push_back({"lora.g", W, N * d.R * f, Lifetime::Layer, to_lora<&LinearScratch::lora_g>});
@@ -550,7 +561,7 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"xn2", N * d.C, 2, &Acts::xn2, &Acts::xn2_h},
                         {"gate", N * d.F, 2, &Acts::gate, &Acts::gate_h, -1, -1, 0},
                         {"up", N * d.F, 2, &Acts::up, &Acts::up_h, -1, -1, long(N * d.F)},
-                        {"h", N * d.F, 2, &Acts::h, &Acts::h_h}};
+                        {"h", N * d.F, 4, &Acts::h, &Acts::h_h}};
   if (d.qk_norm) {
     v.push_back({"q_pre", N * d.QD, 1, &Acts::q_pre});
     v.push_back({"k_pre", N * d.KVD, 1, &Acts::k_pre});
@@ -569,13 +580,16 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
   return v;
 }
 
-// Per layer, the parts of the block replayed before its backward (bit 1 attention, bit 2 MLP).
+// Per layer, the parts of the block replayed before its backward (bit 1 attention, bit 2 MLP, bit 4
+// the MLP's h = act(gate)·up alone). Bit 4 is set in every layer: h is never saved but recomputed
+// from the saved gate and up in one elementwise pass (what it costs: about 1% of a SmolLM2-shaped
+// step; what it saves: an (N, F) activation per layer, 13% of the activations).
 static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelOptions& o) {
-  std::vector<int> r(c.n_layers, 0);
+  std::vector<int> r(c.n_layers, 4);
   for (int l = 0; l < c.n_layers; ++l) {
-    if (o.checkpointing == Checkpointing::EveryK) r[l] = l % o.checkpoint_every == 0 ? 3 : 0;
-    if (o.checkpointing == Checkpointing::Attention) r[l] = 1;
-    if (o.checkpointing == Checkpointing::Mlp) r[l] = 2;
+    if (o.checkpointing == Checkpointing::EveryK) r[l] |= l % o.checkpoint_every == 0 ? 3 : 0;
+    if (o.checkpointing == Checkpointing::Attention) r[l] |= 1;
+    if (o.checkpointing == Checkpointing::Mlp) r[l] |= 2;
   }
   return r;
 }
@@ -1155,8 +1169,16 @@ struct LinearRunner {
 // bf16 kernels run where the TrainOps table has them; elsewhere (ref, LEANTUNE_ISA below avx512, no
 // AVX512-BF16, a head size they decline, soft-capped scores) the f32 kernels run on the same
 // rounded values, widened.
+namespace {
+struct BoundAttentionWorkspace {  // the planned workspace, this thread's for one attention call
+  BoundAttentionWorkspace(void* buf, size_t bytes) { bind_attention_workspace(buf, bytes); }
+  ~BoundAttentionWorkspace() { bind_attention_workspace(nullptr, 0); }
+};
+}  // namespace
+
 void TrainModel::attention_forward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
+  const BoundAttentionWorkspace bound(attn_ws_, attn_ws_bytes_);
   const float cap = cfg_.attn_softcap;
   if (a.q_h) {
     ops_.round_half(DType::BF16, a.q_h, a.q, a.q, size_t(N_) * d.QD);
@@ -1175,6 +1197,7 @@ void TrainModel::attention_forward(LayerActs& a, const int* key_start) {
 // d_q_, d_k_, d_v_ += the attention's input gradients for d_att_ (a.att holds the saved output).
 void TrainModel::attention_backward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
+  const BoundAttentionWorkspace bound(attn_ws_, attn_ws_bytes_);
   const float cap = cfg_.attn_softcap;
   if (a.q_h) {
     if (cap <= 0 && tops_.attention_backward_bf16 &&
@@ -1229,16 +1252,26 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   }
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
   }
-  if (!(parts & 2)) return;
+  auto mlp_act = [&] {  // h = act(gate) · up
+    if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
+    else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
+    store(a.h_h, a.h, d.F);
+  };
+  if (!(parts & 2)) {
+    if (parts & 4) {  // h again from the saved gate and up, left in f32 for the backward (recompute_layers)
+      if (a.gate_h) ops_.widen_half(half_, a.gate, a.gate_h, size_t(N) * d.F);
+      if (a.up_h) ops_.widen_half(half_, a.up, a.up_h, size_t(N) * d.F);
+      mlp_act();
+    }
+    return;
+  }
   ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn2_h, a.xn2, d.C);
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
   store(a.up_h, a.up, d.F);
-  if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
-  else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
-  store(a.h_h, a.h, d.F);
+  mlp_act();
   float* y = res_[l + 1];
   if (d.sandwich) {  // Gemma: y = x_mid + rmsnorm(down_proj(h))
     lr.forward(a.down_out, a.h, a.h_h, lin(Proj::Down), a.xa, step);
@@ -1281,8 +1314,7 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
                                    : d_res_;
   lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
-  load(a.gate_h, a.gate, d.F);
-  load(a.up_h, a.up, d.F);
+  // gate and up: in f32 already, left there by the replay that recomputed h (recompute_layers)
   if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   else t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));

@@ -199,7 +199,7 @@ class TrainModel {
   struct BatchView {  // one micro-batch's inputs (N each)
     const int *tokens, *labels, *positions, *doc_start;
   };
-  void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP
+  void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP, 4 h alone
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void attention_forward(LayerActs& a, const int* key_start);   // a.att, a.lse from a.q, a.k, a.v
   void attention_backward(LayerActs& a, const int* key_start);  // d_q_, d_k_, d_v_ += from d_att_
@@ -254,6 +254,8 @@ class TrainModel {
   float* mlp_gate_up_ = nullptr;                  // (2, N, F) bf16 precision: gate and up in f32
   void* attn_ds_ = nullptr;                       // the attention backward's kept dS rows (bytes below)
   size_t attn_ds_bytes_ = 0;
+  void* attn_ws_ = nullptr;                       // the attention kernels' workspace (bytes below)
+  size_t attn_ws_bytes_ = 0;
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
   float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
 };

@@ -229,6 +229,36 @@ TEST_P(KernelAttentionBf16, DeterministicAcrossRunsAndThreads) {
   }
 }
 
+// With a bound workspace of attention_workspace_bytes (bf16) the kernels put their packed tiles, D
+// and bf16 rows there and give the bits they give with their own vectors (odd HS: q's rows too).
+TEST_P(KernelAttentionBf16, BoundWorkspaceIsUsedAndGivesTheSameBits) {
+  if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level";
+  for (int HS : {64, 33}) {
+    Inputs r({150, 6, 2, HS, "irregular"}, 37);
+    const size_t bytes = attention_workspace_bytes(150, 6, 2, HS, true);
+    auto run = [&](bool bound, size_t* untouched) {
+      std::vector<uint16_t> ws(bytes / 2 + 32, 0xFFFF);
+      auto* buf = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+      bind_attention_workspace(bound ? buf : nullptr, bound ? bytes : 0);
+      VecF out(r.out_r.size()), lse(r.lse_r.size()), g(r.q.size() + 2 * r.k.size(), 0.5f);
+      t().attention_train_forward_bf16(out.data(), lse.data(), r.q16.data(), r.k16.data(), r.v16.data(), r.ds.data(),
+                                       150, 6, 2, HS);
+      t().attention_backward_bf16(g.data(), g.data() + r.q.size(), g.data() + r.q.size() + r.k.size(), r.dout.data(),
+                                  r.q16.data(), r.k16.data(), r.v16.data(), r.out16.data(), lse.data(), r.ds.data(), 150,
+                                  6, 2, HS, nullptr, 0);
+      bind_attention_workspace(nullptr, 0);
+      *untouched = (size_t)std::count(buf, buf + bytes / 2, uint16_t(0xFFFF));
+      out.insert(out.end(), g.begin(), g.end());
+      return out;
+    };
+    size_t used = 0, none = 0;
+    const VecF a = run(true, &used), b = run(false, &none);
+    EXPECT_LT(used, bytes / 2 / 4) << "HS " << HS << ": the bound workspace holds the call's scratch";
+    EXPECT_EQ(none, bytes / 2) << "HS " << HS;
+    EXPECT_EQ(a, b) << "HS " << HS;
+  }
+}
+
 // Head sizes past the kernel's limit are declined without writing; bad starts are rejected.
 TEST_P(KernelAttentionBf16, DeclinesHugeHeadsAndRejectsBadStarts) {
   if (!has_bf16()) GTEST_SKIP() << "no bf16 attention at this level";

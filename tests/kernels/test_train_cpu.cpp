@@ -218,6 +218,39 @@ TEST_P(KernelTrainCpu, AttentionPlannedDsRowsAreUsedWhenTheyFit) {
   }
 }
 
+// A bound workspace of attention_workspace_bytes is where the kernels put their tiles and rows (it
+// is written, and nothing else is needed), and the results are the same bits as with their own
+// vectors (nothing bound) or a workspace too small for some pieces.
+TEST_P(KernelTrainCpu, AttentionBoundWorkspaceIsUsedAndGivesTheSameBits) {
+  const int T = 133, NH = 6, NKV = 3, HS = 20;
+  std::vector<int> ds(T);
+  for (int t = 0; t < T; t++) ds[(size_t)t] = t - t % 50;
+  const size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;
+  auto q = random_vec(nq, 71, -2, 2), k = random_vec(nk, 72, -2, 2), v = random_vec(nk, 73), dout = random_vec(nq, 74);
+  const size_t bytes = attention_workspace_bytes(T, NH, NKV, HS, false);
+  ASSERT_GT(bytes, 0u);
+  EXPECT_GE(attention_workspace_bytes(T, NH, NKV, HS, true), bytes);
+  auto run = [&](size_t room, size_t* untouched) {
+    std::vector<float> ws(bytes / sizeof(float) + 16, std::nanf(""));
+    float* buf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+    bind_attention_workspace(room ? buf : nullptr, room);
+    VecF out(nq), lse((size_t)NH * T), g(nq + 2 * nk, 0.5f);
+    tcpu().attention_train_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), ds.data(), T, NH, NKV, HS);
+    tcpu().attention_backward(g.data(), g.data() + nq, g.data() + nq + nk, dout.data(), q.data(), k.data(), v.data(),
+                              out.data(), lse.data(), ds.data(), T, NH, NKV, HS, nullptr, 0);
+    bind_attention_workspace(nullptr, 0);
+    *untouched = (size_t)std::count_if(buf, buf + bytes / sizeof(float), [](float x) { return std::isnan(x); });
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  size_t used = 0, part = 0, none = 0;
+  const VecF a = run(bytes, &used), b = run(bytes / 3, &part), c = run(0, &none);
+  EXPECT_LT(used, bytes / sizeof(float) / 4) << "the bound workspace holds the call's scratch";
+  EXPECT_EQ(none, bytes / sizeof(float));
+  expect_bits_equal(a, c, "bound workspace vs the kernels' own vectors");
+  expect_bits_equal(b, c, "a workspace too small for some pieces vs the kernels' own vectors");
+}
+
 // HS = 1 (a whole tile row is one float) and HS above the tiled kernels' limit (ref fallback).
 TEST_P(KernelTrainCpu, AttentionTinyAndHugeHeads) {
   for (int HS : {1, 260}) {

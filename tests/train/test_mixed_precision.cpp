@@ -175,7 +175,7 @@ TEST(MixedPrecision, FullFineTuningGradientsAndRefreshedWorkingCopies) {
 TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
   SmallModel sm;
   const size_t N = B * T, linear = size_t(L) * (2 * C * QD + 2 * C * KVD + 3 * C * F);
-  const size_t gemm_inputs = size_t(L) * N * (2 * C + QD + F);  // xn1, att, xn2, h
+  const size_t gemm_inputs = size_t(L) * N * (2 * C + QD);  // xn1, att, xn2 (h: recomputed, one shared buffer)
   const size_t attn_operands = size_t(L) * N * (QD + 2 * KVD);   // q, k, v: saved in bf16 with bf16 only
   const size_t mlp_projections = size_t(L) * N * 2 * F;          // gate, up: saved in bf16 with bf16 only
   for (const char* prec : {"bf16", "fp16"}) {
@@ -189,6 +189,7 @@ TEST(MixedPrecision, PlanHalvesFrozenLinearsAndSavedGemmInputs) {
     EXPECT_EQ(p32.arena_bytes(Category::FrozenWeights) - p16.arena_bytes(Category::FrozenWeights), 2 * linear + tables)
         << prec;
     EXPECT_EQ(p32.arena_bytes(Category::Activations) - p16.arena_bytes(Category::Activations), 2 * halved) << prec;
+    EXPECT_EQ(p32.arena_bytes(Category::Recompute) - p16.arena_bytes(Category::Recompute), 2 * N * F) << prec;
     EXPECT_EQ(p16.arena_bytes(Category::LossChunk) - p32.arena_bytes(Category::LossChunk), x16) << prec;
     for (Category c : {Category::TrainableParams, Category::Grads, Category::OptimizerState})
       EXPECT_EQ(p32.arena_bytes(c), p16.arena_bytes(c)) << prec << " " << category_name(c);
@@ -267,11 +268,15 @@ TEST(MixedPrecision, AttentionPrecisionF32AndBf16) {
   const MemoryPlan pf = plan_training(sm.cfg, options("lora", "bf16", AttentionPrecision::F32));
   const MemoryPlan pb = plan_training(sm.cfg, options("lora", "bf16", AttentionPrecision::BF16));
   EXPECT_EQ(pf.arena_bytes(Category::Activations) - pb.arena_bytes(Category::Activations), 2 * operands);
-  // the f32 staging of q, k, v; the attention backward's kept dS rows in bf16 rather than f32
+  // the f32 staging of q, k, v; the attention backward's kept dS rows in bf16 rather than f32; the
+  // attention kernels' workspace with the bf16 kernels' tiles and rows
   const size_t ds16 = attention_ds_rows_bytes(int(N), T, 4, 2), ds32 = attention_ds_rows_bytes(int(N), T, 4, 4);
+  const size_t ws16 = attention_workspace_bytes(int(N), 4, 2, QD / 4, true);
+  const size_t ws32 = attention_workspace_bytes(int(N), 4, 2, QD / 4, false);
   ASSERT_GT(ds16, 0u);
-  EXPECT_EQ(pb.arena_bytes(Category::Workspace) + ds32 - pf.arena_bytes(Category::Workspace),
-            N * (QD + 2 * KVD) * 4 + ds16);
+  ASSERT_GT(ws16, ws32);
+  EXPECT_EQ(pb.arena_bytes(Category::Workspace) + ds32 + ws32 - pf.arena_bytes(Category::Workspace),
+            N * (QD + 2 * KVD) * 4 + ds16 + ws16);
   const GradRun f32 = run_once(sm, options("lora", "fp32"));
   const GradRun af = run_once(sm, options("lora", "bf16", AttentionPrecision::F32));
   const GradRun ab = run_once(sm, options("lora", "bf16", AttentionPrecision::BF16));

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu::amx {
@@ -167,13 +168,14 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
                                            ds_bytes);
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_backward_bf16 (amx): NH={} is not a multiple of NKV={}", NH, NKV);
   const bool sorted = check_doc_start(doc_start, T, "attention_backward_bf16 (amx)");
-  static thread_local std::vector<u16> rows16;  // d16: this thread's, reused from call to call
-  static thread_local std::vector<float> Dbuf;
-  const size_t nrow = (size_t)T * NH * HS;
-  if (rows16.size() < nrow) rows16.resize(nrow);
-  if (Dbuf.size() < (size_t)NH * T) Dbuf.resize((size_t)NH * T);
+  AttentionWorkspace ws = bound_attention_workspace();  // in the order attention_workspace_bytes adds them up
+  static thread_local std::vector<u16> own_rows;
+  static thread_local std::vector<float> own_d;
+  const PackedTiles tiles = packed_tiles_buffer(ws, T, NKV, HS);
+  float* D = ws.take(attn_d_elems(T, NH), own_d);
+  u16* rows16 = ws.take(attn_rows16_elems(T, NH, HS), own_rows);  // d16 (HS is even here)
   const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-                  packed_tiles_buffer(T, NKV, HS), rows16.data(), nullptr, Dbuf.data(), nullptr, nullptr, 0};
+                  tiles, rows16, nullptr, D, nullptr, nullptr, 0};
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kRows - 1) / kRows;
 #pragma omp parallel if ((long)T * NH > kRows)
   {

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "kernels/backward.h"
 #include "kernels/cpu/attention_stored_ds.h"
+#include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu::avx512 {
@@ -235,18 +236,21 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_backward_bf16: NH={} is not a multiple of NKV={}", NH, NKV);
   if (HS > kMaxHS) return false;
   const bool sorted = check_doc_start(doc_start, T, "attention_backward_bf16");
-  static thread_local std::vector<u16> rows16;  // d16, q16: this thread's, reused from call to call
-  static thread_local std::vector<float> Dbuf;
+  AttentionWorkspace ws = bound_attention_workspace();
+  static thread_local std::vector<u16> own_rows;
+  static thread_local std::vector<float> own_d;
+  static thread_local std::vector<size_t> own_off;
+  const PackedTiles tiles = packed_tiles_buffer(ws, T, NKV, HS);
+  float* D = ws.take(attn_d_elems(T, NH), own_d);
+  size_t* ds_off = ws.take(attn_key_tiles(T), own_off);
+  u16* rows16 = ws.take(attn_rows16_elems(T, NH, HS), own_rows);  // d16, and q16 beside it for odd HS
   const size_t nrow = (size_t)T * NH * round16(HS);
-  if (rows16.size() < 2 * nrow) rows16.resize(2 * nrow);
-  if (Dbuf.size() < (size_t)NH * T) Dbuf.resize((size_t)NH * T);
   BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-            packed_tiles_buffer(T, NKV, HS), rows16.data(), HS % 2 ? rows16.data() + nrow : nullptr, Dbuf.data()};
-  static thread_local std::vector<size_t> ds_off;  // this thread's, reused from call to call
+            tiles, rows16, HS % 2 ? rows16 + nrow : nullptr, D};
   if (sorted && ds_rows) {
     const size_t head = stored_ds_offsets(ds_off, doc_start, T, kBk);
     if ((size_t)NH * head * sizeof(u16) <= ds_bytes)
-      a.ds16 = static_cast<u16*>(ds_rows), a.ds_off = ds_off.data(), a.ds_head = head;
+      a.ds16 = static_cast<u16*>(ds_rows), a.ds_off = ds_off, a.ds_head = head;
   }
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kBq - 1) / kBq;
 #pragma omp parallel if ((long)T * NH > kBq)

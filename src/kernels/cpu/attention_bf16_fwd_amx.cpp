@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/train_kernels.h"
 
 namespace lt::cpu::amx {
@@ -108,8 +109,9 @@ bool attention_train_forward_bf16(float* out, float* lse, const u16* q, const u1
   if (HS % 32 != 0 || HS > kMaxHS) return avx512::attention_train_forward_bf16(out, lse, q, k, v, doc_start, T, NH, NKV, HS);
   LT_CHECK(NKV >= 1 && NH % NKV == 0, "attention_train_forward_bf16 (amx): NH={} is not a multiple of NKV={}", NH, NKV);
   check_doc_start(doc_start, T, "attention_train_forward_bf16 (amx)");
+  AttentionWorkspace ws = bound_attention_workspace();
   const FwdArgs a{out, lse, q, doc_start, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-                  packed_tiles_buffer(T, NKV, HS)};
+                  packed_tiles_buffer(ws, T, NKV, HS)};
   const int nqb = (T + kRows - 1) / kRows;
 #pragma omp parallel if ((long)T * NH > kRows)
   {

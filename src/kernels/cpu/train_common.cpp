@@ -10,6 +10,7 @@
 #include "core/profiler.h"
 #include "kernels/profiled_ops.h"
 #include "kernels/cpu/attention_stored_ds.h"
+#include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"
@@ -156,10 +157,26 @@ size_t attention_ds_rows_bytes(int T, int seq, int NH, size_t elem_bytes) {
   if (T <= 0 || seq <= 0 || NH <= 0) return 0;
   std::vector<int> start(static_cast<size_t>(T));
   for (int t = 0; t < T; ++t) start[size_t(t)] = t - t % seq;
-  std::vector<size_t> off;
-  const size_t bytes = size_t(NH) * cpu::stored_ds_offsets(off, start.data(), T, cpu::kStoredDsTile) * elem_bytes;
+  const size_t bytes = size_t(NH) * cpu::stored_ds_offsets(nullptr, start.data(), T, cpu::kStoredDsTile) * elem_bytes;
   return bytes <= cpu::kMaxStoredDsBytes ? bytes : 0;
 }
+
+size_t attention_workspace_bytes(int T, int NH, int NKV, int HS, bool bf16) {
+  if (T <= 0 || NH <= 0 || NKV <= 0 || HS <= 0) return 0;
+  return cpu::attention_workspace_bytes_for(T, NH, NKV, HS, bf16);
+}
+
+namespace {
+thread_local cpu::AttentionWorkspace t_attention_workspace;  // bind_attention_workspace's, per thread
+}
+
+void bind_attention_workspace(void* buf, size_t bytes) {
+  t_attention_workspace = buf ? cpu::AttentionWorkspace{static_cast<char*>(buf), bytes} : cpu::AttentionWorkspace{};
+}
+
+namespace cpu {
+AttentionWorkspace bound_attention_workspace() { return t_attention_workspace; }
+}  // namespace cpu
 
 const TrainOps& train_ops_cpu() {
   return prof::routed() ? train_ops_profiled(train_ops_cpu_for(cpu_isa())) : train_ops_cpu_for(cpu_isa());

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "kernels/backward.h"
 #include "kernels/cpu/attention_stored_ds.h"
+#include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/train_kernels.h"
 
