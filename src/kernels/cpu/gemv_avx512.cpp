@@ -62,7 +62,7 @@ void half_row_group(float* y, const float* x, const uint16_t* w0, int IC, int OC
   int c = 0;
   for (; c + 32 <= IC; c += 32) {
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) prefetch_ahead(w0 + size_t(r) * IC + c);
+    for (int r = 0; r < R; ++r) prefetch_next_group<R>(w0 + size_t(r) * IC + c, IC);
 #pragma GCC unroll 2
     for (int u = 0; u < 2; ++u) {
       __m512 xv[NT];
@@ -120,7 +120,7 @@ void bf16_dot_group(float* y, const LinearInput& in, const uint16_t* w0, int IC,
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint16_t* wr = w0 + size_t(r) * IC + c + 32 * u;
-        prefetch_ahead(wr);
+        prefetch_next_group<R>(wr, IC);
         const __m512bh wv = as_bh(_mm512_loadu_si512(wr));
 #pragma GCC unroll 3
         for (int t = 0; t < NT; ++t) acc[r][u][t] = _mm512_dpbf16_ps(acc[r][u][t], xv[t], wv);
