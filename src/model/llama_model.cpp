@@ -24,6 +24,7 @@
 #include "io/model_files.h"
 #include "io/peft_adapter.h"
 #include "io/quant_model.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/linear.h"
 #include "kernels/llamacpp_numerics.h"
 #include "core/rope_freqs.h"
@@ -276,6 +277,9 @@ void LlamaModel::bind_state() {
       attn_ws_ = arenas_.get_as<float>("llamacpp.attention"), attn_ws_floats_ = b.bytes / sizeof(float);
     }
   }
+  // one token's stacked q|k|v output fits in att_, gate|up in gate_ (decode_qkv, decode_gate_up)
+  decode_stacking_ = opts_.prefill_block >= 2 && size_t(opts_.prefill_block) * cfg_.q_dim() >=
+                     size_t(cfg_.q_dim()) + 2 * size_t(cfg_.kv_dim());
   rope_.emplace(cfg_);
   std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
   if (cfg_.rope_local_theta > 0) {  // Gemma 3's sliding layers: default RoPE, its own base
@@ -547,17 +551,74 @@ void LlamaModel::forward(const int* tokens, int T, int pos0) {
   if (cfg_.final_softcap > 0) ops_.softcap_forward(logits_, size_t(cfg_.vocab_size), cfg_.final_softcap);
 }
 
-void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj p, int T) {
+WeightView LlamaModel::view(const LayerWeights& L, Proj p) const {
   const size_t m = size_t(p);
   const auto [in, out_features] = cfg_.linear_shape(p);
-  WeightView w;
-  if (quant_) w = weight_view(L.q[m], opts_.int8_threshold);
-  else if (L.w16[m]) {
-    w = half_weight(half_kind(opts_.linear16), L.w16[m], int(out_features), int(in));
-    w.bf16_values = L.w16_bf16[m];
+  if (quant_) return weight_view(L.q[m], opts_.int8_threshold);
+  if (!L.w16[m]) return f32_weight(L.w[m], int(out_features), int(in));
+  WeightView w = half_weight(half_kind(opts_.linear16), L.w16[m], int(out_features), int(in));
+  w.bf16_values = L.w16_bf16[m];
+  return w;
+}
+
+void LlamaModel::linear(float* out, const float* x, const LayerWeights& L, Proj p, int T) {
+  run_linear(out, x, view(L, p), L.bias[size_t(p)], T);
+}
+
+// The bytes of one row of a weight whose rows a stacked view may join (16-bit, q8_0, q4_0), else 0.
+static size_t stackable_row_bytes(const WeightView& w) {
+  if (w.half()) return size_t(w.cols) * 2;
+  if (ggml_block_kind(w.kind)) return size_t(w.cols / 32) * ggml_block_bytes(w.kind);
+  return 0;
+}
+
+// Projections first.. first + n - 1 of L as one (Σ rows, cols) weight, where they lie one after
+// another in memory (the plan allocates them so: whole 64-byte multiples in one arena), have the
+// same kind and no bias; rows 0 where they do not.
+WeightView LlamaModel::stacked(const LayerWeights& L, Proj first, int n) const {
+  WeightView s = view(L, first);
+  for (int i = 1; i < n; ++i) {
+    const WeightView w = view(L, Proj(int(first) + i));
+    const size_t row = stackable_row_bytes(s);
+    const bool next = static_cast<const char*>(s.data) + size_t(s.rows) * row == w.data;
+    if (!row || w.kind != s.kind || w.cols != s.cols || w.bf16_values != s.bf16_values || !next) return {};
+    s.rows += w.rows;
   }
-  else w = f32_weight(L.w[m], int(out_features), int(in));
-  run_linear(out, x, w, L.bias[m], T);
+  for (int i = 0; i < n; ++i)
+    if (L.bias[size_t(first) + size_t(i)]) return {};
+  return s;
+}
+
+int LlamaModel::stacked_decode_layers() const {
+  int n = 0;
+  for (const LayerWeights& L : layers_)
+    n += decode_stacking_ && stacked(L, Proj::Q, 3).rows == cfg_.q_dim() + 2 * cfg_.kv_dim() &&
+         stacked(L, Proj::Gate, 2).rows == 2 * cfg_.hidden_dim;
+  return n;
+}
+
+// One token's q, k and v in one product over their stacked rows (q_, k, v written): one pass of
+// the team over all the rows, one fork and join instead of three. att_ holds the stacked output
+// until the attention writes there. False (nothing written) where the rows are not stacked.
+bool LlamaModel::decode_qkv(const LayerWeights& L, float* k, float* v) {
+  const int QD = cfg_.q_dim(), KVD = cfg_.kv_dim();
+  if (!decode_stacking_) return false;
+  const WeightView w = stacked(L, Proj::Q, 3);
+  if (w.rows != QD + 2 * KVD) return false;
+  run_linear(att_, xn_, w, nullptr, 1);
+  std::memcpy(q_, att_, size_t(QD) * sizeof(float));
+  std::memcpy(k, att_ + QD, size_t(KVD) * sizeof(float));
+  std::memcpy(v, att_ + QD + KVD, size_t(KVD) * sizeof(float));
+  return true;
+}
+
+// One token's gate and up in one product over their stacked rows: gate_ (F) then up_ = gate_ + F.
+bool LlamaModel::decode_gate_up(const LayerWeights& L) {
+  if (!decode_stacking_) return false;
+  const WeightView w = stacked(L, Proj::Gate, 2);
+  if (w.rows != 2 * cfg_.hidden_dim) return false;
+  run_linear(gate_, xn_, w, nullptr, 1);
+  return true;
 }
 
 void LlamaModel::run_linear(float* y, const float* x, const WeightView& w, const float* bias, int T) {
@@ -591,9 +652,11 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     float* k = kv16 ? k_ : L.k_cache + row * KVD;
     float* v = kv16 ? v_ : L.v_cache + row * KVD;
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.attn_norm, T, C, cfg_.norm_eps);
-    linear(q_, xn_, L, Proj::Q, T);
-    linear(k, xn_, L, Proj::K, T);
-    linear(v, xn_, L, Proj::V, T);
+    if (T != 1 || !decode_qkv(L, k, v)) {
+      linear(q_, xn_, L, Proj::Q, T);
+      linear(k, xn_, L, Proj::K, T);
+      linear(v, xn_, L, Proj::V, T);
+    }
     if (L.q_norm) {  // Qwen3: each head's q and k RMS-normalized over HS, in place
       ops_.rmsnorm_forward(q_, nullptr, q_, L.q_norm, T * NH, HS, cfg_.norm_eps);
       ops_.rmsnorm_forward(k, nullptr, k, L.k_norm, T * NKV, HS, cfg_.norm_eps);
@@ -612,9 +675,12 @@ void LlamaModel::forward_block(const int* tokens, int T, int pos0) {
     if (L.post_attn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_attn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);
     ops_.rmsnorm_forward(xn_, nullptr, x_, L.ffn_norm, T, C, cfg_.norm_eps);
-    linear(gate_, xn_, L, Proj::Gate, T);
-    linear(up_, xn_, L, Proj::Up, T);
-    mlp_activation(ops_, cfg_, gate_, gate_, up_, T, F);
+    const bool stacked_gate_up = T == 1 && decode_gate_up(L);
+    if (!stacked_gate_up) {
+      linear(gate_, xn_, L, Proj::Gate, T);
+      linear(up_, xn_, L, Proj::Up, T);
+    }
+    mlp_activation(ops_, cfg_, gate_, gate_, stacked_gate_up ? gate_ + F : up_, T, F);
     linear(xn_, gate_, L, Proj::Down, T);
     if (L.post_ffn_norm) ops_.rmsnorm_forward(xn_, nullptr, xn_, L.post_ffn_norm, T, C, cfg_.norm_eps);
     ops_.add_inplace(x_, xn_, size_t(T) * C);

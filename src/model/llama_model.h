@@ -138,6 +138,8 @@ class LlamaModel {
   bool f32_weights() const { return !quant_ && opts_.linear16 == DType::F32 && opts_.head == WeightKind::F32; }
   const Ops& ops() const { return ops_; }
   bool quantized() const { return quant_; }
+  // The layers whose one-token q|k|v and gate|up products run stacked (decode_qkv, decode_gate_up).
+  int stacked_decode_layers() const;
 
  private:
   void bind_state();     // points the activations and logits at this model's arenas
@@ -155,6 +157,10 @@ class LlamaModel {
   // out (T, OC) = x (T, IC) · Wᵀ + bias for linear m of layer L (f32 or quantized weights), through
   // the op table's linear_forward
   void linear(float* out, const float* x, const LayerWeights& L, Proj p, int T);
+  WeightView view(const LayerWeights& L, Proj p) const;  // projection p's weight as the linear op reads it
+  WeightView stacked(const LayerWeights& L, Proj first, int n) const;
+  bool decode_qkv(const LayerWeights& L, float* k, float* v);
+  bool decode_gate_up(const LayerWeights& L);
 
   ModelConfig cfg_;
   InferenceOptions opts_;
@@ -187,6 +193,7 @@ class LlamaModel {
   size_t attn_ws_floats_ = 0;
   float* logits_ = nullptr;                   // (V)
   std::shared_ptr<const LlamaModel> weights_;  // the model whose weights this one reads (shared ctor)
+  bool decode_stacking_ = false;  // one token's stacked projections fit in att_ / gate_ (bind_state)
   int ring_ = 0;       // the rolling cache's rows (every sliding layer has the same), 0 without
   int ring_from_ = 0;  // the first position the rolling cache still holds
 };

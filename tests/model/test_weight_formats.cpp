@@ -317,3 +317,33 @@ TEST(WeightFormats, Q4_0StaysCloseToF32InAnEighthOfTheBytesPlusScales) {
   std::printf("q4_0: fast vs reference kernels, relative RMS logit difference %.2e\n", fr);
   EXPECT_LT(fr, 5e-3);
 }
+
+// One token's q|k|v and gate|up run as one product each over their stacked rows (16-bit, q8_0,
+// q4_0 weights lie one after another in the plan): the same rows with the same per-row arithmetic
+// as three and two products, so the logits of 12 one-token steps are the same bits as a model
+// whose prefill block of 1 leaves no room for the stacked outputs (stacking off).
+TEST(WeightFormats, StackedDecodeProjectionsGiveTheSameBits) {
+  const std::string q8_dir = write_q8_model(11);
+  InferenceOptions bf16, f16, q4 = q8_options();
+  bf16.linear16 = DType::BF16, bf16.head = WeightKind::BF16;
+  f16.linear16 = DType::F16, f16.head = WeightKind::F16;
+  q4.quantization = QuantType::Q4_0, q4.head = WeightKind::Q4_0;
+  const std::pair<std::string, InferenceOptions> cases[] = {
+      {kModel, bf16}, {kModel, f16}, {q8_dir, q8_options()}, {q8_dir, q4}};
+  for (const auto& [path, o] : cases) {
+    InferenceOptions off = o;
+    off.prefill_block = 1;
+    auto a = LlamaModel::load(path, o, ops_cpu()), b = LlamaModel::load(path, off, ops_cpu());
+    EXPECT_EQ(a->stacked_decode_layers(), a->config().n_layers);
+    EXPECT_EQ(b->stacked_decode_layers(), 0);
+    std::vector<float> la, lb;
+    for (int i = 0; i < 12; ++i) {
+      const int id = 1 + (i * 37 + 11) % 300;
+      a->forward(&id, 1, i);
+      b->forward(&id, 1, i);
+      la.insert(la.end(), a->logits(), a->logits() + a->config().vocab_size);
+      lb.insert(lb.end(), b->logits(), b->logits() + b->config().vocab_size);
+    }
+    EXPECT_EQ(la, lb) << weight_kind_name(o.head);
+  }
+}
