@@ -98,20 +98,24 @@ void transpose_block(uint8_t* dst, const uint8_t* const* row, size_t b, size_t b
   }
 }
 
-// Rows [o0, o0 + kItemRows) of w into the panel.
+// Rows [o0, o0 + kItemRows) of w into the panel; each block's 16 f16 scales of a row group gathered
+// (one dword at each row's block start, its low half the scale) and widened at once.
 void fill_panel(const Panel& p, const WeightView& w, int o0) {
   const int nb = w.cols / 32;
-  const size_t bytes = ggml_block_bytes(w.kind);
+  const size_t bytes = ggml_block_bytes(w.kind), row_bytes = size_t(nb) * bytes;
   const bool q4 = w.kind == WeightKind::Q4_0;
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(int(row_bytes)));
   for (int g = 0; g < kRowGroups; ++g) {
+    const int first = o0 + g * 16, rows = std::clamp(w.rows - first, 0, 16);
     const uint8_t* row[16];
-    for (int r = 0; r < 16; ++r) {
-      const int o = o0 + g * 16 + r;
-      row[r] = o < w.rows ? ggml_block(w, int64_t(o) * nb) : nullptr;
-    }
+    for (int r = 0; r < 16; ++r) row[r] = r < rows ? ggml_block(w, int64_t(first + r) * nb) : nullptr;
+    const __mmask16 present = __mmask16((1u << rows) - 1);
     for (int b = 0; b < nb; ++b) {
       transpose_block(p.codes + b * kBlockPanel + g * 64, row, size_t(b), bytes, q4);
-      for (int r = 0; r < 16; ++r) p.d[b * kItemRows + g * 16 + r] = row[r] ? ggml_block_scale(row[r] + b * bytes) : 0.0f;
+      const __m512i d = rows ? _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, at, row[0] + b * bytes, 1)
+                             : _mm512_setzero_si512();
+      _mm512_store_ps(p.d + b * kItemRows + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
     }
   }
 }
