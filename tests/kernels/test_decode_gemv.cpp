@@ -4,7 +4,8 @@
 // loops), against the scalar reference (kernels/ref) on odd shapes: OC not a multiple of the 8-row
 // work items nor of the vector width, IC with a tail after the last full vector (16-bit), several
 // 4-bit block sizes, Q8_0 and Q4_0 rows of 1 to 48 blocks; 1 and 2 threads give the same bits.
-// GgmlPrefill: the Q8_0 / Q4_0 prefill paths (T > 3, the AMX int8 tiles where the CPU has them).
+// GgmlPrefill: the Q8_0 / Q4_0 prefill paths (T > 3, the AMX int8 tiles where the CPU has them, the
+// AVX512-VNNI product where it has VNNI: also for T = 1-3, called directly).
 //
 // Tolerance: reference and fast kernels compute the same exact products of the same f32 operands
 // (16-bit values are exact in f32, and a bf16·bf16 product is exact in f32 as vdpbf16ps forms it),
@@ -364,6 +365,80 @@ TEST(GgmlPrefill, EveryPathMatchesReferenceOnOddShapes) {
         EXPECT_EQ(y1, y2) << c.name() << " amx, 1 and 2 threads";
       }
   EXPECT_GE(checked, 50);
+}
+
+// The AVX512-VNNI prefill product (ggml_gemm_vnni_avx512.cpp) called directly on `threads` threads,
+// with the scratch it asks for.
+Vec vnni_forward(const DecodeCase& c, int threads) {
+  std::vector<char> scratch(cpu::vnni::ggml_forward_scratch_bytes(c.T, c.IC, threads) + 64);
+  void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  Vec y(size_t(c.T) * c.OC, NAN);
+  cpu::vnni::ggml_forward(y.data(), c.x.data(), c.view(), c.T, aligned, threads);
+  return y;
+}
+
+bool vnni_here() { return cpu_supports(Isa::Avx512) && cpu_features().avx512_vnni; }
+
+// The VNNI product against the reference within the bound above: it forms the AMX path's terms (each
+// block's Σ qx·qw exact in int32 — at most 32·128·255 in magnitude with its offset, so exact as a
+// float too —, one rounding of dx·dw, then one FMA per block in block order), which round no more
+// often than the reference's multiply and add, so each result is within γ_{IC+4}·Σ|x̃·w| of the
+// exact sum like the reference and the two within twice that. Token counts around the 6-token
+// register tiles (1, 2, 5, 17, 33, 128), rows around the 16-row vectors and 32-row work items
+// (OC 1, 7, 33, 47, 150); 1, 2 and 3 threads give the same bits (3 threads split the tokens of a
+// weight with fewer row groups than twice the team); linear_forward at the avx512 level runs this
+// product for T > 3 where there is no AMX int8 and the AMX one where there is, both the same bits.
+TEST(GgmlPrefill, VnniMatchesReferenceOnOddShapes) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  unsigned seed = 300;
+  for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
+    for (int T : {1, 2, 5, 17, 33, 128})
+      for (auto [IC, OC] : {std::pair{32, 150}, {96, 7}, {576, 33}, {64, 1}, {1536, 47}, {2048, 40}}) {
+        const DecodeCase c(k, T, IC, OC, 32, seed++);
+        Vec y_ref;
+        std::vector<double> bound;
+        reference(c, y_ref, bound);
+        const Vec y1 = vnni_forward(c, 1);
+        expect_within(y1, y_ref, bound, c.name() + " vnni");
+        EXPECT_EQ(vnni_forward(c, 2), y1) << c.name() << " vnni, 1 and 2 threads";
+        EXPECT_EQ(vnni_forward(c, 3), y1) << c.name() << " vnni, 1 and 3 threads";
+        if (T <= cpu::kDecodeMaxT) continue;  // linear_forward runs the decode rows
+        Scratch s(c);
+        Vec y(y_ref.size(), NAN);
+        LinearWeights lw;
+        lw.w = c.view();
+        ops_cpu_for(Isa::Avx512).linear_forward(y.data(), nullptr, c.in(), lw, s.linear());
+        EXPECT_EQ(y, y1) << c.name() << " linear_forward at avx512";
+      }
+}
+
+// As DecodeGemv.IntegerBlocksGiveTheExactSum for the VNNI prefill product: every scale 1 and x
+// integers with 127 in each block, so every term and partial sum is an integer below 2^24 and the
+// result must be the exact sum (a wrong code offset, or a code paired with the wrong x or row in
+// the transposed panel, fails here even where it would stay inside the rounding bound).
+TEST(GgmlPrefill, VnniIntegerBlocksGiveTheExactSum) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX512-VNNI on this CPU";
+  unsigned seed = 400;
+  for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
+    for (int T : {1, 5, 17, 40})
+      for (int IC : {32, 96, 576, 1536}) {
+        if (k == WeightKind::Q8_0 && IC > 576) continue;  // 1536 · 128 · 127 would pass 2^24
+        DecodeCase c(k, T, IC, 37, 32, seed++);
+        const size_t kb = k == WeightKind::Q8_0 ? 34 : 18;
+        for (size_t b = 0; b < c.codes.size() / kb; ++b) c.codes[b * kb] = 0x00, c.codes[b * kb + 1] = 0x3c;  // f16 1
+        std::mt19937 rng(seed);
+        for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 32 == 7 ? 127.0f : float(int(rng() % 255) - 127);
+        Vec exact(size_t(T) * c.OC);
+        const WeightView w = c.view();
+        for (int t = 0; t < T; ++t)
+          for (int o = 0; o < c.OC; ++o) {
+            int64_t sum = 0;
+            for (int i = 0; i < IC; ++i)
+              sum += int64_t(ref::weight_at(w, o, i)) * int64_t(c.x[size_t(t) * IC + i]);
+            exact[size_t(t) * c.OC + o] = float(sum);
+          }
+        EXPECT_EQ(vnni_forward(c, 2), exact) << c.name();
+      }
 }
 
 // The AVX-512 input quantization (gemv::avx512::quantize_x, used by the VNNI decode rows and the AMX

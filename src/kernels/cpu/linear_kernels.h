@@ -55,6 +55,25 @@ size_t ggml_forward_scratch_bytes(int T, int IC, int threads);
 void ggml_forward(float* y, const float* x, const WeightView& w, int T, void* scratch, int threads);
 }  // namespace amx
 
+// The same product on AVX512-VNNI vpdpbusd (ggml_gemm_vnni_avx512.cpp), the AMX path's numerics
+// (the same bits), for CPUs with avx512_vnni: y (T, OC) overwritten, `threads` OpenMP threads,
+// scratch (64-byte aligned) of ggml_forward_scratch_bytes(T, IC, threads) bytes: x quantized
+// (codes, scales, offsets), then one weight panel of kItemRows rows per thread. quant_forward
+// takes it where there is no AMX int8 and the tile scratch fits it (linear_tile_bytes makes room
+// for one thread).
+namespace vnni {
+inline constexpr int kItemRows = 32;  // weight rows per work item (a panel)
+inline size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
+inline size_t ggml_forward_panel_bytes(int IC) {
+  return align64(size_t(kItemRows) * IC) + align64(size_t(kItemRows) * (IC / 32) * 4);
+}
+inline size_t ggml_forward_scratch_bytes(int T, int IC, int threads) {
+  const size_t x = align64(size_t(T) * IC) + 2 * align64(size_t(T) * (IC / 32) * 4);
+  return x + size_t(threads) * ggml_forward_panel_bytes(IC);
+}
+void ggml_forward(float* y, const float* x, const WeightView& w, int T, void* scratch, int threads);
+}  // namespace vnni
+
 // Quantized weights decoded kQuantTileRows rows at a time into the tile scratch
 // (quant_linear.cpp). y = x·Wᵀ (overwritten; Int8: the LLM.int8 product); dx += dy·W (decoded W).
 void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes);

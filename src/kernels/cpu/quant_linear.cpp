@@ -7,8 +7,9 @@
 // weight, near the f32 GEMM's time in a 128-token prefill; the AVX-512 one 0.18 ns), and
 // multiplied with x quantized to q8_0 and decoded again (kernels/q8_0_act.h), the q8_0 / q4_0
 // product's input. On a CPU with AMX int8 the q8_0 / q4_0 forward is the integer product on tiles
-// instead (ggml_gemm_amx.cpp), where the tile scratch holds its operands. A prefill's tile is split
-// over the team by rows (kSlicedMaxTokens), each thread running its slice alone.
+// instead (ggml_gemm_amx.cpp), and on one with AVX512-VNNI but no AMX int8 the same product on
+// vpdpbusd (ggml_gemm_vnni_avx512.cpp), where the tile scratch holds its operands. Otherwise a
+// prefill's tile is split over the team by rows (kSlicedMaxTokens), each thread running its slice alone.
 #include <omp.h>
 
 #include <algorithm>
@@ -84,18 +85,34 @@ Tile carve_tile(const WeightView& w, int T, void* tile, size_t tile_bytes, const
   return t;
 }
 
-// The AMX int8 product where the tile scratch holds its operands for at least one thread (as
-// many threads as it holds, up to OpenMP's count); false (nothing done) where it does not.
-bool amx_ggml_forward(float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes) {
+// The integer q8_0 / q4_0 product (AMX int8 tiles, or AVX512-VNNI) where the tile scratch holds
+// its operands for at least one thread (as many threads as it holds, up to OpenMP's count); false
+// (nothing done) where it does not.
+using IntegerForwardFn = void (*)(float* y, const float* x, const WeightView& w, int T, void* scratch, int threads);
+using IntegerScratchFn = size_t (*)(int T, int IC, int threads);
+bool integer_forward(IntegerForwardFn forward, IntegerScratchFn scratch_bytes, float* y, const float* x,
+                     const WeightView& w, int T, void* tile, size_t tile_bytes) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(tile), aligned = (at + 63) & ~uintptr_t(63);
   if (!tile || tile_bytes < aligned - at) return false;
   const size_t bytes = tile_bytes - (aligned - at);
-  const size_t base = amx::ggml_forward_scratch_bytes(T, w.cols, 0);
-  const size_t per_thread = amx::ggml_forward_scratch_bytes(T, w.cols, 1) - base;
+  const size_t base = scratch_bytes(T, w.cols, 0);
+  const size_t per_thread = scratch_bytes(T, w.cols, 1) - base;
   if (bytes < base + per_thread) return false;
   const int threads = int(std::min<size_t>(size_t(omp_get_max_threads()), (bytes - base) / per_thread));
-  amx::ggml_forward(y, x, w, T, reinterpret_cast<void*>(aligned), threads);
+  forward(y, x, w, T, reinterpret_cast<void*>(aligned), threads);
   return true;
+}
+
+// The q8_0 / q4_0 forward as an integer product at the avx512 level: AMX int8 where usable, else
+// AVX512-VNNI (the same bits); false where neither runs (then the decoded tiles do).
+bool integer_ggml_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile,
+                          size_t tile_bytes) {
+  if (!ggml_block_kind(w.kind) || isa != Isa::Avx512) return false;
+  if (amx_int8_kernels() &&
+      integer_forward(amx::ggml_forward, amx::ggml_forward_scratch_bytes, y, x, w, T, tile, tile_bytes))
+    return true;
+  return cpu_features().avx512_vnni &&
+         integer_forward(vnni::ggml_forward, vnni::ggml_forward_scratch_bytes, y, x, w, T, tile, tile_bytes);
 }
 
 }  // namespace
@@ -153,8 +170,7 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
     int8_linear_forward(y, x, w, T, tile, tile_bytes, isa);
     return;
   }
-  if (ggml_block_kind(w.kind) && isa == Isa::Avx512 && amx_int8_kernels() && amx_ggml_forward(y, x, w, T, tile, tile_bytes))
-    return;
+  if (integer_ggml_forward(isa, y, x, w, T, tile, tile_bytes)) return;
   const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
   if (ggml_block_kind(w.kind)) {  // the input as the q8_0 / q4_0 product sees it, after the tile
     char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
@@ -204,8 +220,10 @@ size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, 
   using cpu::dequant::align64;
   if (k == WeightKind::F16) return size_t(std::min(kHalfTileRows, OC)) * IC * sizeof(float);
   if (k == WeightKind::F32 || k == WeightKind::BF16) return 0;
-  if (ggml_block_kind(k))  // decoded rows, then x quantized (decode: codes and scales; prefill: as floats)
-    return align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4) + align64(size_t(T) * IC * 4);
+  if (ggml_block_kind(k))  // decoded rows, then x quantized (decode: codes and scales; prefill: as floats), or
+    return std::max(       // at least the VNNI product's operands for one thread (and the alignment)
+        align64(size_t(std::min<int64_t>(OC, kQuantTileRows) * IC) * 4) + align64(size_t(T) * IC * 4),
+        cpu::vnni::ggml_forward_scratch_bytes(T, IC, 1) + 64);
   LT_CHECK(k == WeightKind::Int8 || (blocksize >= 1 && (blocksize & (blocksize - 1)) == 0),
            "linear_tile_bytes: {} block size {} is not a power of two", weight_kind_name(k), blocksize);
   const int64_t rows = std::min<int64_t>(OC, kQuantTileRows);
