@@ -32,10 +32,6 @@ namespace lt::cpu {
 namespace {
 
 constexpr size_t kChunk = 2048;  // elements converted at a time through an L1 buffer
-// A forward of at most this many tokens (a prefill) splits each widened tile's rows over the team,
-// each thread running its slice alone: oneDNN's sgemm ran a 128-token product against a few hundred
-// rows hardly faster on 2 threads than on 1 (as quant_linear.cpp's q8_0 / q4_0 tiles).
-constexpr int kSlicedMaxTokens = 512;
 // The bf16 weight rows of one split GEMM: about 1 MiB, so the tile the conversion writes is still in
 // L2 when oneDNN reads it (at least 16 rows).
 constexpr size_t kSplitTileBytes = size_t(1) << 20;
@@ -128,16 +124,11 @@ void half_forward(float* out, const float* x, const uint16_t* x16, const WeightV
   for (int o0 = 0; o0 < OC; o0 += kHalfTileRows) {
     const int rows = std::min(kHalfTileRows, OC - o0);
     if (team > 1 && T <= kSlicedMaxTokens) {  // a prefill: each thread widens and multiplies its slice alone
-      const int slice = (rows + team - 1) / team;
-#pragma omp parallel num_threads(team)
-      {
-        const int r0 = omp_get_thread_num() * slice, n = std::min(slice, rows - r0);
-        if (n > 0) {
-          float* wt = t32 + size_t(r0) * IC;
-          half_to_f32(DType::F16, wt, w16 + size_t(o0 + r0) * IC, size_t(n) * IC);
-          gemm_f32(false, true, T, n, IC, 1.0f, x, IC, wt, IC, 0.0f, out + o0 + r0, OC);
-        }
-      }
+      for_row_slices(rows, team, [&](int r0, int n) {
+        float* wt = t32 + size_t(r0) * IC;
+        half_to_f32(DType::F16, wt, w16 + size_t(o0 + r0) * IC, size_t(n) * IC);
+        gemm_f32(false, true, T, n, IC, 1.0f, x, IC, wt, IC, 0.0f, out + o0 + r0, OC);
+      });
       continue;
     }
     half_to_f32(DType::F16, t32, w16 + size_t(o0) * IC, size_t(rows) * IC);

@@ -30,12 +30,6 @@ namespace {
 
 using dequant::kParallelMin;
 
-// A prefill of at most this many tokens against Q8_0 / Q4_0 rows splits each tile's rows over the
-// team, each thread decoding and multiplying its own slice: oneDNN's sgemm split a (128 tokens, 128
-// rows, IC) product over 2 threads and ran it slower than 1 thread did (Zen 4: 0.94 against
-// 0.77 ms at IC = 2048), so the q8_0 prefill of a ~1B model got slower with a second thread.
-constexpr int kSlicedMaxTokens = 512;
-
 // fake_quantize_act_q8_0 (kernels/q8_0_act.h) with the ISA's quantization loop (the same bits)
 void fake_quantize_x(Isa isa, const float* x, int64_t n, float* out) {
   if (isa == Isa::Scalar) return fake_quantize_act_q8_0(x, n, out);
@@ -187,16 +181,11 @@ void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T
       gemm_f32(false, true, T, rows, IC, 1.0f, x, IC, t.w, IC, 0.0f, y + o0, OC);
       continue;
     }
-    const int slice = (rows + team - 1) / team;
-#pragma omp parallel num_threads(team)
-    {
-      const int r0 = omp_get_thread_num() * slice, n = std::min(slice, rows - r0);
-      if (n > 0) {  // one thread's rows of the tile: decoded and multiplied by it alone
-        float* wt = t.w + size_t(r0) * IC;
-        dequantize_rows(wt, w, o0 + r0, n, nullptr, isa);
-        gemm_f32(false, true, T, n, IC, 1.0f, x, IC, wt, IC, 0.0f, y + o0 + r0, OC);
-      }
-    }
+    for_row_slices(rows, team, [&](int r0, int n) {  // one thread's rows of the tile: decoded and multiplied by it
+      float* wt = t.w + size_t(r0) * IC;
+      dequantize_rows(wt, w, o0 + r0, n, nullptr, isa);
+      gemm_f32(false, true, T, n, IC, 1.0f, x, IC, wt, IC, 0.0f, y + o0 + r0, OC);
+    });
   }
 }
 
