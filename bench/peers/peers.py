@@ -20,6 +20,7 @@ single-token decode steps through the KV cache.
 
 Writes build/peers/results.json and results.md. Usage:
   .venv/bin/python bench/peers/peers.py [--quick] [--threads 1,2] [--steps 3] [--models smol,qwen,wide]
+                                        [--methods lora,full] [--precisions fp32,bf16] [--compiled]
                                         [--skip-train] [--skip-infer]
 """
 import argparse
@@ -83,9 +84,9 @@ def profile_table(stderr):
     return rows
 
 
-def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision):
+def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision, method="lora"):
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", "lora",
+        cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", method,
                "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
                "--steps", str(steps), "--profile", str(pathlib.Path(tmp) / "trace.json")]
         if precision != "fp32":
@@ -117,7 +118,7 @@ def aesop_tokenizer(cache):
     return path
 
 
-def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq, steps, precision):
+def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq, steps, precision, method="lora"):
     """`leantune train` end to end: config, tokenization, packing, steps + 1 steps (the first one
     is its warm-up), a checkpoint half way and at the end, metrics.jsonl. Returns its last
     tokens/s record (all steps, the warm-up included) and the process's wall time."""
@@ -126,9 +127,10 @@ def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq,
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "out"
         total = steps + 1
+        lora = dict(lora_r=16, lora_alpha=32, lora_target_modules="all-linear") if method == "lora" else {}
         cfg = dict(base_model=str(model), tokenizer=str(tokenizer), datasets=[dict(path=str(AESOP), min_blank_lines=2)],
-                   method="lora", lora_r=16, lora_alpha=32, lora_target_modules="all-linear", micro_batch_size=batch,
-                   sequence_len=seq, learning_rate=1e-4, warmup_steps=0, max_steps=total,
+                   method=method, **lora, micro_batch_size=batch, sequence_len=seq, learning_rate=1e-4, warmup_steps=0,
+                   max_steps=total,
                    save_steps=max(1, total // 2), precision=precision, gradient_checkpointing=ckpt, threads=threads,
                    output_dir=str(out))
         (pathlib.Path(tmp) / "c.yaml").write_text(json.dumps(cfg))  # JSON is YAML
@@ -143,12 +145,12 @@ def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq,
                     peak_rss_bytes=max(r["rss_bytes"] for r in steps_recs))
 
 
-def torch_train(model, threads, ckpt, batch, seq, steps, precision, compiled=False):
+def torch_train(model, threads, ckpt, batch, seq, steps, precision, compiled=False, method="lora"):
     script = TORCH_TRAIN if precision == "fp32" else TORCH_TRAIN_BF16
     if compiled:
         script = script.replace(*COMPILED).replace(*CALL)
         assert "fwd(input_ids" in script and "torch.compile" in script
-    p = subprocess.run([sys.executable, "-c", script, "lora", ckpt, str(threads), str(batch), str(seq), "16",
+    p = subprocess.run([sys.executable, "-c", script, method, ckpt, str(threads), str(batch), str(seq), "16",
                         str(steps), str(model)], capture_output=True, text=True)
     if p.returncode != 0:
         return dict(error=(p.stderr.strip().splitlines() or ["failed"])[-1])
@@ -330,6 +332,7 @@ def main():
     ap.add_argument("--models", default=None,
                     help="training shapes, of smol,qwen,wide (default: smol,wide; --quick: smol)")
     ap.add_argument("--precisions", default="fp32,bf16", help="training precisions, of fp32,bf16")
+    ap.add_argument("--methods", default="lora", help="of lora,full (full fine-tuning: every weight trained, AdamW)")
     ap.add_argument("--compiled", action="store_true", help="also PyTorch + PEFT under torch.compile (a second ratio)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
@@ -346,38 +349,41 @@ def main():
         models = (a.models or ("smol" if a.quick else "smol,wide")).split(",")
         grid = []
         precs = [p for p in ("fp32", "bf16") if p in a.precisions.split(",")]
+        methods = [m for m in ("lora", "full") if m in a.methods.split(",")]
         if "smol" in models:
-            grid += [("SmolLM2-135M", smol, t, prec, ck, steps) for t in threads for prec in precs
-                     for ck in ("none", "every")]
+            grid += [("SmolLM2-135M", smol, t, meth, prec, ck, steps) for meth in methods for t in threads
+                     for prec in precs for ck in ("none", "every")]
         if "qwen" in models:
             qwen = cache / "qwen2.5-0.5b-random"
             make_model(qwen, QWEN25_05B)
-            grid += [("Qwen2.5-0.5B", qwen, t, prec, ck, steps) for t in threads for prec in precs
-                     for ck in ("none", "every")]
+            grid += [("Qwen2.5-0.5B", qwen, t, meth, prec, ck, steps) for meth in methods for t in threads
+                     for prec in precs for ck in ("none", "every")]
         if "wide" in models:
             wide = cache / "wide-1b-random"
             make_model(wide, WIDE_1B)
-            grid += [("wide ~1B", wide, max(threads), "fp32", "every", 1)]
+            grid += [("wide ~1B", wide, max(threads), "lora", "fp32", "every", 1)]
         tokenizer = aesop_tokenizer(cache)
-        md += [f"### LoRA r=16 training, micro-batch {a.batch} x {a.seq}, median step after a warm-up", "",
-               "| model | threads | precision | checkpointing | leantune tok/s | PyTorch+PEFT tok/s | ratio | "
+        md += [f"### Training (LoRA r=16 all-linear, or full), micro-batch {a.batch} x {a.seq}, median step after a "
+               "warm-up", "",
+               "| model | method | threads | precision | checkpointing | leantune tok/s | PyTorch+PEFT tok/s | ratio | "
                "leantune peak RSS | PyTorch peak RSS | RSS ratio | leantune train tok/s (Aesop) | ratio |",
-               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         profiles = []
-        for name, model, t, prec, ck, st in grid:
-            ours = leantune_train(a.bin, model, t, ck, a.batch, a.seq, st, prec)
-            pipe = leantune_train_pipeline(a.bin, model, tokenizer, t, ck, a.batch, a.seq, st, prec)
-            peer = torch_train(model, t, ck, a.batch, a.seq, st, prec)
-            results["train"].append(dict(model=name, threads=t, precision=prec, checkpointing=ck, leantune=ours,
-                                         leantune_train=pipe, pytorch=peer))
-            profiles.append((f"{name}, {t} threads, {prec}, checkpointing {ck}", ours.get("profile", [])))
+        for name, model, t, meth, prec, ck, st in grid:
+            ours = leantune_train(a.bin, model, t, ck, a.batch, a.seq, st, prec, meth)
+            pipe = leantune_train_pipeline(a.bin, model, tokenizer, t, ck, a.batch, a.seq, st, prec, meth)
+            peer = torch_train(model, t, ck, a.batch, a.seq, st, prec, method=meth)
+            results["train"].append(dict(model=name, method=meth, threads=t, precision=prec, checkpointing=ck,
+                                         leantune=ours, leantune_train=pipe, pytorch=peer))
+            profiles.append((f"{name}, {meth}, {t} threads, {prec}, checkpointing {ck}", ours.get("profile", [])))
             if a.compiled:
-                comp = torch_train(model, t, ck, a.batch, a.seq, st, prec, compiled=True)
+                comp = torch_train(model, t, ck, a.batch, a.seq, st, prec, compiled=True, method=meth)
                 results["train"][-1]["pytorch_compiled"] = comp
                 print(f"  torch.compile: {comp.get('tokens_per_s', comp.get('error'))} tok/s, leantune / compiled "
                       f"{fmt_ratio(ratio(ours, comp, 'tokens_per_s'))}", flush=True)
             g = lambda r, k, s=1: f"{r[k] / s:.0f}" if k in r else r.get("error", "-")[:40]
-            md.append(f"| {name} | {t} | {prec} | {ck} | {g(ours, 'tokens_per_s')} | {g(peer, 'tokens_per_s')} | "
+            md.append(f"| {name} | {meth} | {t} | {prec} | {ck} | {g(ours, 'tokens_per_s')} | "
+                      f"{g(peer, 'tokens_per_s')} | "
                       f"{fmt_ratio(ratio(ours, peer, 'tokens_per_s'))} | {g(ours, 'peak_rss_bytes', 2**20)} MiB | "
                       f"{g(peer, 'peak_rss_bytes', 2**20)} MiB | {fmt_ratio(ratio(ours, peer, 'peak_rss_bytes'))} | "
                       f"{g(pipe, 'tokens_per_s')} | {fmt_ratio(ratio(pipe, peer, 'tokens_per_s'))} |")

@@ -56,6 +56,7 @@ struct TrainOps {
 
   // Backward of swiglu_forward (out = silu(gate) * up): dgate, dup (T, F) WRITTEN (not
   // accumulated); dout, gate, up (T, F). dgate = dout*up*sig(g)*(1 + g*(1 - sig(g))), dup = dout*silu(g).
+  // dup may be dout (in place: each element is read before it is written); dgate may not.
   void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,
                           int F);
 
@@ -87,7 +88,7 @@ struct TrainOps {
                         const int* labels, int T, int C, int V, int chunk, float loss_scale);
 
   // Gemma's ops.
-  // Backward of geglu_forward: dgate, dup (T, F) WRITTEN; dout, gate, up (T, F).
+  // Backward of geglu_forward: dgate, dup (T, F) WRITTEN; dout, gate, up (T, F); dup may be dout.
   // dgate = dout * up * gelu_tanh'(g), dup = dout * gelu_tanh(g), with u = sqrt(2/pi) (g + 0.044715 g³),
   // gelu_tanh'(g) = 0.5 (1 + tanh u) + 0.5 g (1 - tanh² u) sqrt(2/pi) (1 + 3 * 0.044715 g²).
   void (*geglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T,

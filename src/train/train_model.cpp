@@ -24,6 +24,8 @@
 // saved activations (residuals, q, k, v, lse, rstd, x_mid, gate, up, x·Aᵀ) stay f32.
 // LoRA in bf16 (bf16_head()): the frozen embedding / lm_head are bf16 tables too, the lookup widens
 // a token's row, and the fused loss's products run in bf16 (TrainOps::lm_head_loss_bf16).
+// Full fine-tuning in bf16 (bf16_head_copy()): the loss products read a bf16 working copy of the
+// f32 lm_head, refreshed with the linears' copies; its gradient accumulates in f32.
 #include "train/train_model.h"
 
 #include <algorithm>
@@ -72,6 +74,14 @@ bool bf16_attention(const TrainModelOptions& o) {
 
 bool bf16_head(const ModelConfig& c, const TrainModelOptions& o) {
   return o.precision == Precision::BF16 && o.method == Method::Lora && c.final_softcap <= 0;
+}
+
+bool bf16_head_copy(const ModelConfig& c, const TrainModelOptions& o) {
+  return o.precision == Precision::BF16 && o.method == Method::Full && c.final_softcap <= 0;
+}
+
+static const char* head_table_name(const ModelConfig& c) {
+  return c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
 
 // LoRA products in bf16 (LoraView::bf16, kernels/linear.h): bf16 LoRA on a bf16 base, no dropout,
@@ -357,8 +367,8 @@ struct BufferTable {
   };
 
   // An activation buffer of a decoder layer: elements, the part of the block that produces it (1
-  // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is, 4 h: recomputed in every
-  // layer) and its LayerActs field
+  // attention, 2 MLP, 3 x_mid: recomputed only when the whole block is, 4 h and 8 the norms' outputs
+  // xn1, xn2: recomputed in every layer) and its LayerActs field
   // (xa[module] for a LoRA input); a GEMM input (field16 set) is 16-bit with mixed precision; an
   // attention operand (qkv_off >= 0) is bf16 with bf16_attention(), its f32 values at attn.qkv + qkv_off;
   // an MLP projection (mlp_off >= 0) is bf16 with precision bf16, its f32 values at mlp.gate_up + mlp_off.
@@ -457,18 +467,18 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
     r.push_back({"attn.window_start", Category::Data, N * sizeof(int), Lifetime::Step, to<&M::window_start_>});
   r.push_back({"act.final.xn", A, N * d.C * f, Lifetime::Step, to<&M::xnf_>});
   r.push_back({"act.final.rstd", A, N * f, Lifetime::Step, to<&M::rstdf_>});
-  r.push_back({"loss.logits_chunk", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.V * f,
+  const size_t chunk = size_t(std::min(o.loss_chunk, d.N));
+  r.push_back({"loss.logits_chunk", Category::LossChunk, chunk * d.V * f,
                Lifetime::Phase, to<&M::logits_chunk_>});
   r.push_back({"loss.d_xn", Category::LossChunk, N * d.C * f, Lifetime::Phase, to<&M::d_xnf_>});
-  if (bf16_head(c, o))
-    r.push_back({"loss.x16", Category::LossChunk, size_t(std::min(o.loss_chunk, d.N)) * d.C * 2, Lifetime::Phase,
+  if (bf16_head(c, o) || bf16_head_copy(c, o))
+    r.push_back({"loss.x16", Category::LossChunk, chunk * d.C * 2, Lifetime::Phase,
                  to<&M::loss_x16_>});
   // backward scratch, reused layer by layer
   r.push_back({"bwd.d_res", W, N * d.C * f, Lifetime::Phase, to<&M::d_res_>});
   r.push_back({"bwd.d_xn", W, N * d.C * f, Lifetime::Layer, to<&M::d_xn_>});
   r.push_back({"bwd.d_h", W, N * d.F * f, Lifetime::Layer, to<&M::d_h_>});
-  r.push_back({"bwd.d_gate", W, N * d.F * f, Lifetime::Layer, to<&M::d_gate_>});
-  r.push_back({"bwd.d_up", W, N * d.F * f, Lifetime::Layer, to<&M::d_up_>});
+  r.push_back({"bwd.d_gate", W, N * d.F * f, Lifetime::Layer, to<&M::d_gate_>});  // d_up: over d_h
   r.push_back({"bwd.d_q", W, N * d.QD * f, Lifetime::Layer, to<&M::d_q_>});
   r.push_back({"bwd.d_k", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_k_>});
   r.push_back({"bwd.d_v", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_v_>});
@@ -550,7 +560,7 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
 std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector<bool>& adapted) {
   const size_t N = d.N;
   std::vector<Act> v = {{"rstd1", N, 1, &Acts::rstd1},
-                        {"xn1", N * d.C, 1, &Acts::xn1, &Acts::xn1_h},
+                        {"xn1", N * d.C, 8, &Acts::xn1, &Acts::xn1_h},
                         {"q", N * d.QD, 1, &Acts::q, &Acts::q_h, -1, 0},
                         {"k", N * d.KVD, 1, &Acts::k, &Acts::k_h, -1, long(N * d.QD)},
                         {"v", N * d.KVD, 1, &Acts::v, &Acts::v_h, -1, long(N * (d.QD + d.KVD))},
@@ -558,7 +568,7 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"lse", size_t(d.NH) * N, 1, &Acts::lse},
                         {"x_mid", N * d.C, 3, &Acts::x_mid},
                         {"rstd2", N, 2, &Acts::rstd2},
-                        {"xn2", N * d.C, 2, &Acts::xn2, &Acts::xn2_h},
+                        {"xn2", N * d.C, 8, &Acts::xn2, &Acts::xn2_h},
                         {"gate", N * d.F, 2, &Acts::gate, &Acts::gate_h, -1, -1, 0},
                         {"up", N * d.F, 2, &Acts::up, &Acts::up_h, -1, -1, long(N * d.F)},
                         {"h", N * d.F, 4, &Acts::h, &Acts::h_h}};
@@ -581,11 +591,14 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
 }
 
 // Per layer, the parts of the block replayed before its backward (bit 1 attention, bit 2 MLP, bit 4
-// the MLP's h = act(gate)·up alone). Bit 4 is set in every layer: h is never saved but recomputed
-// from the saved gate and up in one elementwise pass (what it costs: about 1% of a SmolLM2-shaped
-// step; what it saves: an (N, F) activation per layer, 13% of the activations).
+// the MLP's h = act(gate)·up alone, bit 8 the RMSNorms' outputs xn1 and xn2 alone). Bits 4 and 8
+// are set in every layer: h is never saved but recomputed from the saved gate and up in one
+// elementwise pass (what it costs: about 1% of a SmolLM2-shaped step; what it saves: an (N, F)
+// activation per layer, 13% of the activations); xn1 and xn2 are recomputed from the saved res[l]
+// and x_mid, which their norms' backward reads anyway (two (N, C) passes per layer; 11% of the
+// activations). The recomputed values are the same bits: the same kernel on the same inputs.
 static std::vector<int> recompute_layers(const ModelConfig& c, const TrainModelOptions& o) {
-  std::vector<int> r(c.n_layers, 4);
+  std::vector<int> r(c.n_layers, 4 | 8);
   for (int l = 0; l < c.n_layers; ++l) {
     if (o.checkpointing == Checkpointing::EveryK) r[l] |= l % o.checkpoint_every == 0 ? 3 : 0;
     if (o.checkpointing == Checkpointing::Attention) r[l] |= 1;
@@ -701,6 +714,8 @@ static void plan_weights(MemoryPlan& p, const ModelConfig& c, const TrainModelOp
   }
   plan_weight(p, o, "model.norm.weight", d.C, full);
   if (!c.tie_embeddings) plan_table("lm_head.weight", full && !o.freeze_lm_head);
+  if (bf16_head_copy(c, o))  // the loss products' working copy, refreshed after each step
+    p.add(half_buffer_name(head_table_name(c), o.precision), Category::Workspace, size_t(d.V) * d.C * 2);
 }
 
 // The decoder layers' activations: each layer's own set, or (replayed parts) one shared recompute
@@ -996,6 +1011,8 @@ TrainModel::TrainModel(const ModelConfig& config, const TensorSet& ts, const Tra
   } else {
     load("lm_head.weight", {V, C}, -1, true, &lm_head_, &d_lm_head_);
   }
+  if (bf16_head_copy(cfg_, opts_))  // filled from lm_head_ by refresh_working_copies()
+    lm_head16_ = arenas_.get_as<uint16_t>(half_buffer_name(head_table_name(cfg_), opts_.precision));
   // LoRA+: PEFT's B groups ("lora_B" in the name, or a 1-D tensor) at lr · ratio
   if (!full && opts_.loraplus_lr_ratio > 0)
     for (auto& p : params_)
@@ -1110,6 +1127,7 @@ void TrainModel::zero_grads() {
 }
 
 void TrainModel::refresh_working_copies() {
+  if (lm_head16_ && lm_head_) ops_.round_half(half_, lm_head16_, nullptr, lm_head_, size_t(cfg_.vocab_size) * cfg_.dim);
   for (auto& lin : linears_) {
     const size_t n = size_t(lin->out) * lin->in;
     if (lin->w && lin->w16) ops_.round_half(half_, lin->w16, nullptr, lin->w, n);
@@ -1251,6 +1269,9 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     lr.forward(a.x_mid, a.att, a.att_h, lin(Proj::O), a.xa, step);
   }
   ops_.add_inplace(a.x_mid, x, size_t(N) * d.C);
+  } else if (parts & 8) {  // xn1 again from the saved res[l] (recompute_layers)
+    ops_.rmsnorm_forward(a.xn1, a.rstd1, x, norm_weight(attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+    store(a.xn1_h, a.xn1, d.C);
   }
   auto mlp_act = [&] {  // h = act(gate) · up
     if (cfg_.mlp_act == MlpAct::GeluTanh) ops_.geglu_forward(a.h, a.gate, a.up, N, d.F);
@@ -1258,6 +1279,10 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     store(a.h_h, a.h, d.F);
   };
   if (!(parts & 2)) {
+    if (parts & 8) {  // xn2 again from the saved x_mid
+      ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
+      store(a.xn2_h, a.xn2, d.C);
+    }
     if (parts & 4) {  // h again from the saved gate and up, left in f32 for the backward (recompute_layers)
       if (a.gate_h) ops_.widen_half(half_, a.gate, a.gate_h, size_t(N) * d.F);
       if (a.up_h) ops_.widen_half(half_, a.up, a.up_h, size_t(N) * d.F);
@@ -1314,13 +1339,16 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
                                    : d_res_;
   lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
-  // gate and up: in f32 already, left there by the replay that recomputed h (recompute_layers)
-  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
-  else t.swiglu_backward(d_gate_, d_up_, d_h_, a.gate, a.up, N, d.F);
+  // gate and up: in f32 already, left there by the replay that recomputed h (recompute_layers).
+  // d_up overwrites d_h in place. (d_gate written over h, which nothing reads after the down
+  // projection's backward, made the pass three times slower on a 2-vCPU Zen 4: its own buffer.)
+  float* d_up = d_h_;
+  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up, d_h_, a.gate, a.up, N, d.F);
+  else t.swiglu_backward(d_gate_, d_up, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
   lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
-  lr.backward(d_xn_, d_up_, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
+  lr.backward(d_xn_, d_up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, norm_weight(ffn_norm_[l], d.C), a.rstd2, N,
                      d.C);  // now d x_mid
   // attention
@@ -1411,7 +1439,7 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   s.before(lm, loss_pass);
   const int chunk = std::min(opts_.loss_chunk, N);
   const float loss =
-      lm_head16_ ? t.lm_head_loss_bf16(backward ? d_xnf_ : nullptr, nullptr, logits_chunk_, loss_x16_, xnf_, lm_head16_,
+      lm_head16_ ? t.lm_head_loss_bf16(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, loss_x16_, xnf_, lm_head16_,
                                        b.labels, N, d.C, d.V, chunk, loss_scale)
       : cfg_.final_softcap > 0
           ? t.lm_head_loss_softcap(backward ? d_xnf_ : nullptr, backward ? d_lm_head_ : nullptr, logits_chunk_, xnf_,

@@ -102,6 +102,11 @@ bool bf16_attention(const TrainModelOptions& o);
 // The embedding lookup widens the bf16 rows to f32; the softmax, loss and dlogits stay f32.
 bool bf16_head(const ModelConfig& c, const TrainModelOptions& o);
 
+// Whether full fine-tuning in bf16 runs the loss through TrainOps::lm_head_loss_bf16 on a bf16
+// working copy of the f32 lm_head (the tied embedding), refreshed with the linears' working copies
+// after each step (what PyTorch autocast runs for the lm_head); the lookup reads the f32 table.
+bool bf16_head_copy(const ModelConfig& c, const TrainModelOptions& o);
+
 // Parses "none" | "every" | "every:K" | "attention" | "mlp"; lt::Error otherwise.
 void parse_checkpointing(const std::string& s, TrainModelOptions& o);
 
@@ -199,7 +204,8 @@ class TrainModel {
   struct BatchView {  // one micro-batch's inputs (N each)
     const int *tokens, *labels, *positions, *doc_start;
   };
-  void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);  // parts: 1 attention, 2 MLP, 4 h alone
+  // parts: 1 attention, 2 MLP, 4 h alone, 8 xn1 / xn2 alone
+  void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void attention_forward(LayerActs& a, const int* key_start);   // a.att, a.lse from a.q, a.k, a.v
   void attention_backward(LayerActs& a, const int* key_start);  // d_q_, d_k_, d_v_ += from d_att_
@@ -228,7 +234,8 @@ class TrainModel {
   std::vector<int> recompute_;                    // per layer: parts replayed before backward (0 none)
   // weights and their grads (grads null when frozen)
   float *embed_, *d_embed_, *final_norm_, *d_final_norm_, *lm_head_, *d_lm_head_;
-  uint16_t *embed16_ = nullptr, *lm_head16_ = nullptr;  // bf16_head(): the frozen tables (embed_, lm_head_ null)
+  // bf16_head(): the frozen tables (embed_, lm_head_ null); bf16_head_copy(): lm_head16_ the working copy
+  uint16_t *embed16_ = nullptr, *lm_head16_ = nullptr;
   std::vector<float*> attn_norm_, d_attn_norm_, ffn_norm_, d_ffn_norm_;
   std::vector<float*> q_norm_, d_q_norm_, k_norm_, d_k_norm_;  // Qwen3 (HS each), else null
   // Gemma (sandwich_norms): post_attention_layernorm (on the attention's output) and
@@ -257,7 +264,7 @@ class TrainModel {
   void* attn_ws_ = nullptr;                       // the attention kernels' workspace (bytes below)
   size_t attn_ws_bytes_ = 0;
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
-  float *d_xn_, *d_h_, *d_gate_, *d_up_, *d_q_, *d_k_, *d_v_, *d_att_;
+  float *d_xn_, *d_h_, *d_gate_, *d_q_, *d_k_, *d_v_, *d_att_;
 };
 
 }  // namespace lt

@@ -260,10 +260,28 @@ TEST(DecodeGemv, SixteenBitRowsGroupedOrAloneGiveTheSameBits) {
   if (cpu_supports(Isa::Avx2)) EXPECT_GE(checked, 30);
 }
 
-// Q8_0 / Q4_0 with every scale 1 and x integers with 127 in each block (so its q8_0 codes are x
-// and its scales 1): every product and partial sum is an integer below 2^24, exact in f32 in any
-// order, so every path must give the exact sum, bit for bit: an error of one in one lane's code
-// offset or a code paired with the wrong x, which the rounding bound above can miss, fails here.
+// Makes c (Q8_0 / Q4_0) a case of integers: every block's scale 1 and x integers with 127 in each
+// block (so its q8_0 codes are x and its scales 1). Returns the exact products, summed in int64.
+static Vec integer_blocks(DecodeCase& c, unsigned seed) {
+  const size_t kb = c.kind == WeightKind::Q8_0 ? 34 : 18;
+  for (size_t b = 0; b < c.codes.size() / kb; ++b) c.codes[b * kb] = 0x00, c.codes[b * kb + 1] = 0x3c;  // f16 1
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 32 == 7 ? 127.0f : float(int(rng() % 255) - 127);
+  Vec exact(size_t(c.T) * c.OC);
+  const WeightView w = c.view();
+  for (int t = 0; t < c.T; ++t)
+    for (int o = 0; o < c.OC; ++o) {
+      int64_t sum = 0;
+      for (int i = 0; i < c.IC; ++i) sum += int64_t(ref::weight_at(w, o, i)) * int64_t(c.x[size_t(t) * c.IC + i]);
+      exact[size_t(t) * c.OC + o] = float(sum);
+    }
+  return exact;
+}
+
+// Q8_0 / Q4_0 integer blocks (integer_blocks): every product and partial sum is an integer below
+// 2^24, exact in f32 in any order, so every path must give the exact sum, bit for bit: an error of
+// one in one lane's code offset or a code paired with the wrong x, which the rounding bound above
+// can miss, fails here.
 TEST(DecodeGemv, IntegerBlocksGiveTheExactSum) {
   unsigned seed = 90;
   for (WeightKind k : {WeightKind::Q8_0, WeightKind::Q4_0})
@@ -271,22 +289,7 @@ TEST(DecodeGemv, IntegerBlocksGiveTheExactSum) {
       for (int IC : {32, 96, 128, 576, 1536}) {
         if (k == WeightKind::Q8_0 && IC > 576) continue;  // 1536 · 128 · 127 would pass 2^24
         DecodeCase c(k, T, IC, 11, 32, seed++);
-        const size_t kb = k == WeightKind::Q8_0 ? 34 : 18;
-        for (size_t b = 0; b < c.codes.size() / kb; ++b) c.codes[b * kb] = 0x00, c.codes[b * kb + 1] = 0x3c;  // f16 1
-        std::mt19937 rng(seed);
-        for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 32 == 7 ? 127.0f : float(int(rng() % 255) - 127);
-        Vec exact(size_t(T) * c.OC);
-        for (int t = 0; t < T; ++t)
-          for (int o = 0; o < c.OC; ++o) {
-            int64_t sum = 0;
-            for (int i = 0; i < IC; ++i) {
-              const uint8_t* blk = c.codes.data() + (size_t(o) * IC + i) / 32 * kb + 2;
-              const int j = i % 32;
-              const int wq = k == WeightKind::Q8_0 ? int(int8_t(blk[j])) : (j < 16 ? blk[j] & 15 : blk[j - 16] >> 4) - 8;
-              sum += int64_t(wq) * int64_t(c.x[size_t(t) * IC + i]);
-            }
-            exact[size_t(t) * c.OC + o] = float(sum);
-          }
+        const Vec exact = integer_blocks(c, seed);
         for (Isa isa : isas()) {
           Scratch s(c);
           Vec y(exact.size(), NAN);
@@ -424,19 +427,7 @@ TEST(GgmlPrefill, VnniIntegerBlocksGiveTheExactSum) {
       for (int IC : {32, 96, 576, 1536}) {
         if (k == WeightKind::Q8_0 && IC > 576) continue;  // 1536 · 128 · 127 would pass 2^24
         DecodeCase c(k, T, IC, 37, 32, seed++);
-        const size_t kb = k == WeightKind::Q8_0 ? 34 : 18;
-        for (size_t b = 0; b < c.codes.size() / kb; ++b) c.codes[b * kb] = 0x00, c.codes[b * kb + 1] = 0x3c;  // f16 1
-        std::mt19937 rng(seed);
-        for (size_t i = 0; i < c.x.size(); ++i) c.x[i] = i % 32 == 7 ? 127.0f : float(int(rng() % 255) - 127);
-        Vec exact(size_t(T) * c.OC);
-        const WeightView w = c.view();
-        for (int t = 0; t < T; ++t)
-          for (int o = 0; o < c.OC; ++o) {
-            int64_t sum = 0;
-            for (int i = 0; i < IC; ++i)
-              sum += int64_t(ref::weight_at(w, o, i)) * int64_t(c.x[size_t(t) * IC + i]);
-            exact[size_t(t) * c.OC + o] = float(sum);
-          }
+        const Vec exact = integer_blocks(c, seed);
         EXPECT_EQ(vnni_forward(c, 2), exact) << c.name();
       }
 }

@@ -3,6 +3,7 @@
 // (PyTorch's gelu(approximate="tanh"), cap * tanh(s / cap) on the scaled scores); backwards of the
 // reference against central differences of L = sum(out * R) in double; the CPU entries against the
 // reference; and the capped attention at a huge cap equal to the uncapped one (the same masks).
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +63,21 @@ TEST(GemmaOps, GegluForwardMatchesTheFormulaOnEveryTable) {
     ops->geglu_forward(out.data(), g.data(), u.data(), T, F);
     for (size_t i = 0; i < g.size(); i++)
       EXPECT_NEAR(out[i], gelu_tanh_d(g[i]) * u[i], 2e-6 * (1 + std::fabs(out[i]))) << ops->name << " " << i;
+  }
+}
+
+// dup written over dout (the training step's in-place use) gives the same bits as separate buffers.
+TEST(GemmaOps, GegluBackwardInPlaceGivesTheSameBits) {
+  std::mt19937 rng(3);
+  const int T = 5, F = 3001;
+  const size_t n = size_t(T) * F;
+  VecF g = rand_vec(n, rng, -3, 3), u = rand_vec(n, rng), R = rand_vec(n, rng);
+  for (const TrainOps* t : {&train_ops_ref(), &train_ops_cpu()}) {
+    VecF dg(n), du(n), dg2(n), io = R;
+    t->geglu_backward(dg.data(), du.data(), R.data(), g.data(), u.data(), T, F);
+    t->geglu_backward(dg2.data(), io.data(), io.data(), g.data(), u.data(), T, F);
+    EXPECT_EQ(0, std::memcmp(dg.data(), dg2.data(), n * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(du.data(), io.data(), n * sizeof(float)));
   }
 }
 

@@ -349,6 +349,23 @@ TEST_P(KernelTrainCpu, SwigluBackward) {
   }
 }
 
+// The training step writes dup over dout (train_model.cpp's layer_backward): in place must give the
+// same bits as separate buffers, each element read before it is written (F = 5000 crosses chunks).
+TEST_P(KernelTrainCpu, SwigluBackwardInPlaceGivesTheSameBits) {
+  for (int F : {13, 5000}) {
+    const int T = 5;
+    const size_t n = size_t(T) * F;
+    auto g = random_vec(n, 64, -12, 12), u = random_vec(n, 65, -2, 2), d = random_vec(n, 66);
+    for (const TrainOps* t : {&tcpu(), &tref()}) {
+      VecF dg(n), du(n), dg2(n), io = d;
+      t->swiglu_backward(dg.data(), du.data(), d.data(), g.data(), u.data(), T, F);
+      t->swiglu_backward(dg2.data(), io.data(), io.data(), g.data(), u.data(), T, F);
+      EXPECT_EQ(0, std::memcmp(dg.data(), dg2.data(), n * sizeof(float))) << "dgate F=" << F;
+      EXPECT_EQ(0, std::memcmp(du.data(), io.data(), n * sizeof(float))) << "dup F=" << F;
+    }
+  }
+}
+
 TEST_P(KernelTrainCpu, SwigluBackwardExtremeInputs) {
   VecF g = {-200, -100, -88, -87, -50, -20, -1e-3f, 0, 1e-3f, 20, 50, 87, 88, 89, 100, 200};
   VecF u(g.size(), 1.5f), d(g.size(), -0.75f), dg(g.size()), du(g.size()), dg_r(g.size()), du_r(g.size());

@@ -199,19 +199,19 @@ TEST(PlanLedger, Llama3_8BLoraPlanMatchesAHandCalculation) {
   EXPECT_EQ(p.arena_bytes(Category::TrainableParams), 4 * lora);
   EXPECT_EQ(p.arena_bytes(Category::Grads), 4 * lora);
   EXPECT_EQ(p.arena_bytes(Category::OptimizerState), 2 * 4 * lora);  // AdamW m and v
-  // saved activations per token per layer (floats): rstd 2, normed inputs 2C, q and attention
-  // output 2C, k and v 2*KVD, log-sum-exp NH, mid residual C, gate/up 2F, x·Aᵀ of 7 modules 7R;
-  // plus L+1 residual streams, the final normed x and its rstd. h = silu(gate)·up (F) is not
-  // saved: one shared recompute buffer, refilled before each layer's backward.
-  const size_t per_token_layer = 2 + 2 * C + 2 * C + 2 * KVD + NH + C + 2 * F + 7 * R;
-  EXPECT_EQ(per_token_layer, 51346u);
+  // saved activations per token per layer (floats): rstd 2, q and attention output 2C, k and v
+  // 2*KVD, log-sum-exp NH, mid residual C, gate/up 2F, x·Aᵀ of 7 modules 7R; plus L+1 residual
+  // streams, the final normed x and its rstd. h = silu(gate)·up (F) and the normed inputs xn1, xn2
+  // (2C) are not saved: one shared recompute buffer each, refilled before each layer's backward.
+  const size_t per_token_layer = 2 + 2 * C + 2 * KVD + NH + C + 2 * F + 7 * R;
+  EXPECT_EQ(per_token_layer, 43154u);
   EXPECT_EQ(p.arena_bytes(Category::Activations), 4 * N * (L * per_token_layer + (L + 1) * C + C + 1));
-  EXPECT_EQ(p.arena_bytes(Category::Recompute), 4 * N * F);
+  EXPECT_EQ(p.arena_bytes(Category::Recompute), 4 * N * (F + 2 * C));
   // with checkpointing of every block, a layer keeps only its input (the residual stream)
   o.checkpointing = Checkpointing::EveryK;
   const MemoryPlan q = plan_training(m, o);
   EXPECT_EQ(q.arena_bytes(Category::Activations), 4 * N * ((L + 1) * C + C + 1));
-  EXPECT_EQ(q.arena_bytes(Category::Recompute), 4 * N * (per_token_layer + F));  // one layer's set, reused
+  EXPECT_EQ(q.arena_bytes(Category::Recompute), 4 * N * (per_token_layer + F + 2 * C));  // one layer's set, reused
 }
 
 TEST(PlanBudget, BadBudgetsAndProfilesSaySoPlainly) {

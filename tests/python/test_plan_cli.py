@@ -85,8 +85,9 @@ def test_llama3_8b_plan_from_config_json_alone(leantune_bin, tmp_path):
     assert cats["frozen_weights"] == 4 * params
     assert cats["trainable_params"] == cats["gradients"] == 4 * lora
     assert cats["optimizer_state"] == 8 * lora
-    assert cats["activations"] == 4 * 512 * (32 * 51346 + 33 * 4096 + 4096 + 1)
-    assert cats["recompute"] == 4 * 512 * 14336  # h = silu(gate)·up, refilled before each layer's backward
+    assert cats["activations"] == 4 * 512 * (32 * 43154 + 33 * 4096 + 4096 + 1)
+    # h = silu(gate)·up and the normed inputs xn1, xn2, refilled before each layer's backward
+    assert cats["recompute"] == 4 * 512 * (14336 + 2 * 4096)
 
 
 def render(html_path, tmp_path):

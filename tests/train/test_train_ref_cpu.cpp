@@ -97,9 +97,10 @@ void compare(const TrainModelOptions& o, double ulp_q, const char* what) {
   // 3 stages of u·sqrt(HS) per layer (HS stages of u each, in quadrature). Measured here: worst
   // gradient 1.9e-2 with f32 attention, 5.1e-2 with the bf16 kernels (bound 6.3e-2).
   double stages_loss = D, stages_grad = 2 * D;
-  // bf16 LoRA (bf16_head()): the lm_head's input x is rounded to bf16 in the forward and its
-  // dlogits in the backward, one more stage of flips in each chain (the lm_head's f32 stage is in D)
-  if (bf16_head(ModelConfig{}, o)) stages_loss += 1, stages_grad += 2;
+  // bf16 LoRA (bf16_head()) and full bf16 (bf16_head_copy()): the lm_head's input x is rounded to
+  // bf16 in the forward and its dlogits in the backward, one more stage of flips in each chain (the
+  // lm_head's f32 stage is in D)
+  if (bf16_head(ModelConfig{}, o) || bf16_head_copy(ModelConfig{}, o)) stages_loss += 1, stages_grad += 2;
   if (bf16_attention(o)) {
     stages_loss += L, stages_grad += L;
     if (train_ops_cpu().attention_backward_bf16) stages_loss += L, stages_grad += L + 3 * L * HS;
