@@ -177,28 +177,46 @@ TEST_P(KernelAttentionBf16, BackwardMatchesF32Reference) {
   for (const Case& c : cases()) expect_backward_within_bounds(t().attention_backward_bf16, c, 200 + c.T + c.HS, "");
 }
 
-// The AVX-512 backward keeps pass 1's bf16 dS rows for pass 2 where document starts are sorted
-// and the caller's ds_rows hold them (else pass 2 recomputes them): both paths round the same f32
-// dS computed in the same order, so they must give the same bits.
-TEST(KernelAttentionBf16Avx512, StoredAndRecomputedDsGiveTheSameBits) {
-  if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here";
-  for (const Case& c : {Case{1, 3, 3, 64, "one"}, Case{37, 6, 2, 9, "every17"}, Case{130, 7, 1, 12, "irregular"},
-                        Case{130, 6, 2, 64, "window20"}, Case{300, 9, 3, 64, "one"}}) {
+// The AVX-512 and AMX backwards keep pass 1's bf16 dS rows for pass 2 where document starts are
+// sorted and the caller's ds_rows hold them (else pass 2 recomputes them): both paths round the same
+// f32 dS computed in the same order, so they must give the same bits.
+void expect_stored_and_recomputed_ds_agree(BwdFn bwd, const std::vector<Case>& cases, const std::string& who) {
+  for (const Case& c : cases) {
     Inputs r(c, 500 + c.T);
     auto run = [&](bool stored) {
       VecF g(r.q.size() + 2 * r.k.size(), 0.5f);
       Vec16 rows = stored ? ds_rows_for(c.T, c.NH) : Vec16();
       float* dq = g.data();
       float* dk = dq + r.q.size();
-      EXPECT_TRUE(cpu::avx512::attention_backward_bf16(dq, dk, dk + r.k.size(), r.dout.data(), r.q16.data(),
-                                                       r.k16.data(), r.v16.data(), r.out16.data(), r.lse_r.data(),
-                                                       r.ds.data(), c.T, c.NH, c.NKV, c.HS,
-                                                       stored ? rows.data() : nullptr, rows.size() * 2));
+      EXPECT_TRUE(bwd(dq, dk, dk + r.k.size(), r.dout.data(), r.q16.data(), r.k16.data(), r.v16.data(),
+                      r.out16.data(), r.lse_r.data(), r.ds.data(), c.T, c.NH, c.NKV, c.HS,
+                      stored ? rows.data() : nullptr, rows.size() * 2));
       return g;
     };
     const VecF stored = run(true), recomputed = run(false);
-    EXPECT_EQ(stored, recomputed) << c.name();
+    EXPECT_EQ(stored, recomputed) << who << c.name();
   }
+}
+
+TEST(KernelAttentionBf16Avx512, StoredAndRecomputedDsGiveTheSameBits) {
+  if (cpu_isa() != Isa::Avx512 || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here";
+  expect_stored_and_recomputed_ds_agree(cpu::avx512::attention_backward_bf16,
+                                        {Case{1, 3, 3, 64, "one"}, Case{37, 6, 2, 9, "every17"},
+                                         Case{130, 7, 1, 12, "irregular"}, Case{130, 6, 2, 64, "window20"},
+                                         Case{300, 9, 3, 64, "one"}},
+                                        "avx512 ");
+}
+
+// The AMX kernel's pass 2 loads the kept rows as its A tile, straight when all 16 queries see the
+// key tile, else copied with zero rows: T = 1, partial item at the end (T = 37, 130), documents
+// starting inside items and tiles, GQA 1, 3 and 7, HS 32 / 64 / 128 (a multiple of 32: AMX's own).
+TEST(KernelAttentionBf16Amx, StoredAndRecomputedDsGiveTheSameBits) {
+  if (!amx_bf16_kernels() || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AMX bf16 tiles here (or LEANTUNE_AMX=0)";
+  expect_stored_and_recomputed_ds_agree(cpu::amx::attention_backward_bf16,
+                                        {Case{1, 3, 3, 64, "one"}, Case{37, 6, 2, 32, "every17"},
+                                         Case{130, 7, 1, 64, "irregular"}, Case{130, 6, 2, 128, "window20"},
+                                         Case{300, 9, 3, 64, "one"}, Case{200, 7, 1, 64, "every17"}},
+                                        "amx ");
 }
 
 // Several tiles per document at HS = 64: identical bits on a rerun and on 1 thread vs all.

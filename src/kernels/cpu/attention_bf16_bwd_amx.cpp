@@ -7,8 +7,10 @@
 //           in f32, rounded to bf16 as query pairs (pair_coefs) and transposed as 32-bit pairs into
 //           the A operands Pᵀ, dSᵀ (32 keys, 16 query pairs); dv += Pᵀ·dO and dk += dSᵀ·Q with dO
 //           and Q packed as query-pair rows (B), accumulated in the item's f32 rows;
-//   pass 2, item = (head, 16 queries): S, dP, dS recomputed per key tile, dS rounded to bf16 as
-//           the A operand, dq += dS·K against the packed key-pair tile.
+//   pass 2, item = (head, 16 queries): dq += dS·K against the packed key-pair tile, the A operand
+//           pass 1's bf16 dS rows where it kept them (sorted document starts and the rows fit in
+//           the caller's ds_rows, attention_stored_ds.h: then a barrier between the passes), else
+//           S, dP, dS recomputed per key tile and dS rounded to bf16 (the same bits).
 // Each item owns what it writes and every tile sums in the unit's fixed order: deterministic for
 // any thread count. Head sizes not a multiple of 32 go to the AVX-512 kernel.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -22,6 +24,7 @@
 
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/attention_stored_ds.h"
 #include "kernels/cpu/attention_workspace.h"
 #include "kernels/cpu/train_kernels.h"
 
@@ -76,6 +79,8 @@ void kv_batch(const BwdArgs& a, KvScratch& w, const int* pend, int np, int h, in
     tile_probs(w.p + g * kBk, w.ds + g * kBk, a.scale, a.lse[(size_t)h * a.T + tq], a.D[(size_t)h * a.T + tq],
                range_mask(lo, hi));
   }
+  if (a.ds16)  // kept for pass 2: the same bf16(dS) it would compute (zero outside the mask)
+    for (int g = 0; g < np; g++) round_masked(a.ds_row(h, kb, pend[g]), w.ds + g * kBk, 0xffffffffu);
   pair_coefs(w.pT, w.p, kKv);
   pair_coefs(w.dsT, w.ds, kKv);
   for (int kg = 0; kg < 2; kg++) {
@@ -115,6 +120,48 @@ void kv_item(const BwdArgs& a, int hk, int kb) {
     }
 }
 
+// The A operand (16 queries t0.., 32 keys kb..) of dq += dS·K from pass 1's kept rows: the rows
+// themselves (stride kBk) when all 16 queries see the tile, else copied into buf with zero rows for
+// the queries that do not (or are past T).
+const u16* stored_ds_tile(const BwdArgs& a, u16* buf, int h, int t0, int nq, int kb, int nb) {
+  bool all = nq == kRows;
+  for (int i = 0; i < nq && all; i++) all = a.doc_start[t0 + i] <= kb + nb - 1 && t0 + i >= kb;
+  if (all) return a.ds_row(h, kb, t0);
+  for (int i = 0; i < kRows; i++) {
+    const int t = t0 + i;
+    u16* r = buf + i * kBk;
+    if (i < nq && t >= kb && a.doc_start[t] <= kb + nb - 1) std::memcpy(r, a.ds_row(h, kb, t), sizeof(u16) * kBk);
+    else std::memset(r, 0, sizeof(u16) * kBk);
+  }
+  return buf;
+}
+
+// dst[0..HS) += src[0..HS), HS a multiple of 16
+void add_rows(float* dst, const float* src, int HS) {
+  for (int d = 0; d < HS; d += 16) _mm512_storeu_ps(dst + d, _mm512_add_ps(_mm512_loadu_ps(dst + d), _mm512_loadu_ps(src + d)));
+}
+
+// dq (rows t0..t1-1 of head h) += the item's sum over the key tiles kb >= jlo of dS·K, with pass
+// 1's rows as the A operand and dq's accumulators kept in tiles 4-7 over the key tiles (64 of the
+// head's dims at a time): the same sums as accumulating through memory.
+void q_item_stored(const BwdArgs& a, int h, int t0, int t1, int jlo) {
+  alignas(64) u16 buf[kRows * kBk];
+  alignas(64) float dqb[kRows * kMaxHS];
+  const int HS = a.HS, hk = h / (a.NH / a.NKV), nq = t1 - t0;
+  for (int d0 = 0; d0 < HS; d0 += 64) {
+    const int nt = imin(4, (HS - d0) / 16);
+    acc_zero(nt);
+    for (int kb = jlo - jlo % kBk; kb < t1; kb += kBk) {
+      const int nb = imin(kBk, t1 - kb);
+      if (!any_sees(a.doc_start, t0, nq, kb + nb - 1)) continue;
+      const u16* rows = stored_ds_tile(a, buf, h, t0, nq, kb, nb);
+      pairs_into_acc(rows, kBk * 2, a.tiles.at(kPairsK, hk, kb) + (size_t)d0 * 2, HS * 4, nt);
+    }
+    acc_store(dqb + d0, HS * 4, nt);
+  }
+  for (int t = t0; t < t1; t++) add_rows(a.dq + ((size_t)t * a.NH + h) * HS, dqb + (size_t)(t - t0) * HS, HS);
+}
+
 // Pass 2: dq rows t0..t0+15 of head h.
 void q_item(const BwdArgs& a, int h, int t0) {
   alignas(64) u16 qb[kRows * kMaxHS], db[kRows * kMaxHS];  // (16, HS) q, bf16(dO) rows, zero past nq
@@ -124,10 +171,11 @@ void q_item(const BwdArgs& a, int h, int t0) {
   const int T = a.T, NH = a.NH, HS = a.HS, hk = h / (NH / a.NKV);
   const int t1 = imin(t0 + kRows, T), nq = t1 - t0;
   int jlo = t1 - 1;
+  for (int t = t0; t < t1; t++) jlo = imin(jlo, a.doc_start[t]);
+  if (a.ds16) return q_item_stored(a, h, t0, t1, jlo);
   std::memset(qb, 0, sizeof(u16) * kRows * HS);
   std::memset(db, 0, sizeof(u16) * kRows * HS);
   for (int t = t0; t < t1; t++) {
-    jlo = imin(jlo, a.doc_start[t]);
     std::memcpy(qb + (size_t)(t - t0) * HS, a.qrow(t, h), sizeof(u16) * HS);
     std::memcpy(db + (size_t)(t - t0) * HS, a.drow(t, h), sizeof(u16) * HS);
   }
@@ -135,6 +183,7 @@ void q_item(const BwdArgs& a, int h, int t0) {
   for (int kb = jlo - jlo % kBk; kb < t1; kb += kBk) {
     const int nb = imin(kBk, t1 - kb);
     if (!any_sees(a.doc_start, t0, nq, kb + nb - 1)) continue;
+    const u16* kp = a.tiles.at(kPairsK, hk, kb);
     scores_16x32(p, qb, HS * 2, a.tiles.at(kScoreK, hk, kb), HS);
     scores_16x32(ds, db, HS * 2, a.tiles.at(kScoreV, hk, kb), HS);
     for (int i = 0; i < kRows; i++) {
@@ -147,18 +196,15 @@ void q_item(const BwdArgs& a, int h, int t0) {
       tile_probs(p + i * kBk, ds + i * kBk, a.scale, a.lse[(size_t)h * T + t], a.D[(size_t)h * T + t], range_mask(lo, hi));
       round_masked(ds16 + i * kBk, ds + i * kBk, range_mask(lo, hi));
     }
-    const u16* kp = a.tiles.at(kPairsK, hk, kb);
     for (int d0 = 0; d0 < HS; d0 += 64)
       pairs_acc_16xN(dqb + d0, HS * 4, ds16, kBk * 2, kp + (size_t)d0 * 2, HS * 4, imin(4, (HS - d0) / 16));
   }
-  for (int t = t0; t < t1; t++) {
-    float* dqr = a.dq + ((size_t)t * NH + h) * HS;
-    const float* src = dqb + (size_t)(t - t0) * HS;
-    for (int d = 0; d < HS; d += 16) _mm512_storeu_ps(dqr + d, _mm512_add_ps(_mm512_loadu_ps(dqr + d), _mm512_loadu_ps(src + d)));
-  }
+  for (int t = t0; t < t1; t++) add_rows(a.dq + ((size_t)t * NH + h) * HS, dqb + (size_t)(t - t0) * HS, HS);
 }
 
 }  // namespace
+
+static_assert(kBk == kStoredDsTile, "attention_ds_rows_bytes sizes the rows by kStoredDsTile keys");
 
 bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const u16* q, const u16* k,
                              const u16* v, const u16* out, const float* lse, const int* doc_start, int T, int NH,
@@ -171,20 +217,33 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   AttentionWorkspace ws = bound_attention_workspace();  // in the order attention_workspace_bytes adds them up
   static thread_local std::vector<u16> own_rows;
   static thread_local std::vector<float> own_d;
+  static thread_local std::vector<size_t> own_off;
   const PackedTiles tiles = packed_tiles_buffer(ws, T, NKV, HS);
   float* D = ws.take(attn_d_elems(T, NH), own_d);
+  size_t* ds_off = ws.take(attn_key_tiles(T), own_off);
   u16* rows16 = ws.take(attn_rows16_elems(T, NH, HS), own_rows);  // d16 (HS is even here)
-  const BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
-                  tiles, rows16, nullptr, D, nullptr, nullptr, 0};
+  BwdArgs a{dq, dk, dv, dout, q, k, v, out, lse, doc_start, sorted, T, NH, NKV, HS, 1.0f / std::sqrt((float)HS),
+            tiles, rows16, nullptr, D};
+  if (sorted && ds_rows) {  // as the AVX-512 kernel: pass 1 keeps its bf16 dS rows where they fit
+    const size_t head = stored_ds_offsets(ds_off, doc_start, T, kBk);
+    if ((size_t)NH * head * sizeof(u16) <= ds_bytes)
+      a.ds16 = static_cast<u16*>(ds_rows), a.ds_off = ds_off, a.ds_head = head;
+  }
   const int nkb = (T + kBk - 1) / kBk, nqb = (T + kRows - 1) / kRows;
 #pragma omp parallel if ((long)T * NH > kRows)
   {
     pack_tiles(a.tiles, (1u << kScoreK) | (1u << kScoreV) | (1u << kPairsK), k, v, T, NKV, HS);
     prepare_rows(a);  // ends with the barrier
     load_tile_config();
+    if (a.ds16) {  // pass 2 reads the dS rows of pass 1: a barrier between
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int hk = 0; hk < NKV; hk++)
+        for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
+    } else {  // dq is disjoint from dk / dv, so pass 2 needs no barrier after pass 1
 #pragma omp for collapse(2) schedule(dynamic, 1) nowait
-    for (int hk = 0; hk < NKV; hk++)
-      for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
+      for (int hk = 0; hk < NKV; hk++)
+        for (int b = 0; b < nkb; b++) kv_item(a, hk, b * kBk);
+    }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < NH; h++)
       for (int b = 0; b < nqb; b++) q_item(a, h, b * kRows);
