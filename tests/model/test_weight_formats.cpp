@@ -168,7 +168,9 @@ namespace {
 
 std::string write_q8_model(unsigned seed) {
   const int C = 128, L = 2, NH = 4, NKV = 2, HS = C / NH, F = 320, V = 352;
-  const std::string dir = ::testing::TempDir() + "/q8_0_model_" + std::to_string(seed);
+  // one folder per test: ctest runs the tests as parallel processes, and two of them use seed 7
+  const std::string dir = ::testing::TempDir() + "/q8_0_model_" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(seed);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json") << fmt::format(
       R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": {}, "num_hidden_layers": {},

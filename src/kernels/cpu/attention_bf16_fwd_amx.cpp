@@ -5,13 +5,15 @@
 //   s (16, 32)    = Q (16, HS) · K tileᵀ   tiles 0, 1 (16 keys each), HS/32 multiplies each;
 //                                          B = the packed score tile (HS/2, 32, 2), already in the
 //                                          pair layout AMX reads;
-//   softmax       per row on AVX-512 (softmax_step: P rounded to bf16, running max / sum in f32);
+//   softmax       the 16 rows together on AVX-512 (softmax_16rows: P rounded to bf16, running max /
+//                 sum in f32);
 //   acc (16, HS)  = acc · alpha + P (16, 32) · V tile   tiles 4-7 (16 dims each), B = the packed
 //                                          row-pair tile (16, HS, 2); the product lands in a scratch
 //                                          and is added to acc row by row (the rescale is per row).
 // Tiles 2 and 3 hold the A and B operands. Every row of a tile sums its 32 products in the unit's
 // fixed order, so results are deterministic and do not depend on the thread count; they differ
-// from the vdpbf16ps kernel's only in f32 summation order. AMX flushes bf16 subnormal inputs
+// from the vdpbf16ps kernel's only in f32 summation order and in the rescale's exp (a vector
+// polynomial here, libm there; both within an ulp or two). AMX flushes bf16 subnormal inputs
 // and f32 subnormal results to zero (far below the bf16 rounding of q, k, v, P).
 // Head sizes not a multiple of 32 (a tile row is 32 bf16) go to the AVX-512 kernel.
 // Compiled with the AVX-512 and AMX flags (*_amx.cpp in CMakeLists.txt).
@@ -48,13 +50,63 @@ struct FwdArgs {
   PackedTiles tiles;  // kScoreK, kPairsV
 };
 
+// Row r of the (16, 16) f32 buf reduced to lane r of the result: buf transposed, then combined
+// down its rows (max or add).
+template <bool kMax>
+__m512 reduce_rows_16(const float* buf) {
+  alignas(64) float tr[16 * 16];
+  transpose_16x16_u32(reinterpret_cast<u32*>(tr), 16, reinterpret_cast<const u32*>(buf), 16);
+  __m512 r = _mm512_load_ps(tr);
+  for (int j = 1; j < 16; j++) r = kMax ? _mm512_max_ps(r, _mm512_load_ps(tr + j * 16)) : _mm512_add_ps(r, _mm512_load_ps(tr + j * 16));
+  return r;
+}
+
+// softmax_step (attention_bf16_avx512.inc) for the item's 16 rows at once: row i's scores s + i·kBk
+// on the lanes of keep[i] (0: the row sees nothing of the tile; its P row is zero, m and l stay,
+// alpha is 1). The rows' maxima and sums go through 16 × 16 transposes instead of a horizontal
+// reduction per row, the rescales exp(m - m_new) through one vector exp.
+void softmax_16rows(u16* p16, const float* s, const uint32_t* keep, float scale, float* m, float* l, float* alpha) {
+  alignas(64) float buf[16 * 16];
+  alignas(64) float mn[16];
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __mmask16 seen = 0;
+  for (int i = 0; i < kRows; i++) {
+    const float* r = s + i * kBk;
+    seen |= keep[i] ? (__mmask16)(1u << i) : (__mmask16)0;
+    _mm512_store_ps(buf + i * 16, _mm512_max_ps(_mm512_mask_loadu_ps(ninf, (__mmask16)keep[i], r),
+                                                _mm512_mask_loadu_ps(ninf, (__mmask16)(keep[i] >> 16), r + 16)));
+  }
+  const __m512 vm = _mm512_loadu_ps(m);
+  const __m512 vn = _mm512_mask_max_ps(vm, seen, vm, _mm512_mul_ps(reduce_rows_16<true>(buf), _mm512_set1_ps(scale)));
+  const __m512 va = _mm512_mask_blend_ps(seen, _mm512_set1_ps(1.0f), V::exp(V{_mm512_sub_ps(vm, vn)}).v);
+  _mm512_store_ps(mn, vn);
+  const V vs = V::set1(scale);
+  for (int i = 0; i < kRows; i++) {
+    u16* pr = p16 + i * kBk;
+    if (!keep[i]) {
+      std::memset(pr, 0, sizeof(u16) * kBk);
+      _mm512_store_ps(buf + i * 16, _mm512_setzero_ps());
+      continue;
+    }
+    const V vmi = V::set1(mn[i]);
+    const __m512 e0 = _mm512_maskz_mov_ps((__mmask16)keep[i], V::exp(V::load(s + i * kBk) * vs - vmi).v);
+    const __m512 e1 = _mm512_maskz_mov_ps((__mmask16)(keep[i] >> 16), V::exp(V::load(s + i * kBk + 16) * vs - vmi).v);
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
+    _mm512_storeu_si512(pr, h);
+    _mm512_store_ps(buf + i * 16, _mm512_add_ps(widen(_mm512_castsi512_si256(h)), widen(_mm512_extracti64x4_epi64(h, 1))));
+  }
+  _mm512_storeu_ps(l, _mm512_fmadd_ps(_mm512_loadu_ps(l), va, reduce_rows_16<false>(buf)));
+  _mm512_storeu_ps(m, vn);
+  _mm512_storeu_ps(alpha, va);
+}
+
 void fwd_item(const FwdArgs& a, int h, int t0) {
   alignas(64) u16 qr[kRows * kMaxHS];     // (16, HS) query rows, zero past nq
   alignas(64) float acc[kRows * kMaxHS];  // (16, HS) unnormalized outputs
   alignas(64) float s[kRows * kBk];       // (16, 32) scores of a key tile
   alignas(64) u16 p16[kRows * kBk];       // (16, 32) rounded probabilities
   alignas(64) float pv[kRows * 64];       // (16, 64) P · V for four tiles of dims
-  float m[kRows], l[kRows], alpha[kRows];
+  alignas(64) float m[kRows], l[kRows], alpha[kRows];
   const int T = a.T, NH = a.NH, NKV = a.NKV, HS = a.HS;
   const int t1 = imin(t0 + kRows, T), nq = t1 - t0, hk = h / (NH / NKV);
   int jlo = t1 - 1;
@@ -71,16 +123,12 @@ void fwd_item(const FwdArgs& a, int h, int t0) {
     const u16* kt = a.tiles.at(kScoreK, hk, kb);
     const u16* vp = a.tiles.at(kPairsV, hk, kb);
     scores_16x32(s, qr, HS * 2, kt, HS);
+    uint32_t keep[kRows];  // 0 where a row sees nothing of this tile: its P is zero and its acc unchanged
     for (int i = 0; i < kRows; i++) {
       const int t = t0 + i;
-      const int lo = i < nq ? imax(a.doc_start[t], kb) - kb : 1, hi = i < nq ? imin(t, kb + nb - 1) - kb : 0;
-      if (lo > hi) {  // nothing of this tile: the row's P is zero and its acc unchanged
-        std::memset(p16 + i * kBk, 0, sizeof(u16) * kBk);
-        alpha[i] = 1.0f;
-        continue;
-      }
-      alpha[i] = softmax_step(p16 + i * kBk, s + i * kBk, lo, hi, a.scale, m[i], l[i]);
+      keep[i] = i < nq ? range_mask(imax(a.doc_start[t], kb) - kb, imin(t, kb + nb - 1) - kb) : 0u;
     }
+    softmax_16rows(p16, s, keep, a.scale, m, l, alpha);
     for (int d0 = 0; d0 < HS; d0 += 64) {
       const int nt = imin(4, (HS - d0) / 16);
       pairs_16xN(pv, p16, kBk * 2, vp + (size_t)d0 * 2, HS * 4, nt);
