@@ -20,6 +20,9 @@
 // f32 kernels, four queries per sweep over the value / key rows and four dst rows per rank update
 // (BENCH_REPS=10, args 2048 512 14 2 64, 2 threads, wall, GFLOP/s forward / backward): Zen 4 111 / 96 ->
 // 147 / 117; Xeon with AMX (f32 peak 443) 130 / 125 -> 155-164 / 155-159.
+// AMX kernels on that Xeon (args 2048 512 9 3 64, BENCH_BF16_ONLY=1, 2 threads): backward 402 -> 460 GFLOP/s with
+// pass 1's dS rows kept and dq's accumulators left in tiles; forward 278-290 -> 360-380 with the 16 rows' softmax
+// together.
 #include <omp.h>
 
 #include <chrono>
