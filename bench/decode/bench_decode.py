@@ -33,14 +33,14 @@ SHAPES = {
 }
 
 
-def make_model(folder, cfg):
+def make_model(folder, cfg, dtype="bfloat16"):
     if (folder / "config.json").exists():
         return
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
     m = LlamaForCausalLM(LlamaConfig(**cfg))
-    m.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    m.to(getattr(torch, dtype)).save_pretrained(folder, safe_serialization=True)
 
 
 def triad(threads, cache):

@@ -9,10 +9,14 @@ after a warm-up) and `leantune bench --model FILE.gguf --weights W` with the mat
 format:
   f16 -> f16 (as stored), bf16 -> bf16 (as stored), q8_0 -> q8_0 (the blocks as stored),
   q4_0 -> q4_0 (the blocks as stored, llama.cpp's product).
+The source folder holds bf16 weights, so the f16 file's values are all bf16 values, which leantune's
+f16 prefill on an AMX CPU multiplies through the bf16 split (kernels/cpu/half_linear.cpp). Type
+f16w is an f16 file exported from an f16 folder of the same shape (values that are generally not bf16s,
+as in a model trained in fp16): the f16 prefill without that shortcut.
 Prints a Markdown table with tok/s and leantune / llama.cpp ratios; writes --out (JSON).
 Benchmark only (not a test): on a shared machine the numbers move with the load.
 
-Usage: .venv/bin/python bench/decode/bench_gguf_peers.py [--shapes smollm2,1b] [--types f16,bf16,q8_0,q4_0] [--threads 1,2]
+Usage: .venv/bin/python bench/decode/bench_gguf_peers.py [--shapes smollm2,1b] [--types f16,f16w,bf16,q8_0,q4_0] [--threads 1,2]
        [--prompt 128] [--decode 128] [--repeats 3] [--bin build/bin/leantune]
 """
 import argparse
@@ -27,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench" / "peers"))
 from bench_decode import SHAPES, make_model  # noqa: E402
 from peers import llama_cpp_infer  # noqa: E402
 
-OURS = {"f16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"}
+OURS = {"f16": "f16", "f16w": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"}
 
 
 def write_tokenizer(folder, vocab_size):
@@ -98,12 +102,13 @@ def main():
           "| shape | GGUF | leantune --weights | threads | leantune prefill tok/s | llama.cpp prefill tok/s | ratio | "
           "leantune decode tok/s | llama.cpp decode tok/s | ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
     for shape in a.shapes.split(","):
-        folder = cache / f"{shape}-random-bf16"
-        make_model(folder, SHAPES[shape])
-        write_tokenizer(folder, SHAPES[shape]["vocab_size"])
         for typ in a.types.split(","):
+            src = "float16" if typ == "f16w" else "bfloat16"
+            folder = cache / f"{shape}-random-{'f16' if typ == 'f16w' else 'bf16'}"
+            make_model(folder, SHAPES[shape], src)
+            write_tokenizer(folder, SHAPES[shape]["vocab_size"])
             gguf = cache / f"{shape}-random-{typ}.gguf"
-            export(a.bin, folder, typ, gguf)
+            export(a.bin, folder, OURS[typ], gguf)
             for t in (int(x) for x in a.threads.split(",")):
                 ours = leantune(a.bin, gguf, OURS[typ], t, a.prompt, a.decode, a.repeats)
                 peer = llama_cpp_infer(gguf, t, a.prompt, a.decode, a.repeats)
