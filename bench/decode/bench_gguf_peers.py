@@ -86,7 +86,7 @@ def ratio(a, b, key):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="smollm2", help="smollm2 and / or 1b (bench_decode.py's shapes)")
-    ap.add_argument("--types", default="f16,bf16,q8_0,q4_0")
+    ap.add_argument("--types", default="f16,f16w,bf16,q8_0,q4_0")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--decode", type=int, default=128)
