@@ -264,8 +264,9 @@ print(json.dumps(dict(prefill_tok_s=prompt / pre[len(pre) // 2], decode_tok_s=de
 
 def llama_cpp_infer(gguf_path, threads, prompt, decode, repeats):
     """llama.cpp as it runs by default; where that dies by a signal (its AMX int8 path segfaulted on
-    q8_0 / q4_0 on a Sapphire Rapids VM with llama-cpp-python 0.3.36), again without its extra
-    buffer types (plain CPU kernels), noted in the result."""
+    q8_0 / q4_0 on a Sapphire Rapids VM with llama-cpp-python 0.3.36, on leantune's exported files and
+    on a q8_0 file llama.cpp's own llama_model_quantize wrote alike), again without its extra buffer
+    types (plain CPU kernels), noted in the result."""
     for extra in ("1", "0"):
         p = subprocess.run([sys.executable, "-c", LLAMA_CPP, str(gguf_path), str(threads), str(prompt), str(decode),
                             str(repeats), extra], capture_output=True, text=True)
