@@ -46,6 +46,7 @@ struct Ops {
 
   // The linear op, every weight kind (kernels/linear.h): out (T, OC) = x·Wᵀ + bias + s·(xd·Aᵀ)·Bᵀ,
   // written. xa (T, R) receives xd·Aᵀ, which the backward needs (LoRA only; else may be null).
+  // out null (a checkpoint replay whose output is saved): xa alone, the same bits (plain LoRA only).
   void (*linear_forward)(float* out, float* xa, const LinearInput& in, const LinearWeights& w,
                          const LinearScratch& s);
 

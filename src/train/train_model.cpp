@@ -1297,6 +1297,11 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
   store(a.up_h, a.up, d.F);
   mlp_act();
+  const Linear& down = lin(Proj::Down);
+  if ((parts & 4) && !d.sandwich && !down.mag) {  // a replay: res[l + 1] is saved; the backward needs
+    if (down.A) lr.forward(nullptr, a.h, a.h_h, down, a.xa, step);  // only the down LoRA's xa
+    return;
+  }
   float* y = res_[l + 1];
   if (d.sandwich) {  // Gemma: y = x_mid + rmsnorm(down_proj(h))
     lr.forward(a.down_out, a.h, a.h_h, lin(Proj::Down), a.xa, step);

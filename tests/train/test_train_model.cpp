@@ -239,6 +239,41 @@ TEST(TrainModelGrad, EveryCheckpointingModeGivesIdenticalGradientsAndLessMemory)
   EXPECT_LT(saved[1], saved[2]);  // every block saves more than every other block
 }
 
+// A replay skips the down projection (its output, the next layer's saved input, is kept) and
+// computes only the down LoRA's xa: the gradients stay the same bits in every precision, for LoRA
+// (bf16: the bf16 LoRA products, no dropout) and full fine-tuning, with both op tables.
+TEST(TrainModelGrad, CheckpointReplayGivesTheSameBitsInEveryPrecisionAndMethod) {
+  TinyModel tm;
+  for (const Ops* ops : {&ops_cpu(), &ops_ref()})
+    for (Precision prec : {Precision::FP32, Precision::BF16})
+      for (Method meth : {Method::Lora, Method::Full}) {
+        std::vector<std::vector<float>> grads[2];
+        const char* modes[] = {"none", "every"};
+        for (int k = 0; k < 2; ++k) {
+          TrainModelOptions o;
+          o.method = meth;
+          o.precision = prec;
+          o.lora.target_modules = {"all-linear"};
+          o.lora.r = 4;
+          o.lora.dropout = prec == Precision::FP32 ? 0.2f : 0.0f;
+          o.micro_batch = 2;
+          o.seq_len = 6;
+          parse_checkpointing(modes[k], o);
+          TrainModel m(tm.cfg, tm.ts, o, *ops);
+          for (auto& p : m.params())
+            for (size_t i = 0; i < p.n; ++i) p.p[i] += 0.01f * float(i % 7);
+          Batch2 b(2, 6);
+          m.zero_grads();
+          m.forward_backward(b.tokens.data(), b.labels.data(), b.pos.data(), b.doc.data(), 1.0f, 5);
+          for (auto& p : m.params()) grads[k].emplace_back(p.g, p.g + p.n);
+        }
+        const std::string what = std::string(ops->name) + (prec == Precision::FP32 ? " fp32" : " bf16") +
+                                 (meth == Method::Lora ? " lora" : " full");
+        ASSERT_EQ(grads[0].size(), grads[1].size()) << what;
+        for (size_t i = 0; i < grads[0].size(); ++i) ASSERT_EQ(grads[0][i], grads[1][i]) << what << " tensor " << i;
+      }
+}
+
 TEST(TrainModelGrad, BadOptionsAreClearErrors) {
   TinyModel tm;
   TrainModelOptions o;

@@ -123,9 +123,24 @@ const float* lora_dropped_input(const float* x, int T, int IC, const LoraView& l
   return s.lora_xd;
 }
 
+// out == nullptr (a checkpoint replay whose output is saved already): only xa, by the same product
+// the whole forward runs for it, so the same bits
+static void lora_xa_only(float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
+  const LoraView& l = w.lora;
+  const int T = in.T, IC = w.w.cols, R = l.rank;
+  LT_CHECK(xa && R > 0 && !l.dora(), "linear_forward: no output asked for needs a plain LoRA's xa output");
+  if (l.bf16) {
+    LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
+    const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
+    return gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
+  }
+  gemm_f32(false, true, T, R, IC, 1.0f, dropped(in.x, T, IC, l, s), IC, l.A, IC, 0.0f, xa, R);
+}
+
 void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const LinearInput& in,
                     const LinearWeights& w, const LinearScratch& s) {
   check_linear(w, in.T);
+  if (!out) return lora_xa_only(xa, in, w, s);
   const WeightView& W = w.w;
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");

@@ -132,6 +132,7 @@ void int8_forward(float* out, const float* x, const WeightView& w, const float* 
 }
 
 // xa (T, R) = xd·Aᵀ; out (T, OC) += s·xa·Bᵀ (bf16: bf16(xa)·bf16(s·B)ᵀ)
+// out may be null: xa alone (linear_forward's replay case)
 void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int T, int IC, int OC) {
   const int R = l.rank;
   for (int t = 0; t < T; ++t) {
@@ -140,6 +141,7 @@ void lora_forward(float* out, float* xa, const float* x, const LoraView& l, int 
       for (int i = 0; i < IC; ++i) a += xd_at(x, size_t(t) * IC + i, l) * lora_op(l, l.A[size_t(r) * IC + i]);
       xa[size_t(t) * R + r] = a;
     }
+    if (!out) continue;
     for (int o = 0; o < OC; ++o) {
       float a = 0.0f;
       if (l.bf16) {  // [x16 | bf16(xa)]·[W | bf16(s·B)]ᵀ (linear.h)
@@ -258,6 +260,10 @@ void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWe
   const WeightView& W = w.w;
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");
+  if (!out) {  // only xa (ops.h)
+    LT_CHECK(xa && w.lora.rank > 0 && !w.lora.dora(), "linear_forward: no output asked for needs a plain LoRA's xa");
+    return lora_forward(nullptr, xa, in.x, w.lora, T, IC, OC);
+  }
   if (w.lora.dora()) return dora_forward(out, xa, in, w, s);
   base_forward(out, in.x, W, w.bias, T, s);
   if (w.lora.rank == 0) return;
