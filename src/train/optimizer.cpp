@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/adamw.h"
 
 namespace lt {
 
@@ -18,27 +19,6 @@ constexpr size_t kParallelMin = 1 << 14;
 
 // The most OpenMP threads clip_grad_norm keeps partial sums for (on the stack).
 constexpr int kMaxThreads = 1024;
-
-// The AdamW update of elements [lo, hi) of one group: a plain loop. GCC vectorizes it only under
-// -fno-math-errno (sqrtf may set errno; a per-function optimize attribute does not lift that).
-void adamw_range(float* __restrict p, const float* __restrict gr, float* __restrict m, float* __restrict v,
-                 size_t lo, size_t hi, float decay_factor, float one_minus_b1, float beta2, float one_minus_b2,
-                 float bc2_sqrt, float eps, float neg_step_size) {
-#pragma omp simd
-  for (size_t i = lo; i < hi; i++) {
-    const float pi = p[i] * decay_factor;
-    const float gi = gr[i];
-    // torch: exp_avg.lerp_(grad, 1-β1) = m + (1-β1)·(g - m)
-    const float mi = m[i] + one_minus_b1 * (gi - m[i]);
-    // torch: exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
-    const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
-    // torch: denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps); param.addcdiv_(exp_avg, denom, value=-step_size)
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    p[i] = pi + neg_step_size * mi / denom;
-    m[i] = mi;
-    v[i] = vi;
-  }
-}
 
 // adamw_range for a top-k sparsified gradient (ParamGroup::age): a nonzero g stands for the age+1
 // steps it accumulated, so v takes g²/(age+1); ages advance on zeros and reset on nonzeros.
@@ -83,9 +63,10 @@ void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr
       if (g.age)
         adamw_range_aged(g.param, g.grad, g.m, g.v, g.age, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1,
                          beta2, one_minus_b2, bc2_sqrt, eps, neg_step_size);
-      else
-        adamw_range(g.param, g.grad, g.m, g.v, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1, beta2,
-                    one_minus_b2, bc2_sqrt, eps, neg_step_size);
+      else  // the vector loops of kernels/cpu/adamw.h, the scalar loop's bits
+        cpu::adamw_range(g.param + n * t / T, g.grad + n * t / T, g.m + n * t / T, g.v + n * t / T,
+                         n * (t + 1) / T - n * t / T,
+                         {decay_factor, one_minus_b1, beta2, one_minus_b2, bc2_sqrt, eps, neg_step_size});
     }
   }
 }
