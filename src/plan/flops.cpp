@@ -30,11 +30,15 @@ PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOption
   }
   keys /= L;
   double attn_lin = 0, mlp_lin = 0, attn_lora = 0, mlp_lora = 0;
+  double down_kept = 0;  // a replay's skipped work: the down projection but its LoRA's xa (TrainModel)
   for (Proj p : kProjs) {
     const double in = double(m.linear_shape(p).first), out = double(m.linear_shape(p).second);
     const double f = 2 * in * out;
-    double lf = lora && lora_targets(o.lora, p) ? 2.0 * o.lora.r * (in + out) : 0;
-    if (!o.lora.layers_to_transform.empty()) lf *= double(o.lora.layers_to_transform.size()) / L;
+    const double share = o.lora.layers_to_transform.empty() ? 1.0 : double(o.lora.layers_to_transform.size()) / L;
+    const bool adapted = lora && lora_targets(o.lora, p);
+    const double lf = adapted ? 2.0 * o.lora.r * (in + out) * share : 0;
+    if (p == Proj::Down && !m.sandwich_norms && !(adapted && o.lora.use_dora))
+      down_kept = f + (adapted ? 2.0 * o.lora.r * out * share : 0);
     (proj_in_attention(p) ? attn_lin : mlp_lin) += f;
     (proj_in_attention(p) ? attn_lora : mlp_lora) += lf;
   }
@@ -49,9 +53,9 @@ PhaseFlops training_flops_per_token(const ModelConfig& m, const TrainModelOption
   double replay = 0;
   switch (o.checkpointing) {
     case Checkpointing::None: break;
-    case Checkpointing::EveryK: replay = std::ceil(L / o.checkpoint_every) * (layer_attn + layer_mlp); break;
+    case Checkpointing::EveryK: replay = std::ceil(L / o.checkpoint_every) * (layer_attn + layer_mlp - down_kept); break;
     case Checkpointing::Attention: replay = L * layer_attn; break;
-    case Checkpointing::Mlp: replay = L * layer_mlp; break;
+    case Checkpointing::Mlp: replay = L * (layer_mlp - down_kept); break;
   }
   p.recompute = replay;
   return p;

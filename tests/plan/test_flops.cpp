@@ -26,10 +26,16 @@ TEST(PlanFlops, FullFineTuningCounts) {
   EXPECT_DOUBLE_EQ(f.forward, 2 * (2 * lin + attn) + head);
   EXPECT_DOUBLE_EQ(f.backward, 2 * (2 * 2 * lin + 2.5 * attn) + 2 * head);
   EXPECT_DOUBLE_EQ(f.recompute, 0.0);
+  // a replay skips the down projection (128 -> 64): its output is the next layer's saved input
+  const double down = 2 * 128.0 * 64;
   parse_checkpointing("every", o);
-  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * (2 * lin + attn));
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * (2 * lin + attn - down));
   parse_checkpointing("every:2", o);
-  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * lin + attn);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * lin + attn - down);
+  parse_checkpointing("mlp", o);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * (2 * 3 * 64.0 * 128 - down));
+  m.sandwich_norms = true;  // Gemma: the down output feeds a norm whose backward reads it, so it is replayed
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, o).recompute, 2 * (2 * 3 * 64.0 * 128));
 }
 
 TEST(PlanFlops, LoraAddsLinearlyInRank) {
