@@ -43,7 +43,7 @@ struct TrainModelOptions {
   int checkpoint_every = 1;      // with EveryK: blocks l with l % k == 0 are recomputed in backward
   bool freeze_embeddings = false;  // full fine-tuning only
   bool freeze_lm_head = false;     // full fine-tuning only (tied: follows freeze_embeddings)
-  int loss_chunk = 256;          // rows of logits computed at a time
+  int loss_chunk = 0;            // rows of logits computed at a time; 0: loss_chunk_rows' default
   uint64_t seed = 0;             // LoRA init and dropout masks
   // Frozen linear weights (q, k, v, o, gate, up, down) stored quantized, LoRA only (QLoRA):
   // nf4 | fp4 | int8, quantized on load; nullopt: none. A base model stored quantized
@@ -100,6 +100,12 @@ bool bf16_attention(const TrainModelOptions& o);
 // Whether the frozen embedding and lm_head (one table when tied) are stored in bf16 and the loss
 // runs TrainOps::lm_head_loss_bf16: LoRA (or QLoRA) with precision bf16, logits not soft-capped.
 // The embedding lookup widens the bf16 rows to f32; the softmax, loss and dlogits stay f32.
+// Rows of logits the loss computes at a time: o.loss_chunk, or by default (f32 logits either way)
+// with bf16 loss products 1024 rows within 640 MiB, else 256 rows within 80 MiB (a 151,936-word
+// vocabulary: 1024 and 128 rows), a multiple of 16 and at least 16; never more than the
+// micro-batch's tokens.
+int loss_chunk_rows(const ModelConfig& c, const TrainModelOptions& o);
+
 bool bf16_head(const ModelConfig& c, const TrainModelOptions& o);
 
 // Whether full fine-tuning in bf16 runs the loss through TrainOps::lm_head_loss_bf16 on a bf16
