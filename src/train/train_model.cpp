@@ -491,7 +491,7 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
   r.push_back({"bwd.d_res", W, N * d.C * f, Lifetime::Phase, to<&M::d_res_>});
   r.push_back({"bwd.d_xn", W, N * d.C * f, Lifetime::Layer, to<&M::d_xn_>});
   r.push_back({"bwd.d_h", W, N * d.F * f, Lifetime::Layer, to<&M::d_h_>});
-  r.push_back({"bwd.d_gate", W, N * d.F * f, Lifetime::Layer, to<&M::d_gate_>});  // d_up: over d_h
+  // d_gate: over the gate activation, d_up: over d_h (layer_backward)
   r.push_back({"bwd.d_q", W, N * d.QD * f, Lifetime::Layer, to<&M::d_q_>});
   r.push_back({"bwd.d_k", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_k_>});
   r.push_back({"bwd.d_v", W, N * d.KVD * f, Lifetime::Layer, to<&M::d_v_>});
@@ -1358,14 +1358,16 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
                                    : d_res_;
   lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
   // gate and up: in f32 already, left there by the replay that recomputed h (recompute_layers).
-  // d_up overwrites d_h in place. (d_gate written over h, which nothing reads after the down
-  // projection's backward, made the pass three times slower on a 2-vCPU Zen 4: its own buffer.)
+  // d_up overwrites d_h and d_gate the gate activation in place (each element of both is read
+  // before it is written; nothing reads the gate after this). (d_gate written over h instead made
+  // the pass three times slower on a 2-vCPU Zen 4.)
   float* d_up = d_h_;
-  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate_, d_up, d_h_, a.gate, a.up, N, d.F);
-  else t.swiglu_backward(d_gate_, d_up, d_h_, a.gate, a.up, N, d.F);
+  float* d_gate = a.gate;
+  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
+  else t.swiglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
-  lr.backward(d_xn_, d_gate_, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
+  lr.backward(d_xn_, d_gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.backward(d_xn_, d_up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   t.rmsnorm_backward(d_res_, d_ffn_norm_[l], d_xn_, a.x_mid, norm_weight(ffn_norm_[l], d.C), a.rstd2, N,
                      d.C);  // now d x_mid

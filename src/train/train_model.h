@@ -270,7 +270,7 @@ class TrainModel {
   void* attn_ws_ = nullptr;                       // the attention kernels' workspace (bytes below)
   size_t attn_ws_bytes_ = 0;
   LinearScratch lin_scratch_;                     // the linears' scratch: quantized / f16 tile, 16-bit dy, LoRA
-  float *d_xn_, *d_h_, *d_gate_, *d_q_, *d_k_, *d_v_, *d_att_;
+  float *d_xn_, *d_h_, *d_q_, *d_k_, *d_v_, *d_att_;
 };
 
 }  // namespace lt
