@@ -60,12 +60,12 @@ void adamw_step(std::span<ParamGroup> groups, const AdamWOptions& opts, float lr
 #pragma omp parallel if (n >= kParallelMin)
     {
       const size_t T = size_t(omp_get_num_threads()), t = size_t(omp_get_thread_num());
+      const size_t lo = n * t / T, hi = n * (t + 1) / T;
       if (g.age)
-        adamw_range_aged(g.param, g.grad, g.m, g.v, g.age, n * t / T, n * (t + 1) / T, decay_factor, one_minus_b1,
-                         beta2, one_minus_b2, bc2_sqrt, eps, neg_step_size);
+        adamw_range_aged(g.param, g.grad, g.m, g.v, g.age, lo, hi, decay_factor, one_minus_b1, beta2, one_minus_b2,
+                         bc2_sqrt, eps, neg_step_size);
       else  // the vector loops of kernels/cpu/adamw.h, the scalar loop's bits
-        cpu::adamw_range(g.param + n * t / T, g.grad + n * t / T, g.m + n * t / T, g.v + n * t / T,
-                         n * (t + 1) / T - n * t / T,
+        cpu::adamw_range(g.param + lo, g.grad + lo, g.m + lo, g.v + lo, hi - lo,
                          {decay_factor, one_minus_b1, beta2, one_minus_b2, bc2_sqrt, eps, neg_step_size});
     }
   }

@@ -200,26 +200,38 @@ TEST(TrainModelGrad, EveryBiasIsABufferOfTheInferenceAndTrainingPlans) {
   }
 }
 
+// The tiny model's all-linear LoRA r=4 options for one micro-batch of 2 x 6 under a checkpointing mode.
+static TrainModelOptions tiny_lora_options(const char* mode, float dropout) {
+  TrainModelOptions o;
+  o.lora.target_modules = {"all-linear"};
+  o.lora.r = 4;  // k_proj / v_proj are (out 4, in 8): a rank above 4 is refused (train/run_limits.h)
+  o.lora.dropout = dropout;
+  o.micro_batch = 2;
+  o.seq_len = 6;
+  parse_checkpointing(mode, o);
+  return o;
+}
+
+// Every parameter nudged, then one forward + backward of Batch2: the gradients, tensor by tensor.
+static std::vector<std::vector<float>> grads_of_one_step(TrainModel& m) {
+  for (auto& p : m.params())
+    for (size_t i = 0; i < p.n; ++i) p.p[i] += 0.01f * float(i % 7);
+  Batch2 b(2, 6);
+  m.zero_grads();
+  m.forward_backward(b.tokens.data(), b.labels.data(), b.pos.data(), b.doc.data(), 1.0f, 5);
+  std::vector<std::vector<float>> g;
+  for (auto& p : m.params()) g.emplace_back(p.g, p.g + p.n);
+  return g;
+}
+
 TEST(TrainModelGrad, EveryCheckpointingModeGivesIdenticalGradientsAndLessMemory) {
   TinyModel tm;
   const char* modes[] = {"none", "every", "every:2", "attention", "mlp"};
   std::vector<std::vector<float>> grads[5];
   size_t saved[5];
   for (int k = 0; k < 5; ++k) {
-    TrainModelOptions o;
-    o.lora.target_modules = {"all-linear"};
-    o.lora.r = 4;  // k_proj / v_proj are (out 4, in 8): a rank above 4 is refused (train/run_limits.h)
-    o.lora.dropout = 0.2f;
-    o.micro_batch = 2;
-    o.seq_len = 6;
-    parse_checkpointing(modes[k], o);
-    TrainModel m(tm.cfg, tm.ts, o, ops_cpu());
-    for (auto& p : m.params())
-      for (size_t i = 0; i < p.n; ++i) p.p[i] += 0.01f * float(i % 7);
-    Batch2 b(2, 6);
-    m.zero_grads();
-    m.forward_backward(b.tokens.data(), b.labels.data(), b.pos.data(), b.doc.data(), 1.0f, 5);
-    for (auto& p : m.params()) grads[k].emplace_back(p.g, p.g + p.n);
+    TrainModel m(tm.cfg, tm.ts, tiny_lora_options(modes[k], 0.2f), ops_cpu());
+    grads[k] = grads_of_one_step(m);
     saved[k] = m.plan().arena_bytes(Category::Activations) + m.plan().arena_bytes(Category::Recompute);
     for (size_t c = 0; c < kNumCategories; ++c) {
       if (Category(c) == Category::MappedWeights) continue;
@@ -250,22 +262,11 @@ TEST(TrainModelGrad, CheckpointReplayGivesTheSameBitsInEveryPrecisionAndMethod) 
         std::vector<std::vector<float>> grads[2];
         const char* modes[] = {"none", "every"};
         for (int k = 0; k < 2; ++k) {
-          TrainModelOptions o;
+          TrainModelOptions o = tiny_lora_options(modes[k], prec == Precision::FP32 ? 0.2f : 0.0f);
           o.method = meth;
           o.precision = prec;
-          o.lora.target_modules = {"all-linear"};
-          o.lora.r = 4;
-          o.lora.dropout = prec == Precision::FP32 ? 0.2f : 0.0f;
-          o.micro_batch = 2;
-          o.seq_len = 6;
-          parse_checkpointing(modes[k], o);
           TrainModel m(tm.cfg, tm.ts, o, *ops);
-          for (auto& p : m.params())
-            for (size_t i = 0; i < p.n; ++i) p.p[i] += 0.01f * float(i % 7);
-          Batch2 b(2, 6);
-          m.zero_grads();
-          m.forward_backward(b.tokens.data(), b.labels.data(), b.pos.data(), b.doc.data(), 1.0f, 5);
-          for (auto& p : m.params()) grads[k].emplace_back(p.g, p.g + p.n);
+          grads[k] = grads_of_one_step(m);
         }
         const std::string what = std::string(ops->name) + (prec == Precision::FP32 ? " fp32" : " bf16") +
                                  (meth == Method::Lora ? " lora" : " full");
