@@ -127,7 +127,7 @@ struct LinearGrads {
   // LinearScratch::lora_g (plain LoRA, not DoRA), so the backward of one layer computes it once.
   // Null: computed here.
   const float* lora_g = nullptr;
-  // LoraView::bf16: the (T, OC + R) [bf16(dout) | bf16(g)] linear_backward_input leaves in
+  // LoraView::bf16: the (T, lora_cat_cols(OC, R)) [bf16(dout) | bf16(g) | 0] linear_backward_input leaves in
   // LinearScratch::dy, when the caller has it; null: bf16(dout) rounded here into dy, g recomputed.
   const uint16_t* dout16 = nullptr;
 };
@@ -142,8 +142,9 @@ struct LinearInput {
 struct LinearScratch {
   void* tile = nullptr;          // >= linear_tile_bytes(): dequantized or widened weight rows, LLM.int8 activations
   size_t tile_bytes = 0;
-  // >= linear_dy_bytes(): BF16 / F16 backward, dout rounded to the type; LoraView::bf16: (T, OC + R)
-  // [bf16(dout) | bf16(g)] in the backward, (T, IC + R) [x16 | bf16(xa)] in the forward
+  // >= linear_dy_bytes(): BF16 / F16 backward, dout rounded to the type; LoraView::bf16: (T,
+  // lora_cat_cols(OC, R)) [bf16(dout) | bf16(g) | 0] in the backward, (T, lora_cat_cols(IC, R))
+  // [x16 | bf16(xa) | 0] in the forward
   void* dy = nullptr;
   float* lora_g = nullptr;       // (T, R) LoRA backward
   float* lora_xd = nullptr;      // (T, IC) LoRA with dropout: the masked input
@@ -152,11 +153,15 @@ struct LinearScratch {
   uint16_t* lora_w16 = nullptr;  // (R · max(IC, OC)) LoraView::bf16: A or B rounded to bf16
   uint16_t* lora_t16 = nullptr;  // (T, R) LoraView::bf16 backward: xa or g rounded to bf16
   float* lora_wt = nullptr;      // (R · max(IC, OC)) LoraView::bf16 backward: s·dBᵀ before it is added to dB
-  // (max((OC + R) · IC, OC · (IC + R))) LoraView::bf16: [W; bf16(s·A)] in backward_input, [W | bf16(s·B)]
-  // in the forward, the inner-dimension concatenations (dy then needs linear_dy_bytes(kind, T,
-  // max(IC, OC) + R))
+  // (max(lora_cat_cols(OC, R) · IC, OC · lora_cat_cols(IC, R))) LoraView::bf16: [W; bf16(s·A); 0] in
+  // backward_input, [W | bf16(s·B) | 0] in the forward, the inner-dimension concatenations (dy then
+  // needs linear_dy_bytes(kind, T, lora_cat_cols(max(IC, OC), R)))
   uint16_t* lora_wcat = nullptr;
 };
+
+// Width of bf16 LoRA's inner-dimension concatenations of n base columns and R rank columns: padded
+// with zeros to whole 64-byte rows (AMX and oneDNN read aligned rows 1.2-1.3x faster).
+inline constexpr int lora_cat_cols(int n, int R) { return (n + R + 31) / 32 * 32; }
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)
 inline constexpr int kHalfTileRows = 512;   // F16 weight rows widened at a time (fast path)

@@ -509,10 +509,11 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
       r.push_back({"lora.w16", W, size_t(d.R) * d.max_io * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_w16>});
       r.push_back({"lora.t16", W, N * d.R * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_t16>});
       r.push_back({"lora.wt", W, size_t(d.R) * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_wt>});
-      size_t wcat = 0;  // [W; bf16(s·A)] and [W | bf16(s·B)] of the concatenated products (kernels/linear.h)
+      size_t wcat = 0;  // [W; bf16(s·A); 0] and [W | bf16(s·B) | 0] of the concatenated products (kernels/linear.h)
       for (Proj p : kProjs) {
         auto [in, out] = proj_shape(c, p);
-        wcat = std::max({wcat, size_t(out + d.R) * size_t(in) * 2, size_t(out) * size_t(in + d.R) * 2});
+        wcat = std::max({wcat, size_t(lora_cat_cols(out, d.R)) * size_t(in) * 2,
+                         size_t(out) * size_t(lora_cat_cols(in, d.R)) * 2});
       }
       r.push_back({"lora.wcat", W, wcat, Lifetime::Layer, to_lora16<&LinearScratch::lora_wcat>});
     }
@@ -558,8 +559,9 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   if (o.precision == Precision::BF16)  // the MLP's gate and up in f32 while a layer uses them (saved in bf16)
     r.push_back({"mlp.gate_up", W, 2 * N * size_t(d.F) * f, Lifetime::Layer, to<&M::mlp_gate_up_>});
   if (quant) return;
-  // bf16 LoRA: dout and g side by side, (N, OC + R), and in the forward x16 and xa (kernels/linear.h)
-  const int dy_cols = d.max_io + (bf16_lora(c, o) ? d.R : 0);
+  // bf16 LoRA: dout and g side by side, (N, lora_cat_cols(OC, R)), and in the forward x16 and xa
+  // (kernels/linear.h)
+  const int dy_cols = bf16_lora(c, o) ? lora_cat_cols(d.max_io, d.R) : d.max_io;
   r.push_back({"half.dy", W, linear_dy_bytes(half_kind(ht), d.N, dy_cols), Lifetime::Layer, to_dy});
   if (ht != DType::F16) return;
   size_t tile = 0;

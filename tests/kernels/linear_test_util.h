@@ -127,7 +127,7 @@ struct OwnedScratch {
     const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
                                size_t(w.cols));
     tile.resize(tb / 4 + 16);
-    dy.resize(linear_dy_bytes(w.kind, T, std::max(w.rows, w.cols) + R) / 4 + 1);  // bf16 LoRA: (T, IC|OC + R)
+    dy.resize(linear_dy_bytes(w.kind, T, lora_cat_cols(std::max(w.rows, w.cols), R)) / 4 + 1);  // bf16 LoRA
     g.resize(size_t(T) * std::max(R, 1));
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);
@@ -135,7 +135,7 @@ struct OwnedScratch {
     w16.resize(size_t(std::max(R, 1)) * std::max(w.rows, w.cols));
     t16.resize(size_t(T) * std::max(R, 1));
     wt.resize(w16.size());
-    wcat.resize(std::max(size_t(w.rows + R) * w.cols, size_t(w.rows) * (w.cols + R)));
+    wcat.resize(std::max(size_t(lora_cat_cols(w.rows, R)) * w.cols, size_t(w.rows) * lora_cat_cols(w.cols, R)));
     s = {tile.data(), tb, dy.data(), g.data(), xd.data(), tmp.data(), dora.data(), w16.data(), t16.data(),
          wt.data(), wcat.data()};
   }

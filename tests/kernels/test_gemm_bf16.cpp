@@ -1,15 +1,22 @@
 // The bf16 GEMM against a double-precision product of the same bf16 values: every transpose,
 // leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1, sizes past the widened
-// path's blocks, the training shapes' multiples of 32 with row tails and padded strides. Run as
-// the machine dispatches it and with LEANTUNE_ISA=avx2, which takes the widened f32 path that
-// AVX2-only CPUs (no oneDNN bf16 matmul) use.
+// path's blocks, the training shapes' multiples of 32 with row tails and padded strides; for the
+// AMX path (gemm_bf16_amx.cpp) also K past one packed slice (1024), N past one packed panel, more
+// columns than rows (the threads split columns), 64-byte rows read in place, odd strides of a
+// transposed B, and bits that do not depend on the thread count. Run as the machine dispatches it
+// (AMX where present), with LEANTUNE_AMX=0 (oneDNN; CMakeLists.txt) and with LEANTUNE_ISA=avx2,
+// which takes the widened f32 path that AVX2-only CPUs (no oneDNN bf16 matmul) use.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 
@@ -17,18 +24,39 @@ using namespace lt;
 
 namespace {
 
+struct Case { int M, N, K; bool ta, tb; float alpha, beta; int pad; };
+
+// 64-byte aligned storage (the AMX path reads aligned (M, K) rows in place)
+template <class T>
+struct Aligned {
+  explicit Aligned(size_t n) : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))), n(n) {}
+  ~Aligned() { std::free(p); }
+  T* data() { return p; }
+  T& operator[](size_t i) { return p[i]; }
+  T* begin() { return p; }
+  T* end() { return p + n; }
+  T* p;
+  size_t n;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {1, 37, 19, false, true, 1, 0, 0},      {17, 33, 65, false, false, 1, 0, 3},   {64, 48, 32, true, false, 0.5f, 1, 1},
+      {5, 7, 3, true, true, 2, 0.25f, 5},     {128, 96, 576, false, true, 1, 1, 0},  {300, 530, 270, true, false, 1, 0.5f, 2},
+      {260, 520, 300, false, true, 1, 0, 1},  {70, 96, 544, false, true, 1, 1, 2},   {33, 320, 800, false, false, 1, 0, 4},
+      {16, 32, 64, false, true, 1, 0, 0},     {1, 64, 32, false, false, 1, 1, 0},    {96, 1056, 288, false, true, 1, 0, 0},
+      {64, 96, 2080, false, true, 1, 1, 0},   {45, 70, 1500, true, true, 0.5f, 0, 1}, {40, 1100, 96, false, false, 1, 0, 0},
+      {64, 64, 64, true, true, 1, 1, 0},      {35, 2000, 33, true, false, 1, 0, 0},  {64, 80, 96, false, true, 1, 0, 1},
+      {20, 1500, 1000, false, false, 1, 0.5f, 0}};
+  return c;
+}
+
 void check_against_double() {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 1);
-  struct Case { int M, N, K; bool ta, tb; float alpha, beta; int pad; };
-  for (const Case& t : {Case{1, 37, 19, false, true, 1, 0, 0}, Case{17, 33, 65, false, false, 1, 0, 3},
-                        Case{64, 48, 32, true, false, 0.5f, 1, 1}, Case{5, 7, 3, true, true, 2, 0.25f, 5},
-                        Case{128, 96, 576, false, true, 1, 1, 0}, Case{300, 530, 270, true, false, 1, 0.5f, 2},
-                        Case{260, 520, 300, false, true, 1, 0, 1}, Case{70, 96, 544, false, true, 1, 1, 2},
-                        Case{33, 320, 800, false, false, 1, 0, 4}, Case{16, 32, 64, false, true, 1, 0, 0},
-                        Case{1, 64, 32, false, false, 1, 1, 0}, Case{96, 1056, 288, false, true, 1, 0, 0}}) {
+  for (const Case& t : cases()) {
     const int lda = (t.ta ? t.M : t.K) + t.pad, ldb = (t.tb ? t.K : t.N) + t.pad, ldc = t.N + t.pad;
-    std::vector<uint16_t> A(size_t(t.ta ? t.K : t.M) * lda), B(size_t(t.tb ? t.N : t.K) * ldb);
+    Aligned<uint16_t> A(size_t(t.ta ? t.K : t.M) * lda), B(size_t(t.tb ? t.N : t.K) * ldb);
     for (auto& v : A) v = f32_to_bf16(nd(rng));
     for (auto& v : B) v = f32_to_bf16(nd(rng));
     std::vector<float> C(size_t(t.M) * ldc);
@@ -59,6 +87,29 @@ void check_against_double() {
 }  // namespace
 
 TEST(GemmBf16, MatchesADoubleProductOfTheSameBf16Values) { check_against_double(); }
+
+// The AMX path sums each element in one thread in a fixed order: the same bits at 1 and 2 threads.
+TEST(GemmBf16, AmxBitsDoNotDependOnTheThreadCount) {
+  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  const int before = omp_get_max_threads();
+  for (const Case& t : cases()) {
+    const int lda = (t.ta ? t.M : t.K) + t.pad, ldb = (t.tb ? t.K : t.N) + t.pad, ldc = t.N + t.pad;
+    std::vector<uint16_t> A(size_t(t.ta ? t.K : t.M) * lda), B(size_t(t.tb ? t.N : t.K) * ldb);
+    for (auto& v : A) v = f32_to_bf16(nd(rng));
+    for (auto& v : B) v = f32_to_bf16(nd(rng));
+    std::vector<float> C0(size_t(t.M) * ldc);
+    for (auto& v : C0) v = nd(rng);
+    std::vector<float> C1 = C0, C2 = C0;
+    omp_set_num_threads(1);
+    cpu::gemm_bf16(t.ta, t.tb, t.M, t.N, t.K, t.alpha, A.data(), lda, B.data(), ldb, t.beta, C1.data(), ldc);
+    omp_set_num_threads(2);
+    cpu::gemm_bf16(t.ta, t.tb, t.M, t.N, t.K, t.alpha, A.data(), lda, B.data(), ldb, t.beta, C2.data(), ldc);
+    EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << t.M << "x" << t.N << "x" << t.K;
+  }
+  omp_set_num_threads(before);
+}
 
 TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
   const char* old = std::getenv("LEANTUNE_ISA");

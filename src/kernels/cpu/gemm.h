@@ -17,6 +17,13 @@ void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
                const uint16_t* B, int ldb, float beta, float* C, int ldc);
 
+namespace amx {
+// gemm_bf16 on AMX tiles (gemm_bf16_amx.cpp); only where amx_bf16_kernels(), K > 0, and never
+// inside a parallel region. Each element's bits do not depend on the thread count.
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+               const uint16_t* B, int ldb, float beta, float* C, int ldc);
+}  // namespace amx
+
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);
 

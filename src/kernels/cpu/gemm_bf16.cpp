@@ -100,6 +100,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
                          2.0 * (double(M) * K + double(K) * N) + 4.0 * (beta != 0 ? 2.0 : 1.0) * M * N);
   if (M == 0 || N == 0) return;
   if (cpu_isa() != Isa::Avx512) return gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (K > 0 && amx_bf16_kernels()) return amx::gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static std::mutex mu;
   static std::map<Key, Cached> cache;
   const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};

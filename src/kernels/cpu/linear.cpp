@@ -5,6 +5,7 @@
 // GEMMs (LoraView::bf16: four of them as bf16 GEMMs and dx's term inside the base's, linear.h). The
 // order of every accumulation is fixed (base product, then LoRA), so a step's results do not depend
 // on which direction is asked first.
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -43,6 +44,12 @@ const float* dropped(const float* x, int T, int IC, const LoraView& l, const Lin
   return lora_dropped_input(x, T, IC, l, s);
 }
 
+// columns from .. ld of rows rows (row stride ld) set to zero: a concatenation's padding
+void zero_cols(uint16_t* x, int ld, int from, int rows) {
+  if (from < ld)
+    for (int t = 0; t < rows; ++t) std::fill(x + size_t(t) * ld + from, x + size_t(t + 1) * ld, uint16_t(0));
+}
+
 // bf16 LoRA (LoraView::bf16): n values of src rounded into the scratch part dst
 const uint16_t* rounded(uint16_t* dst, const float* src, size_t n, const char* part) {
   LT_CHECK(dst, "linear: bf16 LoRA needs the {} scratch", part);
@@ -59,13 +66,13 @@ float* lora_g_bf16(const uint16_t* dout16, int T, const LinearWeights& w, const 
   return s.lora_g;
 }
 
-// bf16 LoRA (LoraView::bf16, linear.h): dx += [bf16(dout) | bf16(g)]·[W; bf16(s·A)], one bf16 GEMM
-// over the inner dimension OC + R, so the rank-R term adds no pass over dx; the concatenated dout
+// bf16 LoRA (LoraView::bf16, linear.h): dx += [bf16(dout) | bf16(g) | 0]·[W; bf16(s·A); 0], one bf16
+// GEMM over the inner dimension lora_cat_cols(OC, R), so the rank-R term adds no pass over dx; the concatenated dout
 // stays in s.dy for linear_backward_weight (LinearGrads::dout16), g (f32) in s.lora_g.
 void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
-  const int IC = W.cols, OC = W.rows, R = l.rank, ld = OC + R;
+  const int IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(OC, R);
   LT_CHECK(s.dy && s.lora_g && s.lora_wcat && s.lora_wt,
            "linear_backward_input: bf16 LoRA needs the dy, lora_g, lora_wcat and lora_wt scratch");
   auto* d16 = static_cast<uint16_t*>(s.dy);
@@ -73,21 +80,23 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
   const uint16_t* B16 = rounded(s.lora_w16, l.B, size_t(OC) * R, "lora_w16");
   gemm_bf16(false, false, T, R, OC, 1.0f, d16, ld, B16, R, 0.0f, s.lora_g, R);  // g = bf16(dout)·bf16(B)
   f32_to_half_rows(DType::BF16, d16 + OC, size_t(ld), s.lora_g, size_t(R), size_t(T), size_t(R));
+  zero_cols(d16, ld, OC + R, T);
   const size_t wn = size_t(OC) * IC;
   copy_rows(s.lora_wcat, size_t(IC), static_cast<const uint16_t*>(W.data), size_t(IC), size_t(OC), size_t(IC));
   for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
   f32_to_half(DType::BF16, s.lora_wcat + wn, nullptr, s.lora_wt, size_t(R) * IC);
+  std::fill_n(s.lora_wcat + wn + size_t(R) * IC, size_t(ld - OC - R) * IC, uint16_t(0));
   gemm_bf16(false, false, T, IC, ld, 1.0f, d16, ld, s.lora_wcat, IC, 1.0f, dx, IC);
 }
 
-// bf16 LoRA's forward (LoraView::bf16, linear.h): xa = x16·bf16(A)ᵀ, then out = [x16 | bf16(xa)]·
-// [W | bf16(s·B)]ᵀ. Where copying x16 costs less than another pass over out (IC < 2·OC: a bf16 row
+// bf16 LoRA's forward (LoraView::bf16, linear.h): xa = x16·bf16(A)ᵀ, then out = [x16 | bf16(xa) | 0]·
+// [W | bf16(s·B) | 0]ᵀ. Where copying x16 costs less than another pass over out (IC < 2·OC: a bf16 row
 // of x read and written against an f32 row of out read and written), one GEMM over the inner
-// dimension IC + R; else the base's GEMM and then out += bf16(xa)·bf16(s·B)ᵀ, the same products.
+// dimension lora_cat_cols(IC, R); else the base's GEMM and then out += bf16(xa)·bf16(s·B)ᵀ, the same products.
 void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
-  const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = IC + R;
+  const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(IC, R);
   LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
   LT_CHECK(s.dy && s.lora_wcat && s.lora_wt && s.lora_t16,
            "linear_forward: bf16 LoRA needs the dy, lora_wcat, lora_wt and lora_t16 scratch");
@@ -105,8 +114,10 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
     uint16_t* wcat = s.lora_wcat;
     copy_rows(x16, size_t(ld), in.x16, size_t(IC), size_t(T), size_t(IC));
     f32_to_half_rows(DType::BF16, x16 + IC, size_t(ld), xa, size_t(R), size_t(T), size_t(R));
+    zero_cols(x16, ld, IC + R, T);
     copy_rows(wcat, size_t(ld), w16, size_t(IC), size_t(OC), size_t(IC));
     f32_to_half_rows(DType::BF16, wcat + IC, size_t(ld), s.lora_wt, size_t(R), size_t(OC), size_t(R));
+    zero_cols(wcat, ld, IC + R, OC);
     gemm_bf16(false, true, T, OC, ld, 1.0f, x16, ld, wcat, ld, 0.0f, out, OC);
   }
   add_bias(out, w.bias, T, OC);
@@ -198,7 +209,7 @@ void lora_backward_weight_bf16(const LinearGrads& g, const float* dout, const Li
   const int T = in.T, IC = w.w.cols, OC = w.w.rows, R = l.rank;
   LT_CHECK(in.x16, "linear_backward_weight: bf16 LoRA needs x16");
   // bf16(dout) with row stride ld: linear_backward_input's [bf16(dout) | bf16(g)], or rounded here
-  const int ld = g.dout16 ? OC + R : OC;
+  const int ld = g.dout16 ? lora_cat_cols(OC, R) : OC;
   const uint16_t* d16 = g.dout16 ? g.dout16 : rounded(static_cast<uint16_t*>(s.dy), dout, size_t(T) * OC, "dy");
   if (g.dB) {
     LT_CHECK(xa, "linear_backward_weight: dB needs the forward's xa (T, R)");

@@ -1,0 +1,323 @@
+// The bf16 GEMM of gemm.h on AMX tiles (tdpbf16ps), for CPUs where amx_bf16_kernels(): C (f32) =
+// alpha · op(A) · op(B) + beta · C with A, B in bf16. oneDNN 2.x's matmul reaches 460-2100
+// GFLOP/s on the training shapes of these machines, depending on whether its operands are in cache
+// and on 64-byte row alignment; this one packs its operands itself, so it runs the same on any
+// layout and cache state (1650-2500 GFLOP/s at 2 threads on a Xeon with AMX).
+//   Blocking (Goto-style): per thread, panels of kNc columns of op(B) over a kc slice of K are
+//   packed into the pair layout AMX reads as B (16 pair rows × 16 columns × 2 bf16 per tile,
+//   ~1 MiB, L2); for each 32-row block of op(A), its kc slice is packed into A tiles (32 rows ×
+//   32 bf16 per k step, ≤ 64 KiB, L1) and multiplied with each 32-column block of the panel: a
+//   2 × 2 tile micro-kernel (tiles 0-3 C, 4-5 A, 6-7 B). Sizes past M, N or K pack as zeros.
+//   Work is split by rows (or by columns when op(B) is wider than op(A) is tall) in contiguous
+//   ranges of 32; each element of C is one thread's sum over k in a fixed order, so its bits do not
+//   depend on the thread count. Packing buffers are allocated once per thread.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "kernels/cpu/gemm.h"
+
+namespace lt::cpu::amx {
+namespace {
+
+using u16 = uint16_t;
+using u32 = uint32_t;
+#include "kernels/cpu/transpose_u32.inc"
+
+constexpr int kBlock = 32;   // rows and columns of C per micro-kernel call
+constexpr int kMaxKc = 1024;  // K per packed slice
+constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc × nc bf16 (L2)
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void load_config() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+}
+
+int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+// A matrix as the product sees it: element (r, c) of op(X) for stored X with row stride ld.
+struct Op {
+  const u16* p;
+  int ld;
+  bool trans;
+  u16 at(int r, int c) const { return trans ? p[size_t(c) * ld + r] : p[size_t(r) * ld + c]; }
+};
+
+// n bf16 values at s (n in 0..32) as 32 lanes, zeros past n
+__m512i load_row32(const u16* s, int n) {
+  if (n >= 32) return _mm512_loadu_si512(s);
+  return _mm512_maskz_loadu_epi16(__mmask32((uint64_t(1) << n) - 1), s);
+}
+// n bf16 values at s (n in 0..16) widened to 32-bit lanes, zeros past n
+__m512i load_pairs_lo(const u16* s, int n) {
+  if (n >= 16) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(__mmask16((1u << n) - 1), s));
+}
+// row k and row k + 1 of a stored (K, cols) matrix as 16 pairs, columns c0.. (valid: n), zeros
+// past K or n
+__m512i interleave_rows(const u16* x, int ld, int k, int K, int c0, int n) {
+  const __m512i lo = load_pairs_lo(x + size_t(k) * ld + c0, n);
+  const __m512i hi = k + 1 < K ? load_pairs_lo(x + size_t(k + 1) * ld + c0, n) : _mm512_setzero_si512();
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+// 32 columns of two stored rows r0, r1 as pairs: columns 0-15 into lo, 16-31 into hi (unpacks
+// within 128-bit lanes, then the lanes' qwords put back in column order)
+void interleave_32(const u16* r0, const u16* r1, __m512i& lo, __m512i& hi) {
+  const __m512i a = _mm512_loadu_si512(r0), b = _mm512_loadu_si512(r1);
+  const __m512i l = _mm512_unpacklo_epi16(a, b), h = _mm512_unpackhi_epi16(a, b);
+  lo = _mm512_permutex2var_epi64(l, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), h);
+  hi = _mm512_permutex2var_epi64(l, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), h);
+}
+
+// op(A) rows m0 .. m0 + rows, columns k0 .. k0 + kc into dst: per k step of 32, 32 rows of 32 bf16
+// (two A tiles), zeros past rows / kc.
+void pack_a(u16* dst, Op a, int m0, int rows, int k0, int kc) {
+  const int steps = round_up(kc, 32) / 32;
+  for (int s = 0; s < steps; ++s) {
+    u16* d = dst + size_t(s) * kBlock * 32;
+    const int n = std::min(32, kc - s * 32);
+    if (!a.trans) {
+      for (int i = 0; i < kBlock; ++i)
+        _mm512_storeu_si512(d + i * 32, i < rows ? load_row32(a.p + size_t(m0 + i) * a.ld + k0 + s * 32, n)
+                                                 : _mm512_setzero_si512());
+      continue;
+    }
+    // stored (K, M): pairs of k rows interleaved (16 k pairs × 16 rows as 32-bit lanes), transposed
+    alignas(64) u32 t[2][16 * 16];
+    if (rows == kBlock && n == 32) {
+      for (int r = 0; r < 16; ++r) {
+        const u16* x = a.p + size_t(k0 + s * 32 + 2 * r) * a.ld + m0;
+        __m512i lo, hi;
+        interleave_32(x, x + a.ld, lo, hi);
+        _mm512_store_si512(t[0] + r * 16, lo);
+        _mm512_store_si512(t[1] + r * 16, hi);
+      }
+      for (int h = 0; h < 2; ++h) transpose_16x16_u32(reinterpret_cast<u32*>(d + h * 16 * 32), 16, t[h], 16);
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int nr = std::clamp(rows - h * 16, 0, 16);
+      for (int r = 0; r < 16; ++r) {
+        const int k = s * 32 + 2 * r;
+        _mm512_store_si512(t[0] + r * 16, k < kc ? interleave_rows(a.p, a.ld, k0 + k, k0 + kc, m0 + h * 16, nr)
+                                                 : _mm512_setzero_si512());
+      }
+      transpose_16x16_u32(reinterpret_cast<u32*>(d + h * 16 * 32), 16, t[0], 16);
+    }
+  }
+}
+
+// op(B) rows k0 .. k0 + kc, columns n0 .. n0 + cols into dst: per 16 columns and k step of 32, a B
+// tile (16 pair rows × 16 columns × 2), zeros past kc / cols.
+void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols) {
+  const int steps = round_up(kc, 32) / 32, groups = round_up(cols, kBlock) / 16;
+  for (int g = 0; g < groups; ++g)
+    for (int s = 0; s < steps; ++s) {
+      u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * steps + s) * 512);
+      const int nc = std::clamp(cols - g * 16, 0, 16), nk = std::min(32, kc - s * 32);
+      if (!b.trans && g % 2 == 0 && cols - g * 16 >= 32 && nk == 32) {  // 32 columns × 32 k at once
+        u32* d1 = d + size_t(steps) * 256;
+        for (int r = 0; r < 16; ++r) {
+          const u16* x = b.p + size_t(k0 + s * 32 + 2 * r) * b.ld + n0 + g * 16;
+          __m512i lo, hi;
+          interleave_32(x, x + b.ld, lo, hi);
+          _mm512_storeu_si512(d + r * 16, lo);
+          _mm512_storeu_si512(d1 + r * 16, hi);
+        }
+      } else if (!b.trans && (g % 2 == 0 || cols - (g - 1) * 16 < 32 || nk < 32)) {  // stored (K, N): k pairs interleaved
+        for (int r = 0; r < 16; ++r) {
+          const int k = s * 32 + 2 * r;
+          _mm512_storeu_si512(d + r * 16, k < kc && nc > 0 ? interleave_rows(b.p, b.ld, k0 + k, k0 + kc, n0 + g * 16, nc)
+                                                           : _mm512_setzero_si512());
+        }
+      } else if (b.trans && nc == 16 && nk == 32 && b.ld % 2 == 0) {  // stored (N, K): a transpose of k pairs
+        const u16* src = b.p + size_t(n0 + g * 16) * b.ld + k0 + s * 32;
+        transpose_16x16_u32(d, 16, reinterpret_cast<const u32*>(src), b.ld / 2);
+      } else if (b.trans) {
+        alignas(64) u32 t[16 * 16];
+        for (int c = 0; c < 16; ++c) {
+          const __m512i row = c < nc ? load_row32(b.p + size_t(n0 + g * 16 + c) * b.ld + k0 + s * 32, nk)
+                                     : _mm512_setzero_si512();
+          _mm512_store_si512(t + c * 16, row);
+        }
+        transpose_16x16_u32(d, 16, t, 16);
+      }
+    }
+}
+
+// Where a 32-row block of op(A) is read as A tiles: its k step s at p + s · step, rows 16-31 at
+// p + half, row stride `stride` elements. Packed (pack_a): 32, 1024, 512; straight from a stored
+// (M, K) matrix with 64-byte rows: lda, 32, 16 · lda.
+struct ATiles {
+  const u16* p;
+  int stride, step;
+  size_t half;
+};
+
+// Tiles 0-3 = (32 × 32) C block over `steps` k steps of A and two packed B column groups (b0, b1);
+// accumulators zeroed or loaded from c (row stride ldc floats), stored to c.
+void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps) {
+  const int stride = ldc * 4, as = a.stride * 2;
+  if (load_c) {
+    _tile_loadd(0, c, stride);
+    _tile_loadd(1, c + 16, stride);
+    _tile_loadd(2, c + size_t(16) * ldc, stride);
+    _tile_loadd(3, c + size_t(16) * ldc + 16, stride);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int s = 0; s < steps; ++s) {
+    const u16* a0 = a.p + size_t(s) * a.step;
+    _tile_loadd(4, a0, as);
+    _tile_loadd(6, b0 + s * 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, b1 + s * 512, 64);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a0 + a.half, as);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, stride);
+  _tile_stored(1, c + 16, stride);
+  _tile_stored(2, c + size_t(16) * ldc, stride);
+  _tile_stored(3, c + size_t(16) * ldc + 16, stride);
+}
+
+struct Problem {
+  Op a, b;
+  int M, N, K;
+  float alpha, beta;
+  float* C;
+  int ldc;
+  int kc;  // K per slice, a multiple of 32
+  int nc;  // columns per panel, a multiple of 32 (kc · nc bf16 within kPanelBytes)
+};
+
+// C block (m0, n0) of rows × cols from the packed slice at k0: straight into C where the block is
+// whole and alpha is 1 (beta 1 or a later slice: accumulate on C; beta 0: overwrite), else through
+// a (32 × 32) buffer, C = alpha · P + beta · C (first slice; beta 0 never reads C) or C += alpha · P.
+void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, ATiles a, const u16* b0,
+           const u16* b1, int steps) {
+  const bool first = k0 == 0;
+  if (rows == kBlock && cols == kBlock && p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f))
+    return micro_kernel(p.C + size_t(m0) * p.ldc + n0, p.ldc, !first || p.beta != 0.0f, a, b0, b1, steps);
+  alignas(64) float t[kBlock * kBlock];
+  micro_kernel(t, kBlock, false, a, b0, b1, steps);
+  for (int i = 0; i < rows; ++i) {
+    float* c = p.C + size_t(m0 + i) * p.ldc + n0;
+    const float* v = t + i * kBlock;
+    if (!first) for (int j = 0; j < cols; ++j) c[j] += p.alpha * v[j];
+    else if (p.beta == 0.0f) for (int j = 0; j < cols; ++j) c[j] = p.alpha * v[j];
+    else for (int j = 0; j < cols; ++j) c[j] = p.alpha * v[j] + p.beta * c[j];
+  }
+}
+
+struct Buffers {
+  u16* a = nullptr;
+  u16* b = nullptr;
+};
+
+Buffers& thread_buffers() {
+  struct Owned {
+    Buffers b;
+    ~Owned() { std::free(b.a), std::free(b.b); }
+  };
+  thread_local Owned o;
+  if (!o.b.a) {
+    o.b.a = static_cast<u16*>(std::aligned_alloc(64, size_t(kBlock) * kMaxKc * 2));
+    o.b.b = static_cast<u16*>(std::aligned_alloc(64, kPanelBytes));
+  }
+  return o.b;
+}
+
+// Part `part` of `parts` of the cache lines of op(A)'s 32-row block at m0 over k0 .. k0 + kc, asked
+// into L2 while the block before it is multiplied (32 rows read a line at a time are more streams
+// than the hardware prefetchers follow).
+void prefetch_a(Op a, int M, int m0, int k0, int kc, int part, int parts) {
+  if (m0 >= M) return;
+  const int rows = a.trans ? kc : std::min(kBlock, M - m0), per_row = a.trans ? 1 : (kc * 2 + 63) / 64;
+  const int lines = rows * per_row, l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
+  for (int l = l0; l < l1; ++l) {
+    const int r = l / per_row, c = l % per_row * 32;
+    const u16* x = a.trans ? a.p + size_t(k0 + r) * a.ld + m0 : a.p + size_t(m0 + r) * a.ld + k0 + c;
+    _mm_prefetch(reinterpret_cast<const char*>(x), _MM_HINT_T1);
+  }
+}
+
+// Rows [mb0, mb1) × columns [nb0, nb1) of C in 32-blocks, all of K.
+void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
+  Buffers& buf = thread_buffers();
+  // op(A) read in place: stored (M, K) with whole k steps and rows on 64-byte lines
+  const bool direct = !p.a.trans && p.K % 32 == 0 && p.a.ld % 32 == 0 && reinterpret_cast<uintptr_t>(p.a.p) % 64 == 0;
+  for (int n = nb0 * kBlock; n < std::min(p.N, nb1 * kBlock); n += p.nc) {
+    const int cols = std::min({p.nc, p.N - n, nb1 * kBlock - n});
+    for (int k0 = 0; k0 < p.K; k0 += p.kc) {
+      const int kc = std::min(p.kc, p.K - k0), steps = round_up(kc, 32) / 32;
+      pack_b(buf.b, p.b, k0, kc, n, cols);
+      for (int mb = mb0; mb < mb1; ++mb) {
+        const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
+        ATiles a{buf.a, 32, 1024, 512};
+        if (direct && rows == kBlock) a = ATiles{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
+        else pack_a(buf.a, p.a, m0, rows, k0, kc);
+        const int calls = (cols + kBlock - 1) / kBlock;
+        for (int j = 0; j < cols; j += kBlock) {
+          if (mb + 1 < mb1) prefetch_a(p.a, p.M, m0 + kBlock, k0, kc, j / kBlock, calls);
+          const u16* b0 = buf.b + size_t(j / 16) * steps * 512;
+          block(p, m0, rows, n + j, std::min(kBlock, cols - j), k0, a, b0, b0 + size_t(steps) * 512, steps);
+        }
+      }
+    }
+  }
+}
+
+// Elements each thread packs when the threads split the rows (split_rows) or the columns of C:
+// the packed panels of op(B) over its columns, and op(A)'s rows once per panel.
+double packed_per_thread(bool split_rows, int M, int N, int K, int nc, int nt) {
+  const double Mt = split_rows ? (M + nt - 1) / nt : M, Nt = split_rows ? N : (N + nt - 1) / nt;
+  return (Nt + std::ceil(Nt / nc) * Mt) * K;
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+               const uint16_t* B, int ldb, float beta, float* C, int ldc) {
+  const int slices = (K + kMaxKc - 1) / kMaxKc, kc = round_up((K + slices - 1) / slices, 32);
+  const int nc = std::max(kBlock, int(kPanelBytes / (size_t(kc) * 2)) / kBlock * kBlock);
+  const Problem p{{A, lda, trans_a}, {B, ldb, trans_b}, M, N, K, alpha, beta, C, ldc, kc, nc};
+  const int mblocks = (M + kBlock - 1) / kBlock, nblocks = (N + kBlock - 1) / kBlock;
+  const int nt = omp_get_max_threads();
+  const bool split_rows = nblocks < nt || (mblocks >= nt && packed_per_thread(true, M, N, K, nc, nt) <=
+                                                                 packed_per_thread(false, M, N, K, nc, nt));
+#pragma omp parallel num_threads(nt)
+  {
+    load_config();
+    const int n = omp_get_num_threads(), id = omp_get_thread_num();
+    if (split_rows)
+      run_range(p, int(int64_t(mblocks) * id / n), int(int64_t(mblocks) * (id + 1) / n), 0, nblocks);
+    else
+      run_range(p, 0, mblocks, int(int64_t(nblocks) * id / n), int(int64_t(nblocks) * (id + 1) / n));
+    _tile_release();
+  }
+}
+
+}  // namespace lt::cpu::amx
