@@ -18,7 +18,9 @@ namespace lt {
 
 // oneDNN JIT-compiles a GEMM kernel per variant on first use, each in its own code buffer (about
 // 320 KiB resident): every transpose pair, alpha and beta variant a step calls is run here once
-// (a training run's first layer compiled about 20 of them, 6-7 MiB, above an f32-only probe).
+// (a training run's first layer compiled about 20 of them, 6-7 MiB, above an f32-only probe). Where
+// the CPU has AMX the bf16 GEMMs are gemm_bf16_amx.cpp's, whose per-thread packing panels the
+// first call allocates and touches whole.
 size_t measure_baseline_in_this_process() {
   const int M = 64, N = 96, K = 80, L = std::max({M, N, K});
   std::vector<float> a(size_t(L) * L, 0.01f), b(size_t(L) * L, 0.02f), c(size_t(L) * L);

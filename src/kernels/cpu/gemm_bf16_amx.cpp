@@ -10,7 +10,8 @@
 //   2 × 2 tile micro-kernel (tiles 0-3 C, 4-5 A, 6-7 B). Sizes past M, N or K pack as zeros.
 //   Work is split by rows (or by columns when op(B) is wider than op(A) is tall) in contiguous
 //   ranges of 32; each element of C is one thread's sum over k in a fixed order, so its bits do not
-//   depend on the thread count. Packing buffers are allocated once per thread.
+//   depend on the thread count. Packing buffers are allocated once per thread (1.06 MiB), on the
+//   first call, which the memory plan's baseline probe makes (docs/ARCHITECTURE.md).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -246,6 +247,10 @@ Buffers& thread_buffers() {
   if (!o.b.a) {
     o.b.a = static_cast<u16*>(std::aligned_alloc(64, size_t(kBlock) * kMaxKc * 2));
     o.b.b = static_cast<u16*>(std::aligned_alloc(64, kPanelBytes));
+    // touched whole now: the memory plan's baseline probe (which runs every GEMM variant once)
+    // then measures the pages a step will use
+    std::memset(o.b.a, 0, size_t(kBlock) * kMaxKc * 2);
+    std::memset(o.b.b, 0, kPanelBytes);
   }
   return o.b;
 }
