@@ -1,9 +1,9 @@
 // The bf16 GEMM against a double-precision product of the same bf16 values: every transpose,
 // leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1, sizes past the widened
 // path's blocks, the training shapes' multiples of 32 with row tails and padded strides; for the
-// AMX path (gemm_bf16_amx.cpp) also K past one packed slice (1024), N past one packed panel, more
-// columns than rows (the threads split columns), 64-byte rows read in place, odd strides of a
-// transposed B, and bits that do not depend on the thread count. Run as the machine dispatches it
+// AMX path (gemm_bf16_amx.cpp: 64 rows and more, or a transposed A) also K past one packed slice
+// (1024), N past one packed panel, more columns than rows (the threads split columns), 64-byte rows
+// read in place, odd strides of a transposed B, and bits that do not depend on the thread count. Run as the machine dispatches it
 // (AMX where present), with LEANTUNE_AMX=0 (oneDNN; CMakeLists.txt) and with LEANTUNE_ISA=avx2,
 // which takes the widened f32 path that AVX2-only CPUs (no oneDNN bf16 matmul) use.
 #include <gtest/gtest.h>
@@ -45,9 +45,10 @@ const std::vector<Case>& cases() {
       {5, 7, 3, true, true, 2, 0.25f, 5},     {128, 96, 576, false, true, 1, 1, 0},  {300, 530, 270, true, false, 1, 0.5f, 2},
       {260, 520, 300, false, true, 1, 0, 1},  {70, 96, 544, false, true, 1, 1, 2},   {33, 320, 800, false, false, 1, 0, 4},
       {16, 32, 64, false, true, 1, 0, 0},     {1, 64, 32, false, false, 1, 1, 0},    {96, 1056, 288, false, true, 1, 0, 0},
-      {64, 96, 2080, false, true, 1, 1, 0},   {45, 70, 1500, true, true, 0.5f, 0, 1}, {40, 1100, 96, false, false, 1, 0, 0},
+      {64, 96, 2080, false, true, 1, 1, 0},   {45, 70, 1500, true, true, 0.5f, 0, 1}, {40, 1100, 96, true, false, 1, 0, 0},
       {64, 64, 64, true, true, 1, 1, 0},      {35, 2000, 33, true, false, 1, 0, 0},  {64, 80, 96, false, true, 1, 0, 1},
-      {20, 1500, 1000, false, false, 1, 0.5f, 0}};
+      {20, 1500, 1000, true, false, 1, 0.5f, 0},  {64, 1500, 1000, false, false, 1, 0.5f, 0},
+      {70, 200, 64, false, true, 1, 0, 0}};
   return c;
 }
 
