@@ -120,3 +120,52 @@ TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
   if (old) setenv("LEANTUNE_ISA", saved.c_str(), 1);
   else unsetenv("LEANTUNE_ISA");
 }
+
+// gemm_bf16_appended (AMX) against gemm_bf16 on the concatenations it stands for, [A | A2 | 0] and
+// [op(B); op(B2); 0]: the same k steps in the same order, so the same bits (slices of K accumulate
+// through C exactly where the blocks are whole; the cases with partial blocks keep K in one slice).
+TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
+  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0, 1);
+  struct App { int M, N, K, K2; bool tb; float beta; };
+  for (const App& t : {App{64, 64, 64, 16, true, 0}, App{100, 70, 576, 16, true, 1}, App{2048, 48, 96, 1, false, 0},
+                       App{64, 64, 1088, 32, true, 1}, App{64, 96, 1088, 7, false, 0}, App{90, 576, 192, 16, false, 1}}) {
+    const int Kc = t.K + 32;
+    Aligned<uint16_t> A(size_t(t.M) * t.K), A2(size_t(t.M) * t.K2), Acat(size_t(t.M) * Kc);
+    Aligned<uint16_t> B(size_t(t.N) * t.K), B2(size_t(t.N) * t.K2), Bcat(size_t(t.N) * Kc);
+    for (auto* v : {&A, &A2, &B, &B2})
+      for (auto& x : *v) x = f32_to_bf16(nd(rng));
+    std::fill(Acat.begin(), Acat.end(), uint16_t(0));
+    std::fill(Bcat.begin(), Bcat.end(), uint16_t(0));
+    for (int i = 0; i < t.M; ++i) {
+      for (int k = 0; k < t.K; ++k) Acat[size_t(i) * Kc + k] = A[size_t(i) * t.K + k];
+      for (int k = 0; k < t.K2; ++k) Acat[size_t(i) * Kc + t.K + k] = A2[size_t(i) * t.K2 + k];
+    }
+    // op(B) (K, N): stored (N, K) when transposed, else (K, N); B2 likewise with K2
+    for (int j = 0; j < t.N; ++j) {
+      for (int k = 0; k < t.K; ++k) (t.tb ? Bcat[size_t(j) * Kc + k] : Bcat[size_t(k) * t.N + j]) = t.tb ? B[size_t(j) * t.K + k] : B[size_t(k) * t.N + j];
+      for (int k = 0; k < t.K2; ++k)
+        (t.tb ? Bcat[size_t(j) * Kc + t.K + k] : Bcat[size_t(t.K + k) * t.N + j]) = t.tb ? B2[size_t(j) * t.K2 + k] : B2[size_t(k) * t.N + j];
+    }
+    std::vector<float> C0(size_t(t.M) * t.N);
+    for (auto& v : C0) v = nd(rng);
+    std::vector<float> C1 = C0, C2 = C0;
+    const int ldb = t.tb ? t.K : t.N, ldb2 = t.tb ? t.K2 : t.N;
+    ASSERT_TRUE(cpu::gemm_bf16_appended(t.tb, t.M, t.N, t.K, A.data(), t.K, B.data(), ldb, t.K2, A2.data(), t.K2,
+                                        B2.data(), ldb2, t.beta, C1.data(), t.N));
+    cpu::gemm_bf16(false, t.tb, t.M, t.N, Kc, 1.0f, Acat.data(), Kc, Bcat.data(), t.tb ? Kc : t.N, t.beta, C2.data(), t.N);
+    EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << t.M << "x" << t.N << "x" << t.K << "+" << t.K2;
+  }
+}
+
+// Elsewhere (and for shapes the AMX path does not take) it declines and leaves C alone.
+TEST(GemmBf16, AppendedProductDeclinesOffItsPath) {
+  std::vector<uint16_t> A(64 * 40, 0x3f80), B(64 * 40, 0x3f80);
+  std::vector<float> C(64 * 64, 7.0f);
+  EXPECT_FALSE(cpu::gemm_bf16_appended(true, 64, 64, 40, A.data(), 40, B.data(), 40, 8, A.data(), 8, B.data(), 8, 0.0f,
+                                       C.data(), 64));  // K not a multiple of 32
+  EXPECT_FALSE(cpu::gemm_bf16_appended(true, 16, 64, 32, A.data(), 32, B.data(), 32, 8, A.data(), 8, B.data(), 8, 0.0f,
+                                       C.data(), 64));  // a few rows
+  for (float c : C) ASSERT_EQ(c, 7.0f);
+}

@@ -43,8 +43,9 @@ struct Shape {
 };
 // T = 2 takes the f32 GEMV path; OC = 150 > 128 and 530 > 512 split the quantized / f16 tiles;
 // IC = 71 and 33 start rows on odd 4-bit elements and mid-block; IC >= 2·OC (130, 40) takes bf16
-// LoRA's forward as two products (the others as one over IC + R).
-constexpr Shape kShapes[] = {{2, 71, 150}, {9, 64, 33}, {4, 33, 530}, {5, 130, 40}};
+// LoRA's forward as two products (the others as one over IC + R); T = 64 with IC, OC multiples of
+// 32 takes, on AMX, the appended product instead of the concatenations (gemm_bf16_appended).
+constexpr Shape kShapes[] = {{2, 71, 150}, {9, 64, 33}, {4, 33, 530}, {5, 130, 40}, {64, 64, 96}};
 constexpr int kR = 3;
 
 // One operand set: weight of a kind, input, bias (or none), LoRA (rank 0, or R with dropout p).

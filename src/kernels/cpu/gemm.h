@@ -22,7 +22,20 @@ namespace amx {
 // inside a parallel region. Each element's bits do not depend on the thread count.
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
                const uint16_t* B, int ldb, float beta, float* C, int ldc);
+// gemm_bf16_appended's product, K a multiple of 32
+void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                        int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
+                        int ldc);
 }  // namespace amx
+
+// C (M, N) = A · op(B) + A2 · op(B2) + beta · C with A (M, K), A2 (M, K2) stored untransposed and B,
+// B2 both transposed or not: one product whose inner dimension is A's K then A2's K2 (1..32) as one
+// more k step of 32 (zero padded), the same sums as gemm_bf16 on the concatenations [A | A2 | 0] and
+// [op(B); op(B2); 0] without building them (bf16 LoRA's base and rank terms, linear.cpp). Only on
+// the AMX path (K a multiple of 32, M >= 64): returns false, computing nothing, elsewhere.
+bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                        int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
+                        int ldc);
 
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);

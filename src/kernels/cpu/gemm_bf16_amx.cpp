@@ -10,7 +10,9 @@
 //   2 × 2 tile micro-kernel (tiles 0-3 C, 4-5 A, 6-7 B). Sizes past M, N or K pack as zeros.
 //   Work is split by rows (or by columns when op(B) is wider than op(A) is tall) in contiguous
 //   ranges of 32; each element of C is one thread's sum over k in a fixed order, so its bits do not
-//   depend on the thread count. Packing buffers are allocated once per thread (1.06 MiB), on the
+//   depend on the thread count. gemm_bf16_appended adds a second product of inner dimension <= 32
+//   as one more k step of the last slice, packed beside the first's (no concatenated copies).
+//   Packing buffers are allocated once per thread (1.06 MiB), on the
 //   first call, which the memory plan's baseline probe makes (docs/ARCHITECTURE.md).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -36,6 +38,7 @@ using u32 = uint32_t;
 constexpr int kBlock = 32;   // rows and columns of C per micro-kernel call
 constexpr int kMaxKc = 1024;  // K per packed slice
 constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc × nc bf16 (L2)
+constexpr size_t kABytes = size_t(kBlock) * (kMaxKc + 32) * 2;  // a packed 32-row block of op(A), + a tail step
 
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1, start_row = 0;
@@ -126,15 +129,16 @@ void pack_a(u16* dst, Op a, int m0, int rows, int k0, int kc) {
 }
 
 // op(B) rows k0 .. k0 + kc, columns n0 .. n0 + cols into dst: per 16 columns and k step of 32, a B
-// tile (16 pair rows × 16 columns × 2), zeros past kc / cols.
-void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols) {
+// tile (16 pair rows × 16 columns × 2), zeros past kc / cols; a column group's tiles `stride` steps
+// apart, these at steps first.. (an appended product's after the main one's).
+void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols, int stride, int first) {
   const int steps = round_up(kc, 32) / 32, groups = round_up(cols, kBlock) / 16;
   for (int g = 0; g < groups; ++g)
     for (int s = 0; s < steps; ++s) {
-      u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * steps + s) * 512);
+      u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * stride + first + s) * 512);
       const int nc = std::clamp(cols - g * 16, 0, 16), nk = std::min(32, kc - s * 32);
       if (!b.trans && g % 2 == 0 && cols - g * 16 >= 32 && nk == 32) {  // 32 columns × 32 k at once
-        u32* d1 = d + size_t(steps) * 256;
+        u32* d1 = d + size_t(stride) * 256;
         for (int r = 0; r < 16; ++r) {
           const u16* x = b.p + size_t(k0 + s * 32 + 2 * r) * b.ld + n0 + g * 16;
           __m512i lo, hi;
@@ -172,10 +176,26 @@ struct ATiles {
   size_t half;
 };
 
-// Tiles 0-3 = (32 × 32) C block over `steps` k steps of A and two packed B column groups (b0, b1);
-// accumulators zeroed or loaded from c (row stride ldc floats), stored to c.
-void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps) {
-  const int stride = ldc * 4, as = a.stride * 2;
+// Tiles 4-7 × packed B groups b0, b1 at k step s into the accumulators 0-3, A from a at its step i
+inline void k_step(ATiles a, int i, const u16* b0, const u16* b1, int s) {
+  const u16* a0 = a.p + size_t(i) * a.step;
+  const int as = a.stride * 2;
+  _tile_loadd(4, a0, as);
+  _tile_loadd(6, b0 + s * 512, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_loadd(7, b1 + s * 512, 64);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_loadd(5, a0 + a.half, as);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
+// Tiles 0-3 = (32 × 32) C block over `steps` k steps of A, then `tail_steps` of the appended
+// product's A (tail), and two packed B column groups (b0, b1) holding both; accumulators zeroed or
+// loaded from c (row stride ldc floats), stored to c.
+void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps, ATiles tail,
+                  int tail_steps) {
+  const int stride = ldc * 4;
   if (load_c) {
     _tile_loadd(0, c, stride);
     _tile_loadd(1, c + 16, stride);
@@ -187,17 +207,8 @@ void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const
     _tile_zero(2);
     _tile_zero(3);
   }
-  for (int s = 0; s < steps; ++s) {
-    const u16* a0 = a.p + size_t(s) * a.step;
-    _tile_loadd(4, a0, as);
-    _tile_loadd(6, b0 + s * 512, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, b1 + s * 512, 64);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, a0 + a.half, as);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
+  for (int s = 0; s < steps; ++s) k_step(a, s, b0, b1, s);
+  for (int s = 0; s < tail_steps; ++s) k_step(tail, s, b0, b1, steps + s);
   _tile_stored(0, c, stride);
   _tile_stored(1, c + 16, stride);
   _tile_stored(2, c + size_t(16) * ldc, stride);
@@ -207,6 +218,8 @@ void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const
 struct Problem {
   Op a, b;
   int M, N, K;
+  Op a2, b2;  // the appended product (gemm_bf16_appended), over K2 <= 32 (0: none)
+  int K2;
   float alpha, beta;
   float* C;
   int ldc;
@@ -217,13 +230,20 @@ struct Problem {
 // C block (m0, n0) of rows × cols from the packed slice at k0: straight into C where the block is
 // whole and alpha is 1 (beta 1 or a later slice: accumulate on C; beta 0: overwrite), else through
 // a (32 × 32) buffer, C = alpha · P + beta · C (first slice; beta 0 never reads C) or C += alpha · P.
-void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, ATiles a, const u16* b0,
-           const u16* b1, int steps) {
+// The k steps of one slice: `steps` of A, then `tail_steps` (0 or 1) of the appended product's A.
+struct SliceA {
+  ATiles a, tail;
+  int steps, tail_steps;
+};
+
+void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, const SliceA& s, const u16* b0,
+           const u16* b1) {
   const bool first = k0 == 0;
   if (rows == kBlock && cols == kBlock && p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f))
-    return micro_kernel(p.C + size_t(m0) * p.ldc + n0, p.ldc, !first || p.beta != 0.0f, a, b0, b1, steps);
+    return micro_kernel(p.C + size_t(m0) * p.ldc + n0, p.ldc, !first || p.beta != 0.0f, s.a, b0, b1, s.steps, s.tail,
+                        s.tail_steps);
   alignas(64) float t[kBlock * kBlock];
-  micro_kernel(t, kBlock, false, a, b0, b1, steps);
+  micro_kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
   for (int i = 0; i < rows; ++i) {
     float* c = p.C + size_t(m0 + i) * p.ldc + n0;
     const float* v = t + i * kBlock;
@@ -245,11 +265,11 @@ Buffers& thread_buffers() {
   };
   thread_local Owned o;
   if (!o.b.a) {
-    o.b.a = static_cast<u16*>(std::aligned_alloc(64, size_t(kBlock) * kMaxKc * 2));
+    o.b.a = static_cast<u16*>(std::aligned_alloc(64, kABytes));
     o.b.b = static_cast<u16*>(std::aligned_alloc(64, kPanelBytes));
     // touched whole now: the memory plan's baseline probe (which runs every GEMM variant once)
     // then measures the pages a step will use
-    std::memset(o.b.a, 0, size_t(kBlock) * kMaxKc * 2);
+    std::memset(o.b.a, 0, kABytes);
     std::memset(o.b.b, 0, kPanelBytes);
   }
   return o.b;
@@ -278,17 +298,21 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
     const int cols = std::min({p.nc, p.N - n, nb1 * kBlock - n});
     for (int k0 = 0; k0 < p.K; k0 += p.kc) {
       const int kc = std::min(p.kc, p.K - k0), steps = round_up(kc, 32) / 32;
-      pack_b(buf.b, p.b, k0, kc, n, cols);
+      const int tail = k0 + kc >= p.K && p.K2 > 0 ? 1 : 0, stride = steps + tail;  // the appended step: last slice
+      pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0);
+      if (tail) pack_b(buf.b, p.b2, 0, p.K2, n, cols, stride, steps);
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
-        ATiles a{buf.a, 32, 1024, 512};
-        if (direct && rows == kBlock) a = ATiles{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
+        const bool in_place = direct && rows == kBlock;
+        SliceA s{{buf.a, 32, 1024, 512}, {buf.a + size_t(in_place ? 0 : steps) * 1024, 32, 1024, 512}, steps, tail};
+        if (in_place) s.a = ATiles{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
         else pack_a(buf.a, p.a, m0, rows, k0, kc);
+        if (tail) pack_a(const_cast<u16*>(s.tail.p), p.a2, m0, rows, 0, p.K2);
         const int calls = (cols + kBlock - 1) / kBlock;
         for (int j = 0; j < cols; j += kBlock) {
           if (mb + 1 < mb1) prefetch_a(p.a, p.M, m0 + kBlock, k0, kc, j / kBlock, calls);
-          const u16* b0 = buf.b + size_t(j / 16) * steps * 512;
-          block(p, m0, rows, n + j, std::min(kBlock, cols - j), k0, a, b0, b0 + size_t(steps) * 512, steps);
+          const u16* b0 = buf.b + size_t(j / 16) * stride * 512;
+          block(p, m0, rows, n + j, std::min(kBlock, cols - j), k0, s, b0, b0 + size_t(stride) * 512);
         }
       }
     }
@@ -302,17 +326,12 @@ double packed_per_thread(bool split_rows, int M, int N, int K, int nc, int nt) {
   return (Nt + std::ceil(Nt / nc) * Mt) * K;
 }
 
-}  // namespace
-
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
-               const uint16_t* B, int ldb, float beta, float* C, int ldc) {
-  const int slices = (K + kMaxKc - 1) / kMaxKc, kc = round_up((K + slices - 1) / slices, 32);
-  const int nc = std::max(kBlock, int(kPanelBytes / (size_t(kc) * 2)) / kBlock * kBlock);
-  const Problem p{{A, lda, trans_a}, {B, ldb, trans_b}, M, N, K, alpha, beta, C, ldc, kc, nc};
-  const int mblocks = (M + kBlock - 1) / kBlock, nblocks = (N + kBlock - 1) / kBlock;
+// The threads' split of p's C, each thread running its range (rows or columns, whichever packs less).
+void run(const Problem& p) {
+  const int mblocks = (p.M + kBlock - 1) / kBlock, nblocks = (p.N + kBlock - 1) / kBlock;
   const int nt = omp_get_max_threads();
-  const bool split_rows = nblocks < nt || (mblocks >= nt && packed_per_thread(true, M, N, K, nc, nt) <=
-                                                                 packed_per_thread(false, M, N, K, nc, nt));
+  const bool split_rows = nblocks < nt || (mblocks >= nt && packed_per_thread(true, p.M, p.N, p.K, p.nc, nt) <=
+                                                                 packed_per_thread(false, p.M, p.N, p.K, p.nc, nt));
 #pragma omp parallel num_threads(nt)
   {
     load_config();
@@ -323,6 +342,33 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
       run_range(p, 0, mblocks, int(int64_t(nblocks) * id / n), int(int64_t(nblocks) * (id + 1) / n));
     _tile_release();
   }
+}
+
+// K per slice (a multiple of 32) and columns per panel (the slice's packed panel, with an appended
+// step, within kPanelBytes)
+void blocking(Problem& p) {
+  const int slices = (p.K + kMaxKc - 1) / kMaxKc;
+  p.kc = round_up((p.K + slices - 1) / slices, 32);
+  const size_t step_bytes = size_t(p.kc + (p.K2 > 0 ? 32 : 0)) * 2;
+  p.nc = std::max(kBlock, int(kPanelBytes / step_bytes) / kBlock * kBlock);
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
+               const uint16_t* B, int ldb, float beta, float* C, int ldc) {
+  Problem p{{A, lda, trans_a}, {B, ldb, trans_b}, M, N, K, {}, {}, 0, alpha, beta, C, ldc, 0, 0};
+  blocking(p);
+  run(p);
+}
+
+void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                        int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
+                        int ldc) {
+  Problem p{{A, lda, false}, {B, ldb, trans_b}, M, N, K, {A2, lda2, false}, {B2, ldb2, trans_b}, K2, 1.0f, beta,
+            C, ldc, 0, 0};
+  blocking(p);
+  run(p);
 }
 
 }  // namespace lt::cpu::amx

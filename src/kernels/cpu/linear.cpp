@@ -67,8 +67,9 @@ float* lora_g_bf16(const uint16_t* dout16, int T, const LinearWeights& w, const 
 }
 
 // bf16 LoRA (LoraView::bf16, linear.h): dx += [bf16(dout) | bf16(g) | 0]·[W; bf16(s·A); 0], one bf16
-// GEMM over the inner dimension lora_cat_cols(OC, R), so the rank-R term adds no pass over dx; the concatenated dout
-// stays in s.dy for linear_backward_weight (LinearGrads::dout16), g (f32) in s.lora_g.
+// GEMM over the inner dimension lora_cat_cols(OC, R), so the rank-R term adds no pass over dx (on
+// AMX the same sums without the weight's concatenated copy: gemm_bf16_appended); the concatenated
+// dout stays in s.dy for linear_backward_weight (LinearGrads::dout16), g (f32) in s.lora_g.
 void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
@@ -81,10 +82,14 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
   gemm_bf16(false, false, T, R, OC, 1.0f, d16, ld, B16, R, 0.0f, s.lora_g, R);  // g = bf16(dout)·bf16(B)
   f32_to_half_rows(DType::BF16, d16 + OC, size_t(ld), s.lora_g, size_t(R), size_t(T), size_t(R));
   zero_cols(d16, ld, OC + R, T);
-  const size_t wn = size_t(OC) * IC;
-  copy_rows(s.lora_wcat, size_t(IC), static_cast<const uint16_t*>(W.data), size_t(IC), size_t(OC), size_t(IC));
   for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
-  f32_to_half(DType::BF16, s.lora_wcat + wn, nullptr, s.lora_wt, size_t(R) * IC);
+  const auto* w16 = static_cast<const uint16_t*>(W.data);
+  const uint16_t* sA16 = rounded(s.lora_w16, s.lora_wt, size_t(R) * IC, "lora_w16");  // B16 is done with
+  if (gemm_bf16_appended(false, T, IC, OC, d16, ld, w16, IC, R, d16 + OC, ld, sA16, IC, 1.0f, dx, IC))
+    return;  // AMX: the concatenation's sums without building it
+  const size_t wn = size_t(OC) * IC;
+  copy_rows(s.lora_wcat, size_t(IC), w16, size_t(IC), size_t(OC), size_t(IC));
+  std::copy_n(sA16, size_t(R) * IC, s.lora_wcat + wn);
   std::fill_n(s.lora_wcat + wn + size_t(R) * IC, size_t(ld - OC - R) * IC, uint16_t(0));
   gemm_bf16(false, false, T, IC, ld, 1.0f, d16, ld, s.lora_wcat, IC, 1.0f, dx, IC);
 }
@@ -93,6 +98,7 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
 // [W | bf16(s·B) | 0]ᵀ. Where copying x16 costs less than another pass over out (IC < 2·OC: a bf16 row
 // of x read and written against an f32 row of out read and written), one GEMM over the inner
 // dimension lora_cat_cols(IC, R); else the base's GEMM and then out += bf16(xa)·bf16(s·B)ᵀ, the same products.
+// On AMX (gemm_bf16_appended) always the concatenation's sums, without the copies of x16 and W.
 void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
@@ -104,10 +110,14 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
   gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
   for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
   const auto* w16 = static_cast<const uint16_t*>(W.data);
+  const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
+  const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");  // A16 is done with
+  if (gemm_bf16_appended(true, T, OC, IC, in.x16, IC, w16, IC, R, xa16, R, sB16, R, 0.0f, out, OC)) {
+    add_bias(out, w.bias, T, OC);  // AMX: the concatenation's sums without building it
+    return;
+  }
   if (IC >= 2 * OC) {
     gemm_bf16(false, true, T, OC, IC, 1.0f, in.x16, IC, w16, IC, 0.0f, out, OC);
-    const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
-    const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");
     gemm_bf16(false, true, T, OC, R, 1.0f, xa16, R, sB16, R, 1.0f, out, OC);
   } else {
     auto* x16 = static_cast<uint16_t*>(s.dy);
