@@ -172,6 +172,10 @@ inline constexpr int kHalfTileRows = 512;   // F16 weight rows widened at a time
 size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, int IC, int OC);
 // dy bytes of the BF16 / F16 backward for T tokens and OC outputs (0 for other kinds).
 size_t linear_dy_bytes(WeightKind k, int T, int OC);
+// LinearScratch::lora_wcat bytes a bf16 LoRA linear (LoraView::bf16) of this shape uses with the
+// CPU kernels on this machine: the concatenations, or 0 where the AMX GEMM appends the rank-R
+// operands instead (kernels/cpu/linear.cpp; the scratch may then be null).
+size_t lora_wcat_bytes(int T, int IC, int OC, int R);
 
 // The LoRA dropout mask: element i of the (T, IC) input is kept with probability 1 - p, scaled by
 // 1/(1-p), as a pure function of (key, i).

@@ -509,13 +509,12 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
       r.push_back({"lora.w16", W, size_t(d.R) * d.max_io * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_w16>});
       r.push_back({"lora.t16", W, N * d.R * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_t16>});
       r.push_back({"lora.wt", W, size_t(d.R) * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_wt>});
-      size_t wcat = 0;  // [W; bf16(s·A); 0] and [W | bf16(s·B) | 0] of the concatenated products (kernels/linear.h)
-      for (Proj p : kProjs) {
+      size_t wcat = 0;  // [W; bf16(s·A); 0] and [W | bf16(s·B) | 0] of the concatenated products, where
+      for (Proj p : kProjs) {  // the AMX GEMM does not append the rank-r operands (kernels/linear.h)
         auto [in, out] = proj_shape(c, p);
-        wcat = std::max({wcat, size_t(lora_cat_cols(out, d.R)) * size_t(in) * 2,
-                         size_t(out) * size_t(lora_cat_cols(in, d.R)) * 2});
+        wcat = std::max(wcat, lora_wcat_bytes(int(N), in, out, d.R));
       }
-      r.push_back({"lora.wcat", W, wcat, Lifetime::Layer, to_lora16<&LinearScratch::lora_wcat>});
+      if (wcat) r.push_back({"lora.wcat", W, wcat, Lifetime::Layer, to_lora16<&LinearScratch::lora_wcat>});
     }
     if (o.lora.use_dora)
       r.push_back({"lora.dora", W, N * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::dora>});

@@ -33,6 +33,7 @@ void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, in
 // more k step of 32 (zero padded), the same sums as gemm_bf16 on the concatenations [A | A2 | 0] and
 // [op(B); op(B2); 0] without building them (bf16 LoRA's base and rank terms, linear.cpp). Only on
 // the AMX path (K a multiple of 32, M >= 64): returns false, computing nothing, elsewhere.
+bool gemm_bf16_appends(int M, int K, int K2);  // whether gemm_bf16_appended computes this shape here
 bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                         int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
                         int ldc);

@@ -148,12 +148,15 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
   stream.wait();
 }
 
+bool gemm_bf16_appends(int M, int K, int K2) {
+  return cpu_isa() == Isa::Avx512 && amx_bf16_kernels() && M >= kAmxMinRows && K > 0 && K % 32 == 0 && K2 >= 1 &&
+         K2 <= 32;
+}
+
 bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                         int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
                         int ldc) {
-  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels() || M < kAmxMinRows || N <= 0 || K <= 0 || K % 32 != 0 ||
-      K2 < 1 || K2 > 32)
-    return false;
+  if (N <= 0 || !gemm_bf16_appends(M, K, K2)) return false;
   prof::Scope prof_scope("gemm_bf16", 2.0 * M * N * (K + K2),
                          2.0 * (double(M) * (K + K2) + double(K + K2) * N) + 4.0 * (beta != 0 ? 2.0 : 1.0) * M * N);
   amx::gemm_bf16_appended(trans_b, M, N, K, A, lda, B, ldb, K2, A2, lda2, B2, ldb2, beta, C, ldc);

@@ -74,8 +74,7 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
   const int IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(OC, R);
-  LT_CHECK(s.dy && s.lora_g && s.lora_wcat && s.lora_wt,
-           "linear_backward_input: bf16 LoRA needs the dy, lora_g, lora_wcat and lora_wt scratch");
+  LT_CHECK(s.dy && s.lora_g && s.lora_wt, "linear_backward_input: bf16 LoRA needs the dy, lora_g and lora_wt scratch");
   auto* d16 = static_cast<uint16_t*>(s.dy);
   f32_to_half_rows(DType::BF16, d16, size_t(ld), dout, size_t(OC), size_t(T), size_t(OC));
   const uint16_t* B16 = rounded(s.lora_w16, l.B, size_t(OC) * R, "lora_w16");
@@ -87,6 +86,7 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
   const uint16_t* sA16 = rounded(s.lora_w16, s.lora_wt, size_t(R) * IC, "lora_w16");  // B16 is done with
   if (gemm_bf16_appended(false, T, IC, OC, d16, ld, w16, IC, R, d16 + OC, ld, sA16, IC, 1.0f, dx, IC))
     return;  // AMX: the concatenation's sums without building it
+  LT_CHECK(s.lora_wcat, "linear_backward_input: bf16 LoRA needs the lora_wcat scratch (lora_wcat_bytes)");
   const size_t wn = size_t(OC) * IC;
   copy_rows(s.lora_wcat, size_t(IC), w16, size_t(IC), size_t(OC), size_t(IC));
   std::copy_n(sA16, size_t(R) * IC, s.lora_wcat + wn);
@@ -104,8 +104,7 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
   const LoraView& l = w.lora;
   const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(IC, R);
   LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
-  LT_CHECK(s.dy && s.lora_wcat && s.lora_wt && s.lora_t16,
-           "linear_forward: bf16 LoRA needs the dy, lora_wcat, lora_wt and lora_t16 scratch");
+  LT_CHECK(s.dy && s.lora_wt && s.lora_t16, "linear_forward: bf16 LoRA needs the dy, lora_wt and lora_t16 scratch");
   const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
   gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
   for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
@@ -120,6 +119,7 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
     gemm_bf16(false, true, T, OC, IC, 1.0f, in.x16, IC, w16, IC, 0.0f, out, OC);
     gemm_bf16(false, true, T, OC, R, 1.0f, xa16, R, sB16, R, 1.0f, out, OC);
   } else {
+    LT_CHECK(s.lora_wcat, "linear_forward: bf16 LoRA needs the lora_wcat scratch (lora_wcat_bytes)");
     auto* x16 = static_cast<uint16_t*>(s.dy);
     uint16_t* wcat = s.lora_wcat;
     copy_rows(x16, size_t(ld), in.x16, size_t(IC), size_t(T), size_t(IC));
@@ -269,3 +269,14 @@ void linear_backward_weight(Isa isa, const LinearGrads& g, const float* dout, co
 }
 
 }  // namespace lt::cpu
+
+namespace lt {
+
+size_t lora_wcat_bytes(int T, int IC, int OC, int R) {
+  size_t b = 0;
+  if (!cpu::gemm_bf16_appends(T, IC, R) && IC < 2 * OC) b = size_t(OC) * lora_cat_cols(IC, R) * 2;  // forward
+  if (!cpu::gemm_bf16_appends(T, OC, R)) b = std::max(b, size_t(lora_cat_cols(OC, R)) * IC * 2);  // backward
+  return b;
+}
+
+}  // namespace lt
