@@ -40,18 +40,7 @@ constexpr int kMaxKc = 1024;  // K per packed slice
 constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc × nc bf16 (L2)
 constexpr size_t kABytes = size_t(kBlock) * (kMaxKc + 32) * 2;  // a packed 32-row block of op(A), + a tail step
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void load_config() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
-}
+#include "kernels/cpu/amx_tile_config.inc"
 
 int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
@@ -334,7 +323,7 @@ void run(const Problem& p) {
                                                                  packed_per_thread(false, p.M, p.N, p.K, p.nc, nt));
 #pragma omp parallel num_threads(nt)
   {
-    load_config();
+    load_tile_config();
     const int n = omp_get_num_threads(), id = omp_get_thread_num();
     if (split_rows)
       run_range(p, int(int64_t(mblocks) * id / n), int(int64_t(mblocks) * (id + 1) / n), 0, nblocks);

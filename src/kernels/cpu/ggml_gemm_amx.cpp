@@ -33,12 +33,7 @@ namespace {
 constexpr int kT = 16;              // tokens per B tile, weight rows per A tile
 constexpr size_t kBTileBytes = 512;  // 8 rows of 64 bytes
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+#include "kernels/cpu/amx_tile_config.inc"
 
 // tiles 0, 1: A (16 rows × 32 int8); 2, 3: B (8 rows × 64 bytes); 4, 5: C (16 × 16 int32)
 void load_config() {
