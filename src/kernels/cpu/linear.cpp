@@ -123,10 +123,10 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
     auto* x16 = static_cast<uint16_t*>(s.dy);
     uint16_t* wcat = s.lora_wcat;
     copy_rows(x16, size_t(ld), in.x16, size_t(IC), size_t(T), size_t(IC));
-    f32_to_half_rows(DType::BF16, x16 + IC, size_t(ld), xa, size_t(R), size_t(T), size_t(R));
+    copy_rows(x16 + IC, size_t(ld), xa16, size_t(R), size_t(T), size_t(R));
     zero_cols(x16, ld, IC + R, T);
     copy_rows(wcat, size_t(ld), w16, size_t(IC), size_t(OC), size_t(IC));
-    f32_to_half_rows(DType::BF16, wcat + IC, size_t(ld), s.lora_wt, size_t(R), size_t(OC), size_t(R));
+    copy_rows(wcat + IC, size_t(ld), sB16, size_t(R), size_t(OC), size_t(R));
     zero_cols(wcat, ld, IC + R, OC);
     gemm_bf16(false, true, T, OC, ld, 1.0f, x16, ld, wcat, ld, 0.0f, out, OC);
   }
