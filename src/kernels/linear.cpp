@@ -50,6 +50,10 @@ size_t linear_dy_bytes(WeightKind k, int T, int OC) {
   return 0;
 }
 
+size_t linear_dy_bytes(const WeightView& w, int T, int OC) {
+  return linear_dy_bytes(w.bf16_products && w.quantized() ? WeightKind::BF16 : w.kind, T, OC);
+}
+
 void check_linear(const LinearWeights& lw, int T) {
   const WeightView& w = lw.w;
   const char* k = weight_kind_name(w.kind);
@@ -66,13 +70,17 @@ void check_linear(const LinearWeights& lw, int T) {
              "linear: a {} weight needs code_values, a block size and its scales (absmax, or qabsmax + absmax2 + "
              "absmax_code_values)", k);
   const LoraView& l = lw.lora;
+  if (w.bf16_products)
+    LT_CHECK(w.quantized() && !l.magnitude, "linear: bf16 products are for a quantized weight without DoRA (got a {} "
+             "weight{})", k, l.magnitude ? " with DoRA" : "");
   if (l.rank > 0)
     LT_CHECK(l.A && l.B && l.dropout >= 0 && l.dropout < 1, "linear: a rank-{} LoRA needs A and B and a dropout in "
              "[0, 1) (got {})", l.rank, l.dropout);
   if (l.bf16)
-    LT_CHECK(l.rank > 0 && w.kind == WeightKind::BF16 && l.dropout == 0 && !l.magnitude,
-             "linear: bf16 LoRA products need a rank > 0, a bf16 weight, no dropout and no DoRA (got rank {}, a {} "
-             "weight, dropout {}{})", l.rank, k, l.dropout, l.magnitude ? ", DoRA" : "");
+    LT_CHECK(l.rank > 0 && (w.kind == WeightKind::BF16 || w.bf16_products) && l.dropout == 0 && !l.magnitude,
+             "linear: bf16 LoRA products need a rank > 0, a bf16 weight (or a quantized one with bf16 products), no "
+             "dropout and no DoRA (got rank {}, a {} weight{}, dropout {}{})", l.rank, k,
+             w.bf16_products ? " with bf16 products" : "", l.dropout, l.magnitude ? ", DoRA" : "");
   if (l.magnitude) {
     LT_CHECK(l.rank > 0 && l.weight_norm, "linear: DoRA needs a LoRA (rank {}) and the weight norm", l.rank);
     LT_CHECK(l.dropout == 0 || !w.half(), "linear: DoRA with dropout on a {} weight is not supported (the base product "

@@ -39,9 +39,15 @@
 //                  summed in f32 in any order (the tiled prefill multiplies qx·dx by the decoded W,
 //                  which equals it up to that rounding; on AMX int8 the block sums are tdpbssd tiles). Backward: f32 products with the decoded W.
 //   Quantized kinds are frozen: no dW.
+//   bf16 products (WeightView::bf16_products, quantized kinds; QLoRA in bf16, as bitsandbytes runs a
+//                  4-bit / 8-bit base with compute_dtype=bfloat16): the products with the decoded W —
+//                  a 4-bit kind's forward, every quantized kind's backward — take bf16 operands: W's
+//                  decoded values rounded to bf16 (nearest even), x as x16 (its bf16 bits, which x's
+//                  values must equal), dout rounded to bf16 once (the dy scratch, linear_dy_bytes);
+//                  f32 accumulation. The LLM.int8 and q8_0 / q4_0 forwards stay as above.
 // The LoRA part is f32 throughout (dout is not rounded for it), except with LoraView::bf16 (a
-// BF16 weight, x16 given, no dropout, not DoRA: bf16 mixed-precision LoRA, as PyTorch autocast runs
-// PEFT's lora_A / lora_B): the four products whose inner dimension is IC, OC or T take bf16
+// BF16 weight or a quantized one with bf16_products, x16 given, no dropout, not DoRA: bf16
+// mixed-precision LoRA, as PyTorch autocast runs PEFT's lora_A / lora_B; W below is then bf16(W)): the four products whose inner dimension is IC, OC or T take bf16
 // operands, A and B rounded from their f32 masters on each call, with f32 accumulation:
 //   xa = x16·bf16(A)ᵀ,  g = bf16(dout)·bf16(B),  dB += s·bf16(dout)ᵀ·bf16(xa),  dA += s·bf16(g)ᵀ·x16;
 // and the two of inner dimension R are bf16 products too (autocast, too, multiplies bf16 values
@@ -85,6 +91,9 @@ struct WeightView {
   // F16: every value is exactly a bf16 (f16_values_are_bf16; an f16 made from a bf16 checkpoint),
   // set by the loader. The prefill may then run the product as two exact bf16 GEMMs (half_linear.cpp).
   bool bf16_values = false;
+  // Quantized kinds: the products with the decoded W in bf16 (above); needs x16 in the forward of a
+  // 4-bit kind and the dy scratch in the backward. Not with DoRA.
+  bool bf16_products = false;
 
   bool quantized() const {
     return kind == WeightKind::Int8 || kind == WeightKind::Q8_0 || kind == WeightKind::Q4_0 || four_bit();
@@ -106,7 +115,7 @@ struct LoraView {
   uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
   const float* magnitude = nullptr;    // DoRA (OC): m; null: plain LoRA
   const float* weight_norm = nullptr;  // DoRA (OC): ||W + s·B·A|| per row (dora_weight_norm), a constant
-  bool bf16 = false;          // bf16 products (above); needs a BF16 weight, x16, no dropout, not DoRA
+  bool bf16 = false;          // bf16 products (above); needs a BF16 weight (or bf16_products), x16, no dropout, not DoRA
   bool dora() const { return magnitude != nullptr; }
 };
 
@@ -164,14 +173,19 @@ struct LinearScratch {
 inline constexpr int lora_cat_cols(int n, int R) { return (n + R + 31) / 32 * 32; }
 
 inline constexpr int kQuantTileRows = 128;  // quantized weight rows decoded at a time (fast path)
+inline constexpr int kQuant16TileRows = 256;  // the same with bf16_products, decoded to bf16
 inline constexpr int kHalfTileRows = 512;   // F16 weight rows widened at a time (fast path)
 
 // Tile bytes a call on T tokens may use: F16 widened rows, quantized kinds their decoded rows
-// (4-bit with double quantization: plus the decoded scales) or the LLM.int8 activations; 0 for F32
-// and BF16. blocksize / double_quant matter for NF4 / FP4 only.
-size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, int IC, int OC);
+// (4-bit with double quantization: plus the decoded scales; with bf16_products kQuant16TileRows rows
+// in bf16) or the LLM.int8 activations; 0 for F32 and BF16. blocksize / double_quant matter for NF4
+// / FP4 only.
+size_t linear_tile_bytes(WeightKind k, int blocksize, bool double_quant, int T, int IC, int OC,
+                         bool bf16_products = false);
 // dy bytes of the BF16 / F16 backward for T tokens and OC outputs (0 for other kinds).
 size_t linear_dy_bytes(WeightKind k, int T, int OC);
+// The same for a weight view: a quantized one with bf16_products rounds dout to bf16 as BF16 does.
+size_t linear_dy_bytes(const WeightView& w, int T, int OC);
 // LinearScratch::lora_wcat bytes a bf16 LoRA linear (LoraView::bf16) of this shape uses with the
 // CPU kernels on this machine: the concatenations, or 0 where the AMX GEMM appends the rank-R
 // operands instead (kernels/cpu/linear.cpp; the scratch may then be null).

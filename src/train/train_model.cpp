@@ -84,12 +84,18 @@ static const char* head_table_name(const ModelConfig& c) {
   return c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
 
-// LoRA products in bf16 (LoraView::bf16, kernels/linear.h): bf16 LoRA on a bf16 base, no dropout,
-// no DoRA (what PyTorch autocast runs for PEFT; a quantized base or dropout keeps them in f32).
-bool bf16_lora(const ModelConfig& c, const TrainModelOptions& o) {
-  QuantSpec qs;
+// LoRA products in bf16 (LoraView::bf16, kernels/linear.h): bf16 LoRA on a bf16 base or a quantized
+// one with bf16 products, no dropout, no DoRA (what PyTorch autocast runs for PEFT; dropout keeps
+// them in f32).
+bool bf16_lora(const ModelConfig&, const TrainModelOptions& o) {
   return o.precision == Precision::BF16 && o.method == Method::Lora && o.lora.r > 0 && !o.lora.use_dora &&
-         o.lora.dropout <= 0 && !quantized_base(c, o, &qs);
+         o.lora.dropout <= 0;
+}
+
+// A quantized base's products in bf16 (WeightView::bf16_products, kernels/linear.h): QLoRA in bf16,
+// as bitsandbytes runs a 4-bit / 8-bit base with compute_dtype=bfloat16 (not with DoRA).
+bool quant_bf16_products(const ModelConfig& c, const TrainModelOptions& o) {
+  return o.precision == Precision::BF16 && !o.lora.use_dora && quantized_base(c, o, nullptr);
 }
 
 void parse_checkpointing(const std::string& s, TrainModelOptions& o) {
@@ -510,7 +516,8 @@ std::vector<BufferTable::Row> BufferTable::rows(const ModelConfig& c, const Trai
       r.push_back({"lora.t16", W, N * d.R * 2, Lifetime::Layer, to_lora16<&LinearScratch::lora_t16>});
       r.push_back({"lora.wt", W, size_t(d.R) * d.max_io * f, Lifetime::Layer, to_lora<&LinearScratch::lora_wt>});
       size_t wcat = 0;  // [W; bf16(s·A); 0] and [W | bf16(s·B) | 0] of the concatenated products, where
-      for (Proj p : kProjs) {  // the AMX GEMM does not append the rank-r operands (kernels/linear.h)
+      for (Proj p : kProjs) {  // the AMX GEMM does not append the rank-r operands (kernels/linear.h); none
+        if (quantized_base(c, o, nullptr)) break;  // for a quantized base (its tiles, then the rank-R term)
         auto [in, out] = proj_shape(c, p);
         wcat = std::max(wcat, lora_wcat_bytes(int(N), in, out, d.R));
       }
@@ -544,7 +551,8 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
     size_t ws = 0, load = 0;
     for (Proj p : kProjs) {
       auto [in, out] = proj_shape(c, p);
-      ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, d.N, in, out));
+      ws = std::max(ws, linear_tile_bytes(weight_kind(qs.type), qs.blocksize, qs.double_quant, d.N, in, out,
+                                          quant_bf16_products(c, o)));
       load = std::max(load, quantize_chunked_scratch_floats(qs, out, in) * f);
     }
     r.push_back({"quant.workspace", W, ws, Lifetime::Layer, to_tile});
@@ -557,7 +565,12 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
     r.push_back({"attn.qkv", W, N * (d.QD + 2 * size_t(d.KVD)) * f, Lifetime::Layer, to<&M::attn_qkv_>});
   if (o.precision == Precision::BF16)  // the MLP's gate and up in f32 while a layer uses them (saved in bf16)
     r.push_back({"mlp.gate_up", W, 2 * N * size_t(d.F) * f, Lifetime::Layer, to<&M::mlp_gate_up_>});
-  if (quant) return;
+  if (quant) {  // bf16 products: dout rounded to bf16 for the base's backward
+    const int dy_cols = bf16_lora(c, o) ? lora_cat_cols(d.max_io, d.R) : d.max_io;  // as below
+    if (quant_bf16_products(c, o))
+      r.push_back({"half.dy", W, linear_dy_bytes(WeightKind::BF16, d.N, dy_cols), Lifetime::Layer, to_dy});
+    return;
+  }
   // bf16 LoRA: dout and g side by side, (N, lora_cat_cols(OC, R)), and in the forward x16 and xa
   // (kernels/linear.h)
   const int dy_cols = bf16_lora(c, o) ? lora_cat_cols(d.max_io, d.R) : d.max_io;
@@ -1161,6 +1174,7 @@ struct LinearRunner {
   float int8_threshold;
   DType half;                   // 16-bit storage type of Linear::w16
   bool lora16;                  // bf16_lora(): the LoRA products in bf16
+  bool quant16;                 // quant_bf16_products(): a quantized base's products in bf16
   const LinearScratch& scratch;
 
   uint64_t key(const Linear& L, uint64_t step) const {
@@ -1169,9 +1183,10 @@ struct LinearRunner {
   LinearWeights weights(const Linear& L, uint64_t step) const {
     LinearWeights w;
     w.w = L.view(half, int8_threshold);
+    w.w.bf16_products = quant16 && w.w.quantized();
     w.bias = L.b;
     if (L.A) w.lora = {R, L.A, L.B, s, p, key(L, step), L.mag, L.mag ? L.norm : nullptr};
-    w.lora.bf16 = lora16 && L.A && L.w16 && !L.w && !L.mag && p <= 0;  // the frozen bf16 base (bf16_lora)
+    w.lora.bf16 = lora16 && L.A && (L.w16 || L.q) && !L.w && !L.mag && p <= 0;  // a frozen base (bf16_lora)
     return w;
   }
   // out (N, out) = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ ; xa[L.p] (N, R) saved. With a 16-bit weight x16
@@ -1253,7 +1268,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   const int N = N_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
-                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), lin_scratch_};
+                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), quant_bf16_products(cfg_, opts_),
+                        lin_scratch_};
   auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   // mixed precision: a GEMM input computed in f32 is rounded in place and stored in 16 bits
   auto store = [&](uint16_t* x16, float* x32, int cols) {
@@ -1338,7 +1354,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const TrainOps& t = tops_;
   const bool il = cfg_.rope_layout == RopeLayout::Interleaved;
   const LinearRunner lr{ops_, tops_, N, d.R, opts_.lora.scaling(), opts_.lora.dropout, opts_.seed,
-                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), lin_scratch_};
+                        opts_.int8_threshold, half_, bf16_lora(cfg_, opts_), quant_bf16_products(cfg_, opts_),
+                        lin_scratch_};
   auto lin = [&](Proj p) -> const Linear& { return linear(l, p); };
   const size_t NC = size_t(N) * d.C;
   // mixed precision: a saved 16-bit GEMM input widened back into the shared f32 buffer

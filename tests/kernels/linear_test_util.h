@@ -101,7 +101,8 @@ struct KindInput {
   std::vector<uint16_t> x16;
   LinearInput in(int T) const { return {x.data(), x16.empty() ? nullptr : x16.data(), T}; }
 
-  KindInput(const KindWeight& w, int T, unsigned seed) {
+  // bf16: bf16 values and their bits whatever the kind (a quantized weight's bf16 products)
+  KindInput(const KindWeight& w, int T, unsigned seed, bool bf16 = false) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     const int IC = w.cols;
@@ -110,7 +111,7 @@ struct KindInput {
       x[size_t(T - 1) * IC + 1] = 3.0f;
       x[IC - 2] = -2.5f;
     }
-    if (w.kind != WeightKind::BF16 && w.kind != WeightKind::F16) return;
+    if (w.kind != WeightKind::BF16 && w.kind != WeightKind::F16 && !bf16) return;
     for (float& v : x) {
       x16.push_back(w.kind == WeightKind::F16 ? f32_to_f16(v) : f32_to_bf16(v));
       v = w.kind == WeightKind::F16 ? f16_to_f32(x16.back()) : bf16_to_f32(x16.back());
@@ -124,10 +125,11 @@ struct OwnedScratch {
   std::vector<uint16_t> w16, t16, wcat;
   LinearScratch s;
   OwnedScratch(const WeightView& w, int T, int R) {
-    const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows),
+    const size_t tb = std::max(linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows,
+                                                 w.bf16_products),
                                size_t(w.cols));
     tile.resize(tb / 4 + 16);
-    dy.resize(linear_dy_bytes(w.kind, T, lora_cat_cols(std::max(w.rows, w.cols), R)) / 4 + 1);  // bf16 LoRA
+    dy.resize(linear_dy_bytes(w, T, lora_cat_cols(std::max(w.rows, w.cols), R)) / 4 + 1);  // bf16 LoRA
     g.resize(size_t(T) * std::max(R, 1));
     xd.resize(size_t(T) * w.cols);
     tmp.resize(size_t(T) * w.cols);

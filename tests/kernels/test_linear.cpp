@@ -16,6 +16,8 @@
 // dA also round xa and g, which the two sides computed in different orders: where they straddle a
 // bf16 rounding boundary the rounded operands differ by one bf16 step, at most 2^-7 of the value,
 // so those get 2^-6 · Σ|terms| more (the step plus the magnitudes' own 2^-8 factors).
+// bf16 products of a quantized weight (WeightView::bf16_products): both sides round the decoded W
+// and dout to bf16 the same way (x is bf16 already), so the bound stands with |bf16(w)| <= |w|·(1 + 2^-8).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,13 +57,20 @@ struct LinCase {
   KindInput x;
   Vec bias;
   OwnedLora lora;
-  LinCase(WeightKind k, Shape s, bool with_bias, int R, float p, unsigned seed)
-      : sh(s), w(k, s.OC, s.IC, seed), x(w, s.T, seed + 1), lora(R, s.IC, s.OC, p, seed + 2) {
+  bool bf16_products;
+  LinCase(WeightKind k, Shape s, bool with_bias, int R, float p, unsigned seed, bool bf16 = false)
+      : sh(s), w(k, s.OC, s.IC, seed), x(w, s.T, seed + 1, bf16), lora(R, s.IC, s.OC, p, seed + 2),
+        bf16_products(bf16) {
     if (with_bias) bias = random_vec(size_t(s.OC), seed + 3);
+  }
+  WeightView view() const {
+    WeightView v = w.view();
+    v.bf16_products = bf16_products;
+    return v;
   }
   LinearWeights weights() const {
     LinearWeights lw;
-    lw.w = w.view();
+    lw.w = view();
     lw.bias = bias.empty() ? nullptr : bias.data();
     lw.lora = lora.v;
     return lw;
@@ -69,22 +78,28 @@ struct LinCase {
   std::string name() const {
     return std::string(weight_kind_name(w.kind)) + " T=" + std::to_string(sh.T) + " IC=" + std::to_string(sh.IC) +
            " OC=" + std::to_string(sh.OC) + (bias.empty() ? "" : " bias") +
-           (lora.v.rank ? " lora p=" + std::to_string(lora.v.dropout) : "");
+           (lora.v.rank ? " lora p=" + std::to_string(lora.v.dropout) : "") + (bf16_products ? " bf16 products" : "");
   }
 };
 
 // Calls f(setup) for every kind x shape x bias x LoRA mode (none, no dropout, dropout 0.3, and on
-// a bf16 weight the bf16 LoRA products).
+// a bf16 weight the bf16 LoRA products); a quantized weight also with bf16 products (modes 4-6: no
+// LoRA, bf16 LoRA, f32 LoRA with dropout).
 template <class F>
 void for_each_case(F f) {
   unsigned seed = 10;
   for (WeightKind k : kAllKinds)
     for (Shape s : kShapes)
       for (bool b : {false, true})
-        for (int mode = 0; mode < 4; ++mode) {
+        for (int mode = 0; mode < 7; ++mode) {
           if (mode == 3 && k != WeightKind::BF16) continue;
-          LinCase c(k, s, b, mode ? kR : 0, mode == 2 ? 0.3f : 0.0f, seed += 7);
-          c.lora.v.bf16 = mode == 3;
+          const bool bf16_products = mode >= 4;
+          if (bf16_products && k != WeightKind::Int8 && k != WeightKind::NF4 && k != WeightKind::FP4 &&
+              k != WeightKind::Int4)
+            continue;
+          const int m = bf16_products ? mode - 4 : mode;
+          LinCase c(k, s, b, m ? kR : 0, m == 2 ? 0.3f : 0.0f, seed += 7, bf16_products);
+          c.lora.v.bf16 = mode == 3 || mode == 5;
           f(c);
         }
 }
@@ -116,9 +131,13 @@ void expect_within(const Vec& got, const Vec& want, const VecD& mag, double n, c
 double mask(const LoraView& l, size_t e) {
   return l.dropout > 0 ? lora_dropout_scale(l.dropout_key, e, l.dropout) : 1.0;
 }
-double wabs(const WeightView& w, int o, int i) { return std::fabs(double(ref::weight_at(w, o, i))); }
-double grad_as(WeightKind k, float v) {
-  if (k == WeightKind::BF16) return bf16_to_f32(f32_to_bf16(v));
+// |W[o, i]| as the products see it (bf16 products: rounded, at most 2^-8 larger)
+double wabs(const WeightView& w, int o, int i) {
+  return std::fabs(double(ref::weight_at(w, o, i))) * (w.bf16_products ? 1 + std::ldexp(1.0, -8) : 1.0);
+}
+double grad_as(const WeightView& w, float v) {
+  if (w.kind == WeightKind::BF16 || w.bf16_products) return bf16_to_f32(f32_to_bf16(v));
+  const WeightKind k = w.kind;
   if (k == WeightKind::F16) return f16_to_f32(f32_to_f16(v));
   return v;
 }
@@ -127,7 +146,7 @@ double grad_as(WeightKind k, float v) {
 // of the row, am_t / 254, of its quantized value).
 VecD forward_magnitude(const LinCase& su) {
   const auto [T, IC, OC] = su.sh;
-  const WeightView w = su.w.view();
+  const WeightView w = su.view();
   const LoraView& l = su.lora.v;
   const Vec& x = su.x.x;
   VecD mag(size_t(T) * OC);
@@ -202,7 +221,7 @@ TEST(LinearOp, BackwardInputFastMatchesReferenceForEveryKind) {
         double m = std::fabs(dx0[size_t(t) * IC + i]);
         for (int o = 0; o < OC; ++o) {
           const double d = ref.dout[size_t(t) * OC + o];
-          m += std::fabs(grad_as(lw.w.kind, float(d))) * wabs(lw.w, o, i);
+          m += std::fabs(grad_as(lw.w, float(d))) * wabs(lw.w, o, i);
           for (int r = 0; r < l.rank; ++r)
             m += lora_mag(l) * l.scale * mask(l, size_t(t) * IC + i) *
                  std::fabs(d * l.B[size_t(o) * kR + r] * l.A[size_t(r) * IC + i]);
@@ -225,7 +244,7 @@ struct WeightMagnitudes {
     const auto [T, IC, OC] = su.sh;
     const LoraView& l = su.lora.v;
     const Vec& x = su.x.x;
-    const WeightKind k = su.w.kind;
+    const WeightView k = su.view();
     auto d = [&](int t, int o) { return double(g0.dout[size_t(t) * OC + o]); };
     for (int o = 0; o < OC; ++o) {
       for (int i = 0; i < IC; ++i) {
@@ -276,6 +295,46 @@ TEST(LinearOp, BackwardWeightFastMatchesReferenceForEveryKind) {
       expect_within(g.dA, ref.dA, mag.dA, T + OC + 3, n + " dA", lora_extra(su.lora.v));
     }
   });
+}
+
+// bf16 products of a quantized weight are the products of a BF16 weight holding the decoded values
+// rounded to bf16 (linear.h): the forward and dx of both, each through the reference and every ISA's
+// tables, agree within the header's bound (the same rounded operands, other summation orders).
+TEST(LinearOp, QuantizedBf16ProductsAreThoseOfTheRoundedDecodedWeight) {
+  for (WeightKind k : {WeightKind::NF4, WeightKind::FP4, WeightKind::Int4, WeightKind::Int8})
+    for (Shape sh : {Shape{9, 64, 33}, Shape{64, 64, 300}, Shape{3, 71, 150}}) {
+      const auto [T, IC, OC] = sh;
+      LinCase q(k, sh, false, 0, 0.0f, 77, true);
+      std::vector<uint16_t> w16;
+      for (int o = 0; o < OC; ++o)
+        for (int i = 0; i < IC; ++i) w16.push_back(f32_to_bf16(ref::weight_at(q.w.view(), o, i)));
+      LinearWeights qw = q.weights(), hw;
+      hw.w = half_weight(WeightKind::BF16, w16.data(), OC, IC);
+      VecD ymag(size_t(T) * OC), dxmag(size_t(T) * IC);
+      const Vec dout = random_vec(size_t(T) * OC, 5);
+      for (int t = 0; t < T; ++t)
+        for (int o = 0; o < OC; ++o)
+          for (int i = 0; i < IC; ++i) {
+            const double w = std::fabs(double(bf16_to_f32(w16[size_t(o) * IC + i])));
+            ymag[size_t(t) * OC + o] += std::fabs(q.x.x[size_t(t) * IC + i]) * w;
+            dxmag[size_t(t) * IC + i] += std::fabs(grad_as(qw.w, dout[size_t(t) * OC + o])) * w;
+          }
+      const std::string n = q.name();
+      OwnedScratch sh16(hw.w, T, kR);
+      Vec y16(size_t(T) * OC), dx16(size_t(T) * IC, 0.0f);
+      ops_ref().linear_forward(y16.data(), nullptr, q.x.in(T), hw, sh16.s);
+      train_ops_ref().linear_backward_input(dx16.data(), dout.data(), T, hw, sh16.s);
+      std::vector<std::pair<const Ops*, const TrainOps*>> tables = {{&ops_ref(), &train_ops_ref()}};
+      for (Isa isa : isas()) tables.push_back({&ops_cpu_for(isa), &train_ops_cpu_for(isa)});
+      for (auto [ops, tops] : tables) {
+        OwnedScratch sq(qw.w, T, kR);
+        Vec y(size_t(T) * OC, NAN), dx(size_t(T) * IC, 0.0f);
+        ops->linear_forward(y.data(), nullptr, q.x.in(T), qw, sq.s);
+        tops->linear_backward_input(dx.data(), dout.data(), T, qw, sq.s);
+        if (k != WeightKind::Int8) expect_within(y, y16, ymag, IC + 2, n + " y");  // Int8: the LLM.int8 forward
+        expect_within(dx, dx16, dxmag, OC + 2, n + " dx");
+      }
+    }
 }
 
 }  // namespace

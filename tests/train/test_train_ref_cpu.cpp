@@ -1,7 +1,7 @@
 // TrainModel on the reference op tables (ops_ref(): every product, the linears' included, on the
 // scalar reference kernels) against the fast ones (ops_cpu()), on stories260K: LoRA (with dropout)
 // and full fine-tuning in fp32, bf16 and fp16, and QLoRA on NF4 (double quantization) and LLM.int8
-// frozen weights. Same loss and gradients within a bound derived from f32 rounding:
+// frozen weights (fp32, and bf16 products). Same loss and gradients within a bound derived from f32 rounding:
 //
 // Every op computes the same formula in both tables and differs only in summation order (and FMA),
 // so each result is within 2·γ_K of the other relative to its Σ|terms| (γ_K = K·u/(1-K·u), u = 2^-24,
@@ -156,6 +156,14 @@ TEST(TrainModelRefCpu, FullBf16) { compare(options("full", "bf16"), std::ldexp(1
 TEST(TrainModelRefCpu, LoraFp16) { compare(options("lora", "fp16"), std::ldexp(1.0, -11), "lora fp16"); }
 TEST(TrainModelRefCpu, QloraNf4DoubleQuant) { compare(options("lora", "fp32", "nf4"), 0, "qlora nf4"); }
 TEST(TrainModelRefCpu, QloraInt8) { compare(options("lora", "fp32", "int8"), 1.0 / 127, "qlora int8"); }
+// QLoRA in bf16: the base's products in bf16 (WeightView::bf16_products), without dropout the LoRA
+// products too (LoraView::bf16); with int8 its coarser grid is the step
+TEST(TrainModelRefCpu, QloraNf4Bf16) {
+  TrainModelOptions o = options("lora", "bf16", "nf4");
+  o.lora.dropout = 0;
+  compare(o, std::ldexp(1.0, -8), "qlora nf4 bf16");
+}
+TEST(TrainModelRefCpu, QloraInt8Bf16) { compare(options("lora", "bf16", "int8"), 1.0 / 127, "qlora int8 bf16"); }
 
 // The reference tables run every product on the scalar kernels: a whole training step calls no
 // oneDNN GEMM (the fast tables call hundreds), whatever the weights' kind.

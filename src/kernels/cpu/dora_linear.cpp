@@ -27,7 +27,7 @@ void base_product(Isa isa, MatmulFn f32_matmul, float* out, const float* x, cons
   } else if (W.half()) {
     half_forward(out, x, x16, W, T, s.tile, s.tile_bytes);
   } else {
-    quant_forward(isa, out, x, W, T, s.tile, s.tile_bytes);
+    quant_forward(isa, out, x, x16, W, T, s.tile, s.tile_bytes);
   }
 }
 
@@ -38,7 +38,7 @@ void base_backward_input(Isa isa, float* dx, const float* dout, int T, const Wei
   else if (W.half())
     half_backward(dx, nullptr, dout, nullptr, nullptr, W, T, s.dy, static_cast<float*>(s.tile));
   else
-    quant_backward_input(isa, dx, dout, W, T, s.tile, s.tile_bytes);
+    quant_backward_input(isa, dx, dout, W, T, s.tile, s.tile_bytes, s.dy);
 }
 
 // kd (T, OC) = f(k)∘dout into the dora scratch, f(k) = k + shift

@@ -70,7 +70,8 @@ float* lora_g_bf16(const uint16_t* dout16, int T, const LinearWeights& w, const 
 // GEMM over the inner dimension lora_cat_cols(OC, R), so the rank-R term adds no pass over dx (on
 // AMX the same sums without the weight's concatenated copy: gemm_bf16_appended); the concatenated
 // dout stays in s.dy for linear_backward_weight (LinearGrads::dout16), g (f32) in s.lora_g.
-void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s) {
+void lora_backward_input_bf16(Isa isa, float* dx, const float* dout, int T, const LinearWeights& w,
+                              const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
   const int IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(OC, R);
@@ -84,6 +85,10 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
   for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
   const auto* w16 = static_cast<const uint16_t*>(W.data);
   const uint16_t* sA16 = rounded(s.lora_w16, s.lora_wt, size_t(R) * IC, "lora_w16");  // B16 is done with
+  if (W.quantized()) {  // bf16 products: the decoded tiles' product, then the rank-R term
+    quant_backward_input_bf16(isa, dx, d16, ld, W, T, s.tile, s.tile_bytes);
+    return gemm_bf16(false, false, T, IC, R, 1.0f, d16 + OC, ld, sA16, IC, 1.0f, dx, IC);
+  }
   if (gemm_bf16_appended(false, T, IC, OC, d16, ld, w16, IC, R, d16 + OC, ld, sA16, IC, 1.0f, dx, IC))
     return;  // AMX: the concatenation's sums without building it
   LT_CHECK(s.lora_wcat, "linear_backward_input: bf16 LoRA needs the lora_wcat scratch (lora_wcat_bytes)");
@@ -99,7 +104,8 @@ void lora_backward_input_bf16(float* dx, const float* dout, int T, const LinearW
 // of x read and written against an f32 row of out read and written), one GEMM over the inner
 // dimension lora_cat_cols(IC, R); else the base's GEMM and then out += bf16(xa)·bf16(s·B)ᵀ, the same products.
 // On AMX (gemm_bf16_appended) always the concatenation's sums, without the copies of x16 and W.
-void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& s) {
+void lora_forward_bf16(Isa isa, float* out, float* xa, const LinearInput& in, const LinearWeights& w,
+                       const LinearScratch& s) {
   const WeightView& W = w.w;
   const LoraView& l = w.lora;
   const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(IC, R);
@@ -111,6 +117,11 @@ void lora_forward_bf16(float* out, float* xa, const LinearInput& in, const Linea
   const auto* w16 = static_cast<const uint16_t*>(W.data);
   const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
   const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");  // A16 is done with
+  if (W.quantized()) {  // bf16 products: the decoded tiles' product, then the rank-R term
+    quant_forward(isa, out, in.x, in.x16, W, T, s.tile, s.tile_bytes);
+    gemm_bf16(false, true, T, OC, R, 1.0f, xa16, R, sB16, R, 1.0f, out, OC);
+    return add_bias(out, w.bias, T, OC);
+  }
   if (gemm_bf16_appended(true, T, OC, IC, in.x16, IC, w16, IC, R, xa16, R, sB16, R, 0.0f, out, OC)) {
     add_bias(out, w.bias, T, OC);  // AMX: the concatenation's sums without building it
     return;
@@ -166,13 +177,13 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   const int T = in.T, IC = W.cols, OC = W.rows;
   LT_CHECK(xa || w.lora.rank == 0, "linear_forward: LoRA needs the xa output (T, R)");
   if (w.lora.dora()) return dora_forward(isa, f32_matmul, out, xa, in, w, s);
-  if (w.lora.rank > 0 && w.lora.bf16) return lora_forward_bf16(out, xa, in, w, s);
+  if (w.lora.rank > 0 && w.lora.bf16) return lora_forward_bf16(isa, out, xa, in, w, s);
   if (W.kind == WeightKind::F32) {
     f32_matmul(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
   } else {
-    if (decode_gemv_applies(W, T)) decode_gemv(isa, out, in, W, s.tile, s.tile_bytes);  // decode: W streamed once
+    if (decode_gemv_applies(W, T) && !W.bf16_products) decode_gemv(isa, out, in, W, s.tile, s.tile_bytes);  // decode: W streamed once
     else if (W.half()) half_forward(out, in.x, in.x16, W, T, s.tile, s.tile_bytes);
-    else quant_forward(isa, out, in.x, W, T, s.tile, s.tile_bytes);
+    else quant_forward(isa, out, in.x, in.x16, W, T, s.tile, s.tile_bytes);
     add_bias(out, w.bias, T, OC);
   }
   const LoraView& l = w.lora;
@@ -190,13 +201,13 @@ void linear_backward_input(Isa isa, float* dx, const float* dout, int T, const L
   if (w.lora.dora()) return dora_backward_input(isa, dx, dout, T, w, s);
   const WeightView& W = w.w;
   const int IC = W.cols, OC = W.rows;
-  if (w.lora.rank > 0 && w.lora.bf16) return lora_backward_input_bf16(dx, dout, T, w, s);
+  if (w.lora.rank > 0 && w.lora.bf16) return lora_backward_input_bf16(isa, dx, dout, T, w, s);
   if (W.kind == WeightKind::F32)
     matmul_backward(dx, nullptr, nullptr, dout, nullptr, static_cast<const float*>(W.data), T, IC, OC);
   else if (W.half())
     half_backward(dx, nullptr, dout, nullptr, nullptr, W, T, s.dy, static_cast<float*>(s.tile));
   else
-    quant_backward_input(isa, dx, dout, W, T, s.tile, s.tile_bytes);
+    quant_backward_input(isa, dx, dout, W, T, s.tile, s.tile_bytes, s.dy);
   const LoraView& l = w.lora;
   if (l.rank == 0) return;
   const int R = l.rank;

@@ -96,14 +96,23 @@ void ggml_forward(float* y, const float* x, const WeightView& w, int T, void* sc
 
 // Quantized weights decoded kQuantTileRows rows at a time into the tile scratch
 // (quant_linear.cpp). y = x·Wᵀ (overwritten; Int8: the LLM.int8 product); dx += dy·W (decoded W).
-void quant_forward(Isa isa, float* y, const float* x, const WeightView& w, int T, void* tile, size_t tile_bytes);
+// With WeightView::bf16_products kQuant16TileRows rows decoded to bf16 and bf16 GEMMs: a 4-bit
+// forward reads x16, the backward rounds dy into dy_scratch (linear_dy_bytes).
+void quant_forward(Isa isa, float* y, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,
+                   size_t tile_bytes);
 void quant_backward_input(Isa isa, float* dx, const float* dy, const WeightView& w, int T, void* tile,
-                          size_t tile_bytes);
+                          size_t tile_bytes, void* dy_scratch);
+// bf16 products' backward on dout already rounded: dx (T, IC) += dy16 (T, OC; row stride ld)·bf16(W).
+void quant_backward_input_bf16(Isa isa, float* dx, const uint16_t* dy16, int ld, const WeightView& w, int T,
+                               void* tile, size_t tile_bytes);
 // Tile scratch floats dequantize_rows needs for `nrows` rows (0 unless double quantization).
 size_t dequantize_rows_scratch_floats(const WeightView& w, int64_t nrows);
 // out (nrows, cols) = rows [row0, row0 + nrows) of a quantized w decoded to f32 with the loops of
 // `isa` (must be usable here). scale_scratch holds dequantize_rows_scratch_floats(w, nrows) floats.
 void dequantize_rows(float* out, const WeightView& w, int64_t row0, int64_t nrows, float* scale_scratch, Isa isa);
+// The same rows rounded to bf16 (nearest even): out (nrows, cols) bf16 bits.
+void dequantize_rows_bf16(uint16_t* out, const WeightView& w, int64_t row0, int64_t nrows, float* scale_scratch,
+                          Isa isa);
 
 // The LLM.int8 product (int8_linear.cpp), bitsandbytes' algorithm (kernels/linear.h, Int8).
 // Activations x (T, IC): outlier columns listed in outlier_cols (ascending, count returned) get zero

@@ -1,7 +1,7 @@
 // Reference linear op (kernels/linear.h): plain loops over the weight decoded element by element
 // (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
 // through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
-// type in the backward; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
+// type in the backward, bf16 products (WeightView::bf16_products) dout and the decoded W to bf16; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
 // f32 (LoraView::bf16: all six products on bf16-rounded operands, linear.h) with the dropout mask
 // regenerated from its key; DoRA follows kernels/linear.h's formulas term
 // by term. Nothing allocates: the LLM.int8 outlier flags use the tile scratch, the LoRA backward its
@@ -50,11 +50,20 @@ float weight_at(const WeightView& w, int64_t r, int64_t c) {
 
 namespace {
 
-// dout as the weight's products see it: rounded to a 16-bit kind's type, else as given
-float grad_as(WeightKind k, float v) {
-  if (k == WeightKind::BF16) return bf16_to_f32(f32_to_bf16(v));
-  if (k == WeightKind::F16) return f16_to_f32(f32_to_f16(v));
+float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+// dout as the weight's products see it: rounded to a 16-bit kind's type (or to bf16 with bf16
+// products), else as given
+float grad_as(const WeightView& w, float v) {
+  if (w.kind == WeightKind::BF16 || w.bf16_products) return round_bf16(v);
+  if (w.kind == WeightKind::F16) return f16_to_f32(f32_to_f16(v));
   return v;
+}
+
+// W's element as the products with the decoded W see it: rounded to bf16 with bf16 products
+float product_weight(const WeightView& w, int64_t r, int64_t c) {
+  const float v = weight_at(w, r, c);
+  return w.bf16_products ? round_bf16(v) : v;
 }
 
 // A LoRA operand as LoraView::bf16's products see it: rounded to bf16 with bf16, else as given
@@ -72,7 +81,7 @@ void decoded_forward(float* out, const float* x, const WeightView& w, const floa
   for (int t = 0; t < T; ++t)
     for (int o = 0; o < OC; ++o) {
       float s = bias ? bias[o] : 0.0f;
-      for (int i = 0; i < IC; ++i) s += x[size_t(t) * IC + i] * weight_at(w, o, i);
+      for (int i = 0; i < IC; ++i) s += x[size_t(t) * IC + i] * product_weight(w, o, i);
       out[size_t(t) * OC + o] = s;
     }
 }
@@ -195,7 +204,7 @@ void base_backward_input(float* dx, const float* dout, int T, const WeightView& 
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < IC; ++i) {
       float a = 0.0f;
-      for (int o = 0; o < OC; ++o) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * weight_at(W, o, i);
+      for (int o = 0; o < OC; ++o) a += grad_as(W, dout[size_t(t) * OC + o]) * product_weight(W, o, i);
       dx[size_t(t) * IC + i] += a;
     }
 }
@@ -265,6 +274,8 @@ void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWe
     return lora_forward(nullptr, xa, in.x, w.lora, T, IC, OC);
   }
   if (w.lora.dora()) return dora_forward(out, xa, in, w, s);
+  LT_CHECK(!W.bf16_products || !W.four_bit() || in.x16, "linear_forward: bf16 products with a {} weight need the "
+           "input's bf16 bits (LinearInput::x16)", weight_kind_name(W.kind));
   base_forward(out, in.x, W, w.bias, T, s);
   if (w.lora.rank == 0) return;
   lora_forward(out, xa, in.x, w.lora, T, IC, OC);
@@ -283,7 +294,7 @@ void linear_backward_input(float* dx, const float* dout, int T, const LinearWeig
       for (int i = 0; i < IC; ++i) {
         float a = 0.0f;
         for (int o = 0; o < OC; ++o)
-          a += grad_as(W.kind, (dora_k(l, o) - 1.0f) * dout[size_t(t) * OC + o]) * weight_at(W, o, i);
+          a += grad_as(W, (dora_k(l, o) - 1.0f) * dout[size_t(t) * OC + o]) * weight_at(W, o, i);
         dx[size_t(t) * IC + i] += a * mask_at(size_t(t) * IC + i, l);
       }
   if (l.rank == 0) return;
@@ -315,7 +326,7 @@ void linear_backward_weight(const LinearGrads& g, const float* dout, const Linea
     for (int o = 0; o < OC; ++o)
       for (int i = 0; i < IC; ++i) {
         float a = 0.0f;
-        for (int t = 0; t < T; ++t) a += grad_as(W.kind, dout[size_t(t) * OC + o]) * in.x[size_t(t) * IC + i];
+        for (int t = 0; t < T; ++t) a += grad_as(W, dout[size_t(t) * OC + o]) * in.x[size_t(t) * IC + i];
         g.dw[size_t(o) * IC + i] += a;
       }
   }
