@@ -508,5 +508,59 @@ TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
   }
 }
 
+// The AMX int8 tiles give the scalar loop's bits (exact int32 sums, the same scaling): token and
+// row counts past and short of the 32 x 32 blocks, inner sizes short of, at and past a 64-column
+// chunk, the extreme codes, at 1 and 2 threads.
+TEST(QuantInt8, AmxEqualsScalarReference) {
+  if (!amx_int8_kernels()) GTEST_SKIP() << "no AMX int8 here (" << cpu_features_string() << ")";
+  for (int IC : {1, 63, 64, 65, 577})
+    for (auto [T, OC] : {std::pair{32, 45}, std::pair{70, 32}, std::pair{33, 100}}) {
+      auto x = randn(size_t(T) * IC, IC + 9), w = randn(size_t(OC) * IC, IC + 10);
+      std::vector<int8_t> xq(x.size()), wq(w.size());
+      std::vector<float> ax(T), aw(OC), ys(size_t(T) * OC);
+      quantize_int8_rows(xq.data(), ax.data(), x.data(), T, IC);
+      quantize_int8_rows(wq.data(), aw.data(), w.data(), OC, IC);
+      xq[0] = -127, xq[size_t(IC) - 1] = 127;
+      wq[0] = -128, wq[size_t(IC) - 1] = -128;
+      cpu::int8_gemm_scaled(ys.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, false);
+      for (int threads : {1, 2}) {
+        std::vector<char> scratch(cpu::amx::int8_gemm_scratch_bytes(T, IC, threads));
+        std::vector<float> y(ys.size(), NAN);
+        cpu::amx::int8_gemm(y.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, scratch.data(), threads);
+        for (size_t i = 0; i < ys.size(); ++i)
+          ASSERT_EQ(y[i], ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads << " i=" << i;
+      }
+    }
+}
+
+// quantize_int8_activations without outlier columns (the AVX-512 row loop where cpu_isa() is avx512)
+// gives the scalar formula's codes and absmax: am = max|x|, q = clamp(nearbyint(x·((1/am)·127))),
+// halves to even; rows of 37 (a masked tail) and 16, a zero row, exact ties.
+TEST(QuantInt8, ActivationRowsEqualTheScalarFormula) {
+  for (int IC : {37, 16}) {
+    const int T = 5;
+    auto x = randn(size_t(T) * IC, IC + 3);
+    for (int c = 0; c < IC; ++c) x[size_t(2) * IC + c] = 0.0f;
+    x[0] = 1.0f, x[1] = -0.5f, x[2] = 0.25f, x[3] = 1.5f / 127, x[4] = -2.5f / 127;  // ties at 1.5 and -2.5
+    for (int c = 5; c < IC; ++c) x[c] = std::clamp(x[c], -0.9f, 0.9f);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> am(T);
+    std::vector<int32_t> cols(IC);
+    ASSERT_EQ(cpu::quantize_int8_activations(q.data(), am.data(), cols.data(), x.data(), T, IC, 100.0f), 0);
+    for (int t = 0; t < T; ++t) {
+      float a = 0.0f;
+      for (int c = 0; c < IC; ++c) a = std::max(a, std::fabs(x[size_t(t) * IC + c]));
+      ASSERT_EQ(am[t], a) << "row " << t;
+      const float sc = a > 0.0f ? (1.0f / a) * 127.0f : 0.0f;
+      for (int c = 0; c < IC; ++c) {
+        const float v = std::clamp(std::nearbyint(x[size_t(t) * IC + c] * sc), -127.0f, 127.0f);
+        ASSERT_EQ(q[size_t(t) * IC + c], int8_t(v)) << "IC=" << IC << " row " << t << " column " << c;
+      }
+    }
+    EXPECT_EQ(q[3], 2);   // 1.5 -> 2
+    EXPECT_EQ(q[4], -2);  // -2.5 -> -2
+  }
+}
+
 }  // namespace
 }  // namespace lt

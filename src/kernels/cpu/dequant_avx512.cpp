@@ -60,6 +60,21 @@ void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows
   }
 }
 
+float quantize_int8_row(int8_t* qr, const float* x, int64_t n) {
+  auto mask = [&](int64_t c) { return n - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - c)) - 1); };
+  __m512 am = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n; c += 16) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_maskz_loadu_ps(mask(c), x + c)));
+  const float a = _mm512_reduce_max_ps(am);
+  const __m512 s = _mm512_set1_ps(a > 0.0f ? (1.0f / a) * 127.0f : 0.0f);
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  for (int64_t c = 0; c < n; c += 16) {  // nearest even, as std::nearbyint in the default rounding mode
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(c), x + c), s);
+    const __m512 r = _mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    _mm_mask_storeu_epi8(qr + c, mask(c), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+  }
+  return a;
+}
+
 // Σ (x+128)·w over one row pair with vpdpbusd; the caller subtracts 128·Σw. Four x rows share each
 // w load. Masked tails load zeros for w, so the padded x lanes (128) contribute nothing.
 void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax,

@@ -42,6 +42,8 @@ void dequant4(float* out, const uint8_t* codes, int64_t f0, int64_t n, const flo
               int blocksize, const float* table16);
 void dequant8(float* out, const int8_t* q, const float* row_absmax, int64_t rows, int64_t cols);
 void dequant_ggml(float* out, const uint8_t* blocks, int64_t nblocks, bool q4);
+// qr = quantize_int8_activations' codes of a row x with no outlier column; returns its absmax
+float quantize_int8_row(int8_t* qr, const float* x, int64_t n);
 void int8_gemm_vnni(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax,
                     int T, int IC, int OC);  // needs AVX512-VNNI
 }  // namespace avx512

@@ -1,7 +1,9 @@
 // The LLM.int8 product (Dettmers et al. 2022) as bitsandbytes computes it, for the Int8 kind of
 // the fast linear op (kernels/linear.h): activations quantized per row with outlier columns taken
-// out, the int32 product (AVX512-VNNI or the scalar loop, same bits), and the outlier columns in f32
+// out, the int32 product (AMX int8 tiles, AVX512-VNNI, AVX2 or the scalar loop, same bits), and the outlier columns in f32
 // against the matching decoded weight columns.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -26,17 +28,21 @@ int quantize_int8_activations(int8_t* xq, float* x_absmax, int32_t* outlier_cols
   int n_out = 0;
   if (threshold > 0.0f) {
     for (int c = 0; c < IC; ++c) outlier_cols[c] = 0;
-    for (int t = 0; t < T; ++t)
-      for (int c = 0; c < IC; ++c)
-        if (std::fabs(x[int64_t(t) * IC + c]) >= threshold) outlier_cols[c] = 1;
+    for (int t = 0; t < T; ++t)  // branch-free, so the compiler vectorizes it
+      for (int c = 0; c < IC; ++c) outlier_cols[c] |= int32_t(std::fabs(x[int64_t(t) * IC + c]) >= threshold);
     for (int c = 0; c < IC; ++c)
       if (outlier_cols[c]) outlier_cols[n_out++] = c;
   }
+  const bool vector_rows = n_out == 0 && cpu_isa() == Isa::Avx512;
   // Per-row quantization skipping the outlier columns (a sorted list: walk it alongside).
 #pragma omp parallel for schedule(static) if (int64_t(T) * IC >= dequant::kParallelMin)
   for (int t = 0; t < T; ++t) {
     const float* xr = x + int64_t(t) * IC;
     int8_t* qr = xq + int64_t(t) * IC;
+    if (vector_rows) {  // no outlier column: the AVX-512 loop (the same bits)
+      x_absmax[t] = dequant::avx512::quantize_int8_row(qr, xr, IC);
+      continue;
+    }
     float am = 0.0f;
     for (int c = 0, j = 0; c < IC; ++c) {
       if (j < n_out && outlier_cols[j] == c) { ++j; continue; }
@@ -76,11 +82,18 @@ void int8_gemm_isa(Isa isa, float* y, const int8_t* xq, const float* x_absmax, c
   dequant::scalar::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC);
 }
 
+namespace {
+bool int8_amx_applies(Isa isa, int T) {
+  return isa == Isa::Avx512 && T >= amx::kInt8MinTokens && amx_int8_kernels();
+}
+}  // namespace
+
 size_t int8_linear_workspace_bytes(int T, int IC, int OC) {
   using dequant::align64;
   const size_t chunk = size_t(std::min(IC, kOutlierChunk)), rows = size_t(std::min(OC, kTileRows));
+  const size_t amx = int8_amx_applies(cpu_isa(), T) ? amx::int8_gemm_scratch_bytes(T, IC, omp_get_max_threads()) : 0;
   return align64(size_t(T) * IC) + align64(size_t(T) * 4) + align64(size_t(IC) * 4) +
-         align64(size_t(T) * chunk * 4) + align64(rows * chunk * 4);
+         align64(size_t(T) * chunk * 4) + align64(rows * chunk * 4) + amx;
 }
 
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
@@ -100,7 +113,14 @@ void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, v
   float* w_out = dequant::carve<float>(p, size_t(tile) * chunk);     // (rows, nc) their weights, f32
 
   const int n_out = quantize_int8_activations(xq, x_absmax, cols, x, T, IC, w.int8_threshold);
-  int8_gemm_isa(isa, y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  // AMX int8 with as many threads as the rest of the workspace holds scratch for (at most OpenMP's)
+  const size_t left = workspace_bytes - size_t(p - static_cast<char*>(workspace));
+  const size_t base = amx::int8_gemm_scratch_bytes(T, IC, 0), per_thread = amx::int8_gemm_scratch_bytes(T, IC, 1) - base;
+  const int threads = left >= base ? int(std::min<size_t>(size_t(omp_get_max_threads()), (left - base) / per_thread)) : 0;
+  if (int8_amx_applies(isa, T) && threads > 0)
+    amx::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC, p, threads);
+  else
+    int8_gemm_isa(isa, y, xq, x_absmax, wq, w_absmax, T, IC, OC);
 
   for (int j0 = 0; j0 < n_out; j0 += chunk) {
     const int nc = std::min(chunk, n_out - j0);

@@ -129,8 +129,18 @@ size_t int8_linear_workspace_bytes(int T, int IC, int OC);
 // vpmaddubsw loop for Avx2 / Avx512 without VNNI, else scalar (all the same bits).
 void int8_gemm_isa(Isa isa, float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq,
                    const float* w_absmax, int T, int IC, int OC);
+// The same integer product on AMX int8 tiles (int8_gemm_amx.cpp), only where amx_int8_kernels():
+// the same bits; `threads` OpenMP threads, scratch of int8_gemm_scratch_bytes(T, IC, threads) bytes.
+namespace amx {
+inline constexpr int kInt8MinTokens = 32;  // fewer tokens: the VNNI loop (AMX pads to 32)
+size_t int8_gemm_scratch_bytes(int T, int IC, int threads);
+void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
+               int IC, int OC, void* scratch, int threads);
+}  // namespace amx
 // y (T, OC) = the LLM.int8 product of x with the Int8 weight w; workspace of
-// int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned; integer product per int8_gemm_isa.
+// int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned; integer product per int8_gemm_isa,
+// or on AMX (at the avx512 level, from kInt8MinTokens tokens) where the workspace holds its scratch
+// (int8_linear_workspace_bytes makes room for OpenMP's thread count on such CPUs).
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
                          size_t workspace_bytes, Isa isa);
 
