@@ -6,7 +6,8 @@ configuration, Qwen2.5-0.5B's (vocab 151,936, GQA 7:1, q/k/v biases, tied; --mod
 wider ~1B shape (shorter run); the same token batches (micro-batch 4 x 512
 random tokens), LoRA r=16 (alpha 32) on all seven linear modules, AdamW lr 1e-4; fp32 and bf16
 (torch.autocast on CPU; leantune's bf16 rows appear once it trains in bf16); with and without
-gradient checkpointing; 1 and 2 threads. Median step time after one warm-up step, tokens/s, peak
+gradient checkpointing; 1 and 2 threads. --methods qlora: the base as NF4 (double quantization) through
+bitsandbytes on the peer's side (compute dtype bf16 under autocast), --quantize nf4 --double-quant on ours. Median step time after one warm-up step, tokens/s, peak
 RSS, and leantune / PyTorch ratios. leantune runs twice per row: `bench --train --profile` (the
 timed steps, and a per-op table of where their time goes, printed after the tables) and the whole
 `leantune train` pipeline on a real corpus (Aesop's Fables from ../shared, tokenized by a
@@ -20,7 +21,7 @@ single-token decode steps through the KV cache.
 
 Writes build/peers/results.json and results.md. Usage:
   .venv/bin/python bench/peers/peers.py [--quick] [--threads 1,2] [--steps 3] [--models smol,qwen,wide]
-                                        [--methods lora,full] [--precisions fp32,bf16] [--compiled]
+                                        [--methods lora,qlora,full] [--precisions fp32,bf16] [--compiled]
                                         [--skip-train] [--skip-infer]
 """
 import argparse
@@ -48,6 +49,24 @@ TORCH_TRAIN_BF16 = TORCH_TRAIN.replace(
     "    loss = m(input_ids=ids, labels=ids).loss\n",
     "    with torch.autocast('cpu', dtype=torch.bfloat16):\n        loss = m(input_ids=ids, labels=ids).loss\n")
 assert TORCH_TRAIN_BF16 != TORCH_TRAIN
+# QLoRA (--methods qlora): the base loaded through bitsandbytes as NF4 with double quantization,
+# compute_dtype bf16 under autocast (fp32 otherwise), PEFT's LoRA on top, as QLoRA runs on a CPU;
+# leantune: --quantize nf4 --double-quant (its bf16 runs decode the NF4 tiles into bf16 GEMM panels)
+QLORA_LOAD = ("m = AutoModelForCausalLM.from_pretrained(sys.argv[8], dtype=torch.float32)\n",
+              "from transformers import BitsAndBytesConfig\n"
+              "q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True,\n"
+              "                       bnb_4bit_compute_dtype=COMPUTE)\n"
+              "m = AutoModelForCausalLM.from_pretrained(sys.argv[8], dtype=torch.float32, quantization_config=q,\n"
+              "                                         device_map='cpu')\n")
+QLORA_METHOD = ('if method == "lora":\n', 'if method in ("lora", "qlora"):\n')
+
+
+def qlora_script(script, precision):
+    out = script.replace(*QLORA_LOAD).replace(*QLORA_METHOD)
+    assert "BitsAndBytesConfig" in out and '"qlora"' in out
+    return out.replace("COMPUTE", "torch.float32" if precision == "fp32" else "torch.bfloat16")
+
+
 # the second peer row (--compiled): the same steps through torch.compile (inductor; the warm-up step
 # compiles, and is not timed)
 COMPILED = ("m.train()\n", "m.train()\nfwd = torch.compile(m)\n")
@@ -86,8 +105,9 @@ def profile_table(stderr):
 
 def leantune_train(binary, model, threads, ckpt, batch, seq, steps, precision, method="lora"):
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads), "--method", method,
-               "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
+        quant = ["--quantize", "nf4", "--double-quant"] if method == "qlora" else []
+        cmd = [binary, "bench", "--train", "--model", str(model), "--threads", str(threads),
+               "--method", "lora" if method == "qlora" else method, *quant, "--lora-r", "16", "--micro-batch", str(batch), "--seq", str(seq), "--checkpointing", ckpt,
                "--steps", str(steps), "--profile", str(pathlib.Path(tmp) / "trace.json")]
         if precision != "fp32":
             cmd += ["--precision", precision]
@@ -127,9 +147,11 @@ def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq,
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "out"
         total = steps + 1
-        lora = dict(lora_r=16, lora_alpha=32, lora_target_modules="all-linear") if method == "lora" else {}
+        lora = dict(lora_r=16, lora_alpha=32, lora_target_modules="all-linear") if method != "full" else {}
+        if method == "qlora":
+            lora.update(quantization="nf4", double_quant=True)
         cfg = dict(base_model=str(model), tokenizer=str(tokenizer), datasets=[dict(path=str(AESOP), min_blank_lines=2)],
-                   method=method, **lora, micro_batch_size=batch, sequence_len=seq, learning_rate=1e-4, warmup_steps=0,
+                   method="lora" if method == "qlora" else method, **lora, micro_batch_size=batch, sequence_len=seq, learning_rate=1e-4, warmup_steps=0,
                    max_steps=total,
                    save_steps=max(1, total // 2), precision=precision, gradient_checkpointing=ckpt, threads=threads,
                    output_dir=str(out))
@@ -147,6 +169,8 @@ def leantune_train_pipeline(binary, model, tokenizer, threads, ckpt, batch, seq,
 
 def torch_train(model, threads, ckpt, batch, seq, steps, precision, compiled=False, method="lora"):
     script = TORCH_TRAIN if precision == "fp32" else TORCH_TRAIN_BF16
+    if method == "qlora":
+        script = qlora_script(script, precision)
     if compiled:
         script = script.replace(*COMPILED).replace(*CALL)
         assert "fwd(input_ids" in script and "torch.compile" in script
@@ -333,7 +357,8 @@ def main():
     ap.add_argument("--models", default=None,
                     help="training shapes, of smol,qwen,wide (default: smol,wide; --quick: smol)")
     ap.add_argument("--precisions", default="fp32,bf16", help="training precisions, of fp32,bf16")
-    ap.add_argument("--methods", default="lora", help="of lora,full (full fine-tuning: every weight trained, AdamW)")
+    ap.add_argument("--methods", default="lora", help="of lora,qlora,full (qlora: an NF4 base through bitsandbytes; "
+                    "full fine-tuning: every weight trained, AdamW)")
     ap.add_argument("--compiled", action="store_true", help="also PyTorch + PEFT under torch.compile (a second ratio)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
@@ -350,7 +375,7 @@ def main():
         models = (a.models or ("smol" if a.quick else "smol,wide")).split(",")
         grid = []
         precs = [p for p in ("fp32", "bf16") if p in a.precisions.split(",")]
-        methods = [m for m in ("lora", "full") if m in a.methods.split(",")]
+        methods = [m for m in ("lora", "qlora", "full") if m in a.methods.split(",")]
         if "smol" in models:
             grid += [("SmolLM2-135M", smol, t, meth, prec, ck, steps) for meth in methods for t in threads
                      for prec in precs for ck in ("none", "every")]
