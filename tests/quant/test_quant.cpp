@@ -488,22 +488,31 @@ TEST(QuantInt8, VnniEqualsScalarReference) {
 // The AVX2 integer loop (vpmaddubsw on |w| and x carrying w's sign) gives the scalar loop's bits
 // at every ISA that takes it, including the extreme codes (-128 weights from a file, ±127
 // activations: a pair sums to at most 32512, below int16 saturation) and tails after 32 columns.
-TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
-  for (int IC : {1, 31, 32, 33, 64, 577}) {
-    const int T = 3, OC = 45;
-    auto x = randn(size_t(T) * IC, IC + 7), w = randn(size_t(OC) * IC, IC + 8);
-    std::vector<int8_t> xq(x.size()), wq(w.size());
-    std::vector<float> ax(T), aw(OC), ys(size_t(T) * OC);
+// Codes of random x (T, IC) and w (OC, IC) with the extreme ones at both ends of their first rows
+// (-128 weights from a file, ±127 activations), and the scalar loop's y.
+struct Int8Operands {
+  std::vector<int8_t> xq, wq;
+  std::vector<float> ax, aw, ys;
+  Int8Operands(int T, int IC, int OC, unsigned seed) : ax(T), aw(OC), ys(size_t(T) * OC) {
+    auto x = randn(size_t(T) * IC, seed), w = randn(size_t(OC) * IC, seed + 1);
+    xq.resize(x.size()), wq.resize(w.size());
     quantize_int8_rows(xq.data(), ax.data(), x.data(), T, IC);
     quantize_int8_rows(wq.data(), aw.data(), w.data(), OC, IC);
     xq[0] = -127, xq[size_t(IC) - 1] = 127;
     wq[0] = -128, wq[size_t(IC) - 1] = -128;
     cpu::int8_gemm_scaled(ys.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, false);
+  }
+};
+
+TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
+  for (int IC : {1, 31, 32, 33, 64, 577}) {
+    const int T = 3, OC = 45;
+    const Int8Operands op(T, IC, OC, IC + 7);
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
       if (!cpu_supports(isa)) continue;
-      std::vector<float> y(ys.size(), NAN);
-      cpu::int8_gemm_isa(isa, y.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC);
-      for (size_t i = 0; i < ys.size(); ++i) ASSERT_EQ(y[i], ys[i]) << isa_name(isa) << " IC=" << IC << " i=" << i;
+      std::vector<float> y(op.ys.size(), NAN);
+      cpu::int8_gemm_isa(isa, y.data(), op.xq.data(), op.ax.data(), op.wq.data(), op.aw.data(), T, IC, OC);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], op.ys[i]) << isa_name(isa) << " IC=" << IC << " i=" << i;
     }
   }
 }
@@ -515,20 +524,14 @@ TEST(QuantInt8, AmxEqualsScalarReference) {
   if (!amx_int8_kernels()) GTEST_SKIP() << "no AMX int8 here (" << cpu_features_string() << ")";
   for (int IC : {1, 63, 64, 65, 577})
     for (auto [T, OC] : {std::pair{32, 45}, std::pair{70, 32}, std::pair{33, 100}}) {
-      auto x = randn(size_t(T) * IC, IC + 9), w = randn(size_t(OC) * IC, IC + 10);
-      std::vector<int8_t> xq(x.size()), wq(w.size());
-      std::vector<float> ax(T), aw(OC), ys(size_t(T) * OC);
-      quantize_int8_rows(xq.data(), ax.data(), x.data(), T, IC);
-      quantize_int8_rows(wq.data(), aw.data(), w.data(), OC, IC);
-      xq[0] = -127, xq[size_t(IC) - 1] = 127;
-      wq[0] = -128, wq[size_t(IC) - 1] = -128;
-      cpu::int8_gemm_scaled(ys.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, false);
+      const Int8Operands op(T, IC, OC, IC + 9);
       for (int threads : {1, 2}) {
         std::vector<char> scratch(cpu::amx::int8_gemm_scratch_bytes(T, IC, threads));
-        std::vector<float> y(ys.size(), NAN);
-        cpu::amx::int8_gemm(y.data(), xq.data(), ax.data(), wq.data(), aw.data(), T, IC, OC, scratch.data(), threads);
-        for (size_t i = 0; i < ys.size(); ++i)
-          ASSERT_EQ(y[i], ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads << " i=" << i;
+        std::vector<float> y(op.ys.size(), NAN);
+        cpu::amx::int8_gemm(y.data(), op.xq.data(), op.ax.data(), op.wq.data(), op.aw.data(), T, IC, OC,
+                            scratch.data(), threads);
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(y[i], op.ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads << " i=" << i;
       }
     }
 }

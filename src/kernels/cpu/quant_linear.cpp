@@ -63,45 +63,41 @@ void decode_scales(float* out, const WeightView& w, int64_t first, int64_t count
   }
 }
 
+// The tile scratch as up to max_rows decoded rows of element type E (float: kQuantTileRows; uint16_t,
+// bf16 products: kQuant16TileRows), then the decoded scales
+template <class E>
 struct Tile {
-  float* w;      // (kQuantTileRows, IC)
+  E* w;          // (max_rows, IC)
   float* scale;  // dequantize_rows scratch
 };
 
-Tile carve_tile(const WeightView& w, int T, void* tile, size_t tile_bytes, const char* who) {
-  const size_t need = linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows);
-  LT_CHECK(tile && tile_bytes >= need, "{}: tile scratch of {} bytes, needs {} ({} {} x {}, T={})", who, tile_bytes,
-           need, weight_kind_name(w.kind), w.rows, w.cols, T);
+template <class E>
+Tile<E> carve_tile(const WeightView& w, int max_rows, size_t need, void* tile, size_t tile_bytes, const char* who) {
+  LT_CHECK(tile && tile_bytes >= need, "{}: tile scratch of {} bytes, needs {} ({} {} x {}{})", who, tile_bytes, need,
+           weight_kind_name(w.kind), w.rows, w.cols, w.bf16_products ? ", bf16 products" : "");
   char* p = static_cast<char*>(tile);
-  const int64_t rows = std::min<int64_t>(w.rows, kQuantTileRows);
-  Tile t;
-  t.w = dequant::carve<float>(p, size_t(rows * w.cols));
+  const int64_t rows = std::min<int64_t>(w.rows, max_rows);
+  Tile<E> t;
+  t.w = dequant::carve<E>(p, size_t(rows * w.cols));
   t.scale = dequant::carve<float>(p, dequantize_rows_scratch_floats(w, rows));
   return t;
 }
 
-// bf16 products (WeightView::bf16_products): kQuant16TileRows rows decoded to bf16, then the scales
-struct Tile16 {
-  uint16_t* w;   // (kQuant16TileRows, IC)
-  float* scale;  // dequantize_rows scratch
-};
+Tile<float> carve_tile(const WeightView& w, int T, void* tile, size_t tile_bytes, const char* who) {
+  const size_t need = linear_tile_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, T, w.cols, w.rows);
+  return carve_tile<float>(w, kQuantTileRows, need, tile, tile_bytes, who);
+}
 
+// bf16 products (WeightView::bf16_products): kQuant16TileRows rows decoded to bf16, then the scales
 size_t tile16_bytes(WeightKind k, int blocksize, bool double_quant, int IC, int OC) {
   const int64_t rows = std::min<int64_t>(OC, kQuant16TileRows);
   return dequant::align64(size_t(rows * IC) * 2) +
          dequant::align64(tile_scratch_floats(k, blocksize, double_quant, rows, IC) * 4);
 }
 
-Tile16 carve_tile16(const WeightView& w, void* tile, size_t tile_bytes, const char* who) {
+Tile<uint16_t> carve_tile16(const WeightView& w, void* tile, size_t tile_bytes, const char* who) {
   const size_t need = tile16_bytes(w.kind, w.blocksize, w.qabsmax != nullptr, w.cols, w.rows);
-  LT_CHECK(tile && tile_bytes >= need, "{}: tile scratch of {} bytes, needs {} for bf16 products ({} {} x {})", who,
-           tile_bytes, need, weight_kind_name(w.kind), w.rows, w.cols);
-  char* p = static_cast<char*>(tile);
-  const int64_t rows = std::min<int64_t>(w.rows, kQuant16TileRows);
-  Tile16 t;
-  t.w = dequant::carve<uint16_t>(p, size_t(rows * w.cols));
-  t.scale = dequant::carve<float>(p, dequantize_rows_scratch_floats(w, rows));
-  return t;
+  return carve_tile<uint16_t>(w, kQuant16TileRows, need, tile, tile_bytes, who);
 }
 
 // y (T, OC) = x16·bf16(W)ᵀ, a tile of rows at a time on the bf16 GEMM
@@ -110,7 +106,7 @@ void quant_forward_bf16(Isa isa, float* y, const uint16_t* x16, const WeightView
   LT_CHECK(x16, "linear_forward: bf16 products with a {} weight need the input's bf16 bits (LinearInput::x16)",
            weight_kind_name(w.kind));
   const int IC = w.cols, OC = w.rows;
-  const Tile16 t = carve_tile16(w, tile, tile_bytes, "linear_forward");
+  const Tile<uint16_t> t = carve_tile16(w, tile, tile_bytes, "linear_forward");
   for (int o0 = 0; o0 < OC; o0 += kQuant16TileRows) {
     const int rows = std::min(kQuant16TileRows, OC - o0);
     dequantize_rows_bf16(t.w, w, o0, rows, t.scale, isa);
@@ -123,7 +119,7 @@ void quant_forward_bf16(Isa isa, float* y, const uint16_t* x16, const WeightView
 void quant_backward_input_bf16(Isa isa, float* dx, const uint16_t* dy16, int ld, const WeightView& w, int T,
                                void* tile, size_t tile_bytes) {
   const int IC = w.cols, OC = w.rows;
-  const Tile16 t = carve_tile16(w, tile, tile_bytes, "linear_backward_input");
+  const Tile<uint16_t> t = carve_tile16(w, tile, tile_bytes, "linear_backward_input");
   for (int o0 = 0; o0 < OC; o0 += kQuant16TileRows) {
     const int rows = std::min(kQuant16TileRows, OC - o0);
     dequantize_rows_bf16(t.w, w, o0, rows, t.scale, isa);
@@ -250,7 +246,7 @@ void quant_forward(Isa isa, float* y, const float* x, const uint16_t* x16, const
     return;
   }
   if (integer_ggml_forward(isa, y, x, w, T, tile, tile_bytes)) return;
-  const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
+  const Tile<float> t = carve_tile(w, T, tile, tile_bytes, "linear_forward");
   if (ggml_block_kind(w.kind)) {  // the input as the q8_0 / q4_0 product sees it, after the tile
     char* p = reinterpret_cast<char*>(t.w) + dequant::align64(size_t(std::min(kQuantTileRows, OC)) * IC * 4);
     float* xf = dequant::carve<float>(p, size_t(T) * IC);
@@ -284,7 +280,7 @@ void quant_backward_input(Isa isa, float* dx, const float* dy, const WeightView&
     f32_to_half(DType::BF16, dy16, nullptr, dy, size_t(T) * OC);
     return quant_backward_input_bf16(isa, dx, dy16, OC, w, T, tile, tile_bytes);
   }
-  const Tile t = carve_tile(w, T, tile, tile_bytes, "linear_backward_input");
+  const Tile<float> t = carve_tile(w, T, tile, tile_bytes, "linear_backward_input");
   for (int o0 = 0; o0 < OC; o0 += kQuantTileRows) {
     const int rows = std::min(kQuantTileRows, OC - o0);
     dequantize_rows(t.w, w, o0, rows, t.scale, isa);
