@@ -519,21 +519,32 @@ TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
 
 // The AMX int8 tiles give the scalar loop's bits (exact int32 sums, the same scaling): token and
 // row counts past and short of the 32 x 32 blocks, inner sizes short of, at and past a 64-column
-// chunk, the extreme codes, at 1 and 2 threads.
-TEST(QuantInt8, AmxEqualsScalarReference) {
-  if (!amx_int8_kernels()) GTEST_SKIP() << "no AMX int8 here (" << cpu_features_string() << ")";
+// chunk, the extreme codes, at 1 and 2 threads, scratch at an odd address.
+using Int8ScratchFn = size_t (*)(int, int, int);
+using Int8GemmFn = void (*)(float*, const int8_t*, const float*, const int8_t*, const float*, int, int, int, void*, int);
+void expect_scalar_bits(Int8ScratchFn scratch_bytes, Int8GemmFn gemm) {
   for (int IC : {1, 63, 64, 65, 577})
     for (auto [T, OC] : {std::pair{32, 45}, std::pair{70, 32}, std::pair{33, 100}}) {
       const Int8Operands op(T, IC, OC, IC + 9);
       for (int threads : {1, 2}) {
-        std::vector<char> scratch(cpu::amx::int8_gemm_scratch_bytes(T, IC, threads));
+        std::vector<char> scratch(scratch_bytes(T, IC, threads) + 1);  // + 1: an odd start, unaligned
         std::vector<float> y(op.ys.size(), NAN);
-        cpu::amx::int8_gemm(y.data(), op.xq.data(), op.ax.data(), op.wq.data(), op.aw.data(), T, IC, OC,
-                            scratch.data(), threads);
+        gemm(y.data(), op.xq.data(), op.ax.data(), op.wq.data(), op.aw.data(), T, IC, OC, scratch.data() + 1, threads);
         for (size_t i = 0; i < y.size(); ++i)
           ASSERT_EQ(y[i], op.ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads << " i=" << i;
       }
     }
+}
+
+TEST(QuantInt8, AmxEqualsScalarReference) {
+  if (!amx_int8_kernels()) GTEST_SKIP() << "no AMX int8 here (" << cpu_features_string() << ")";
+  expect_scalar_bits(cpu::amx::int8_gemm_scratch_bytes, cpu::amx::int8_gemm);
+}
+
+// The VNNI panels (w + 128 against x, each lane started at -128·Σx) likewise.
+TEST(QuantInt8, VnniPanelsEqualScalarReference) {
+  if (!cpu::int8_vnni_available(Isa::Avx512)) GTEST_SKIP() << "no AVX512-VNNI here (" << cpu_features_string() << ")";
+  expect_scalar_bits(cpu::vnni_int8::int8_gemm_scratch_bytes, cpu::vnni_int8::int8_gemm);
 }
 
 // quantize_int8_activations without outlier columns (the AVX-512 row loop where cpu_isa() is avx512)

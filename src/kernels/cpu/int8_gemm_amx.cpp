@@ -2,11 +2,10 @@
 // amx_int8_kernels():
 //   y[t,o] = float(Σ_c xq[t,c]·wq[o,c]) · ((x_absmax[t] · w_absmax[o]) · kInt8Inv127Sq)
 // with the int32 sum exact, so the same bits as the scalar, AVX2 and VNNI loops (dequant_kernels.h).
-//   x      the codes copied into rows padded with zeros to a multiple of 64 (and of 32 tokens): A
-//          tiles of 16 tokens × 64 codes read in place.
-//   W      32 rows at a time (a work item) into a thread's panel in AMX's B layout: per chunk of 64
-//          columns and group of 16 rows, 16 rows of 64 bytes, row j holding columns 4j..4j+3 of the
-//          16 weight rows (a 16 x 16 transpose of 32-bit groups); rows past OC are zero.
+//   x      the codes in rows padded with zeros (int8_panel.inc): A tiles of 16 tokens × 64 codes
+//          read in place.
+//   W      32 rows at a time (a work item) into a thread's panel (int8_panel.inc: AMX's B layout, a
+//          16 x 16 transpose of 32-bit groups per 64 columns and 16 rows).
 //   C      a 2 x 2 micro-kernel: tiles 0-3 the int32 sums of 32 tokens x 32 rows, 4-5 A, 6-7 B, over
 //          the whole inner dimension; then stored and scaled as above.
 // Each output is one thread's sum; the bits do not depend on the thread count. Compiled with the
@@ -30,29 +29,7 @@ using u32 = uint32_t;
 #include "kernels/cpu/amx_tile_config.inc"
 #include "kernels/cpu/transpose_u32.inc"
 
-constexpr int kRows = 32;  // weight rows per work item, tokens per micro-kernel block
-size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
-int padded_cols(int IC) { return (IC + 63) / 64 * 64; }
-int padded_tokens(int T) { return (T + kRows - 1) / kRows * kRows; }
-size_t x_bytes(int T, int IC) { return align64(size_t(padded_tokens(T)) * padded_cols(IC)); }
-// a thread's panel (kRows x padded columns in the B layout) and its staging rows
-size_t thread_bytes(int IC) { return 2 * size_t(kRows) * padded_cols(IC); }
-
-// Rows [o0, o0 + 32) of wq into the B layout (the top of the file), through the staging rows
-void fill_panel(int8_t* panel, int8_t* stage, const int8_t* wq, int IC, int OC, int o0) {
-  const int KP = padded_cols(IC);
-  for (int r = 0; r < kRows; ++r) {
-    int8_t* dst = stage + size_t(r) * KP;
-    const int o = o0 + r;
-    const int n = o < OC ? IC : 0;
-    if (n) std::memcpy(dst, wq + size_t(o) * IC, size_t(n));
-    std::memset(dst + n, 0, size_t(KP - n));
-  }
-  for (int kc = 0; kc < KP / 64; ++kc)
-    for (int g = 0; g < 2; ++g)
-      transpose_16x16_u32(reinterpret_cast<u32*>(panel + (size_t(kc) * 2 + g) * 1024), 16,
-                          reinterpret_cast<const u32*>(stage + size_t(g) * 16 * KP + size_t(kc) * 64), KP / 4);
-}
+#include "kernels/cpu/int8_panel.inc"
 
 // y rows [t0, t0 + 32) ∩ [0, T), columns [o0, o0 + 32) ∩ [0, OC): the 2 x 2 tiles' sums, scaled
 void block_product(float* y, const int8_t* xp, const float* x_absmax, const int8_t* panel, const float* w_absmax,
@@ -105,16 +82,10 @@ size_t int8_gemm_scratch_bytes(int T, int IC, int threads) {
 
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
                int IC, int OC, void* scratch, int threads) {
-  const int KP = padded_cols(IC), TP = padded_tokens(T);
+  const int KP = padded_cols(IC);
   auto* xp = static_cast<int8_t*>(scratch);
   char* per_thread = static_cast<char*>(scratch) + x_bytes(T, IC);
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int t = 0; t < TP; ++t) {
-    int8_t* dst = xp + size_t(t) * KP;
-    const int n = t < T ? IC : 0;
-    if (n) std::memcpy(dst, xq + size_t(t) * IC, size_t(n));
-    std::memset(dst + n, 0, size_t(KP - n));
-  }
+  pad_x(xp, xq, T, IC, threads);
   const int items = (OC + kRows - 1) / kRows;
 #pragma omp parallel num_threads(threads)
   {

@@ -83,17 +83,26 @@ void int8_gemm_isa(Isa isa, float* y, const int8_t* xq, const float* x_absmax, c
 }
 
 namespace {
-bool int8_amx_applies(Isa isa, int T) {
-  return isa == Isa::Avx512 && T >= amx::kInt8MinTokens && amx_int8_kernels();
+// The tiled integer product a call of T tokens runs at this ISA level: AMX, the VNNI panels, or
+// neither (int8_gemm_isa), and its scratch for `threads` threads
+enum class Tiled { None, Amx, Vnni };
+Tiled tiled_int8(Isa isa, int T) {
+  if (isa != Isa::Avx512 || T < amx::kInt8MinTokens) return Tiled::None;
+  if (amx_int8_kernels()) return Tiled::Amx;
+  return int8_vnni_available(isa) ? Tiled::Vnni : Tiled::None;
+}
+size_t tiled_scratch_bytes(Tiled k, int T, int IC, int threads) {
+  if (k == Tiled::Amx) return amx::int8_gemm_scratch_bytes(T, IC, threads);
+  return k == Tiled::Vnni ? vnni_int8::int8_gemm_scratch_bytes(T, IC, threads) : 0;
 }
 }  // namespace
 
 size_t int8_linear_workspace_bytes(int T, int IC, int OC) {
   using dequant::align64;
   const size_t chunk = size_t(std::min(IC, kOutlierChunk)), rows = size_t(std::min(OC, kTileRows));
-  const size_t amx = int8_amx_applies(cpu_isa(), T) ? amx::int8_gemm_scratch_bytes(T, IC, omp_get_max_threads()) : 0;
+  const size_t tiled = tiled_scratch_bytes(tiled_int8(cpu_isa(), T), T, IC, omp_get_max_threads());
   return align64(size_t(T) * IC) + align64(size_t(T) * 4) + align64(size_t(IC) * 4) +
-         align64(size_t(T) * chunk * 4) + align64(rows * chunk * 4) + amx;
+         align64(size_t(T) * chunk * 4) + align64(rows * chunk * 4) + tiled;
 }
 
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
@@ -113,14 +122,15 @@ void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, v
   float* w_out = dequant::carve<float>(p, size_t(tile) * chunk);     // (rows, nc) their weights, f32
 
   const int n_out = quantize_int8_activations(xq, x_absmax, cols, x, T, IC, w.int8_threshold);
-  // AMX int8 with as many threads as the rest of the workspace holds scratch for (at most OpenMP's)
+  // the tiled product with as many threads as the rest of the workspace holds scratch for (at most OpenMP's)
+  const Tiled kind = tiled_int8(isa, T);
   const size_t left = workspace_bytes - size_t(p - static_cast<char*>(workspace));
-  const size_t base = amx::int8_gemm_scratch_bytes(T, IC, 0), per_thread = amx::int8_gemm_scratch_bytes(T, IC, 1) - base;
-  const int threads = left >= base ? int(std::min<size_t>(size_t(omp_get_max_threads()), (left - base) / per_thread)) : 0;
-  if (int8_amx_applies(isa, T) && threads > 0)
-    amx::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC, p, threads);
-  else
-    int8_gemm_isa(isa, y, xq, x_absmax, wq, w_absmax, T, IC, OC);
+  const size_t base = tiled_scratch_bytes(kind, T, IC, 0), per_thread = tiled_scratch_bytes(kind, T, IC, 1) - base;
+  const int threads = kind != Tiled::None && left >= base
+                          ? int(std::min<size_t>(size_t(omp_get_max_threads()), (left - base) / per_thread)) : 0;
+  if (threads > 0 && kind == Tiled::Amx) amx::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC, p, threads);
+  else if (threads > 0) vnni_int8::int8_gemm(y, xq, x_absmax, wq, w_absmax, T, IC, OC, p, threads);
+  else int8_gemm_isa(isa, y, xq, x_absmax, wq, w_absmax, T, IC, OC);
 
   for (int j0 = 0; j0 < n_out; j0 += chunk) {
     const int nc = std::min(chunk, n_out - j0);

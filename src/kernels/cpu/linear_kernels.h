@@ -137,10 +137,16 @@ size_t int8_gemm_scratch_bytes(int T, int IC, int threads);
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
                int IC, int OC, void* scratch, int threads);
 }  // namespace amx
+// The same on AVX512-VNNI (int8_gemm_vnni_avx512.cpp), where the CPU has avx512_vnni: the same bits.
+namespace vnni_int8 {
+size_t int8_gemm_scratch_bytes(int T, int IC, int threads);
+void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
+               int IC, int OC, void* scratch, int threads);
+}  // namespace vnni_int8
 // y (T, OC) = the LLM.int8 product of x with the Int8 weight w; workspace of
 // int8_linear_workspace_bytes(T, IC, OC) bytes, 64-byte aligned; integer product per int8_gemm_isa,
-// or on AMX (at the avx512 level, from kInt8MinTokens tokens) where the workspace holds its scratch
-// (int8_linear_workspace_bytes makes room for OpenMP's thread count on such CPUs).
+// or, at the avx512 level from kInt8MinTokens tokens, on AMX or else the VNNI panels where the
+// workspace holds their scratch (int8_linear_workspace_bytes makes room for OpenMP's thread count).
 void int8_linear_forward(float* y, const float* x, const WeightView& w, int T, void* workspace,
                          size_t workspace_bytes, Isa isa);
 
