@@ -10,6 +10,9 @@
 // instead (ggml_gemm_amx.cpp), and on one with AVX512-VNNI but no AMX int8 the same product on
 // vpdpbusd (ggml_gemm_vnni_avx512.cpp), where the tile scratch holds its operands. Otherwise a
 // prefill's tile is split over the team by rows (kSlicedMaxTokens), each thread running its slice alone.
+// With WeightView::bf16_products (QLoRA in bf16) kQuant16TileRows rows at a time are decoded through
+// an L1 buffer and rounded into a bf16 tile, multiplied with the bf16 GEMM (AMX where present) against
+// x16 or the rounded dout: a 4-bit kind's forward and every kind's backward.
 #include <omp.h>
 
 #include <algorithm>
