@@ -64,13 +64,15 @@ void block_product(float* y, const int8_t* xp, const int32_t* xsum, const float*
 
 }  // namespace
 
-size_t int8_gemm_scratch_bytes(int T, int IC, int threads) {
-  return x_bytes(T, IC) + xsum_bytes(T) + size_t(threads) * thread_bytes(IC);
+size_t int8_gemm_scratch_bytes(int T, int IC, int threads) {  // + 64: the scratch's start rounded up
+  return 64 + x_bytes(T, IC) + xsum_bytes(T) + size_t(threads) * thread_bytes(IC);
 }
 
 void int8_gemm(float* y, const int8_t* xq, const float* x_absmax, const int8_t* wq, const float* w_absmax, int T,
-               int IC, int OC, void* scratch, int threads) {
+               int IC, int OC, void* scratch_start, int threads) {
   const int KP = padded_cols(IC), TP = padded_tokens(T);
+  const auto at = reinterpret_cast<uintptr_t>(scratch_start);
+  void* scratch = static_cast<char*>(scratch_start) + (align64(at) - at);  // xsum's int32s aligned
   auto* xp = static_cast<int8_t*>(scratch);
   auto* xsum = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + x_bytes(T, IC));
   char* per_thread = static_cast<char*>(scratch) + x_bytes(T, IC) + xsum_bytes(T);
