@@ -45,10 +45,10 @@
 //                  decoded values rounded to bf16 (nearest even), x as x16 (its bf16 bits, which x's
 //                  values must equal), dout rounded to bf16 once (the dy scratch, linear_dy_bytes);
 //                  f32 accumulation. The LLM.int8 and q8_0 / q4_0 forwards stay as above.
-// The LoRA part is f32 throughout (dout is not rounded for it), except with LoraView::bf16 (a
-// BF16 weight or a quantized one with bf16_products, x16 given, no dropout, not DoRA: bf16
-// mixed-precision LoRA, as PyTorch autocast runs PEFT's lora_A / lora_B; W below is then bf16(W)): the four products whose inner dimension is IC, OC or T take bf16
-// operands, A and B rounded from their f32 masters on each call, with f32 accumulation:
+// The LoRA part is f32 throughout (dout is not rounded for it), except with LoraView::bf16 (a BF16 weight or
+// a quantized one with bf16_products, x16 given, no dropout, not DoRA: bf16 mixed-precision LoRA, as PyTorch
+// autocast runs PEFT's lora_A / lora_B; W below is then bf16(W)): the four products whose inner dimension is
+// IC, OC or T take bf16 operands, A and B rounded from their f32 masters on each call, with f32 accumulation:
 //   xa = x16·bf16(A)ᵀ,  g = bf16(dout)·bf16(B),  dB += s·bf16(dout)ᵀ·bf16(xa),  dA += s·bf16(g)ᵀ·x16;
 // and the two of inner dimension R are bf16 products too (autocast, too, multiplies bf16 values
 // there), each the base's product with its inner dimension extended by R:
@@ -115,7 +115,7 @@ struct LoraView {
   uint64_t dropout_key = 0;  // selects the mask (regenerated in the backward, never stored)
   const float* magnitude = nullptr;    // DoRA (OC): m; null: plain LoRA
   const float* weight_norm = nullptr;  // DoRA (OC): ||W + s·B·A|| per row (dora_weight_norm), a constant
-  bool bf16 = false;          // bf16 products (above); needs a BF16 weight (or bf16_products), x16, no dropout, not DoRA
+  bool bf16 = false;  // bf16 products (above); needs a BF16 weight (or bf16_products), x16, no dropout, not DoRA
   bool dora() const { return magnitude != nullptr; }
 };
 

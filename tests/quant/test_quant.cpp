@@ -521,7 +521,8 @@ TEST(QuantInt8, EveryIsaIntegerLoopEqualsScalarReference) {
 // row counts past and short of the 32 x 32 blocks, inner sizes short of, at and past a 64-column
 // chunk, the extreme codes, at 1 and 2 threads, scratch at an odd address.
 using Int8ScratchFn = size_t (*)(int, int, int);
-using Int8GemmFn = void (*)(float*, const int8_t*, const float*, const int8_t*, const float*, int, int, int, void*, int);
+using Int8GemmFn = void (*)(float*, const int8_t*, const float*, const int8_t*, const float*, int, int, int, void*,
+                           int);
 void expect_scalar_bits(Int8ScratchFn scratch_bytes, Int8GemmFn gemm) {
   for (int IC : {1, 63, 64, 65, 577})
     for (auto [T, OC] : {std::pair{32, 45}, std::pair{70, 32}, std::pair{33, 100}}) {
@@ -531,7 +532,8 @@ void expect_scalar_bits(Int8ScratchFn scratch_bytes, Int8GemmFn gemm) {
         std::vector<float> y(op.ys.size(), NAN);
         gemm(y.data(), op.xq.data(), op.ax.data(), op.wq.data(), op.aw.data(), T, IC, OC, scratch.data() + 1, threads);
         for (size_t i = 0; i < y.size(); ++i)
-          ASSERT_EQ(y[i], op.ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads << " i=" << i;
+          ASSERT_EQ(y[i], op.ys[i]) << "T=" << T << " IC=" << IC << " OC=" << OC << " threads " << threads
+                                    << " i=" << i;
       }
     }
 }

@@ -1,9 +1,10 @@
 // The real fine-tune: LoRA on the pretrained stories260K over Aesop's fables (10% of the fables
-// held out). The held-out loss must fall by at least 25% from the base model's, QLoRA (the same
-// run over an NF4 + double quant base) must end within 3% of it and mixed precision (bf16, and fp16
-// with dynamic loss scaling) within 2%, QLoRA in bf16 within 2% of fp32 QLoRA. An fp16 run started at a loss scale that overflows skips
-// those steps, halving the scale each time, and trains on. Also the held-out perplexity of the
-// untrained base with fp32, NF4 + double quant and int8 frozen weights.
+// held out). The held-out loss must fall by at least 25% from the base model's, QLoRA (the same run
+// over an NF4 + double quant base) must end within 3% of it and mixed precision (bf16, and fp16
+// with dynamic loss scaling) within 2%, QLoRA in bf16 within 2% of fp32 QLoRA. An fp16 run started
+// at a loss scale that overflows skips those steps, halving the scale each time, and trains on.
+// Also the held-out perplexity of the untrained base with fp32, NF4 + double quant and int8 frozen
+// weights.
 #include <gtest/gtest.h>
 
 #include <cmath>

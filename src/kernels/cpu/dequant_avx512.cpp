@@ -69,7 +69,8 @@ float quantize_int8_row(int8_t* qr, const float* x, int64_t n) {
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   for (int64_t c = 0; c < n; c += 16) {  // nearest even, as std::nearbyint in the default rounding mode
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(c), x + c), s);
-    const __m512 r = _mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    const __m512 n = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_min_ps(_mm512_max_ps(n, lo), hi);
     _mm_mask_storeu_epi8(qr + c, mask(c), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
   }
   return a;

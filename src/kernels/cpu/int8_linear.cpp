@@ -1,7 +1,7 @@
 // The LLM.int8 product (Dettmers et al. 2022) as bitsandbytes computes it, for the Int8 kind of
 // the fast linear op (kernels/linear.h): activations quantized per row with outlier columns taken
-// out, the int32 product (AMX int8 tiles, AVX512-VNNI, AVX2 or the scalar loop, same bits), and the outlier columns in f32
-// against the matching decoded weight columns.
+// out, the int32 product (AMX int8 tiles, AVX512-VNNI, AVX2 or the scalar loop, same bits), and the
+// outlier columns in f32 against the matching decoded weight columns.
 #include <omp.h>
 
 #include <algorithm>

@@ -181,7 +181,8 @@ void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const L
   if (W.kind == WeightKind::F32) {
     f32_matmul(out, in.x, static_cast<const float*>(W.data), w.bias, T, IC, OC);
   } else {
-    if (decode_gemv_applies(W, T) && !W.bf16_products) decode_gemv(isa, out, in, W, s.tile, s.tile_bytes);  // decode: W streamed once
+    const bool gemv = decode_gemv_applies(W, T) && !W.bf16_products;  // decode: W streamed once
+    if (gemv) decode_gemv(isa, out, in, W, s.tile, s.tile_bytes);
     else if (W.half()) half_forward(out, in.x, in.x16, W, T, s.tile, s.tile_bytes);
     else quant_forward(isa, out, in.x, in.x16, W, T, s.tile, s.tile_bytes);
     add_bias(out, w.bias, T, OC);

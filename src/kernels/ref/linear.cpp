@@ -1,11 +1,11 @@
 // Reference linear op (kernels/linear.h): plain loops over the weight decoded element by element
 // (weight_at), so every kind is specified by one decoding formula and one product. f32 weights go
 // through the reference matmul (matmul.cpp, backward_matmul.cpp); 16-bit kinds round dout to their
-// type in the backward, bf16 products (WeightView::bf16_products) dout and the decoded W to bf16; Int8's forward is the LLM.int8 product written out scalar. The LoRA part is
-// f32 (LoraView::bf16: all six products on bf16-rounded operands, linear.h) with the dropout mask
-// regenerated from its key; DoRA follows kernels/linear.h's formulas term
-// by term. Nothing allocates: the LLM.int8 outlier flags use the tile scratch, the LoRA backward its
-// lora_g scratch, DoRA its dora scratch.
+// type in the backward, bf16 products (WeightView::bf16_products) dout and the decoded W to bf16;
+// Int8's forward is the LLM.int8 product written out scalar. The LoRA part is f32 (LoraView::bf16:
+// all six products on bf16-rounded operands, linear.h) with the dropout mask regenerated from its
+// key; DoRA follows kernels/linear.h's formulas term by term. Nothing allocates: the LLM.int8
+// outlier flags use the tile scratch, the LoRA backward its lora_g scratch, DoRA its dora scratch.
 #include <algorithm>
 #include <cmath>
 
