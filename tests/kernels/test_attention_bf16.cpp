@@ -104,9 +104,15 @@ struct Inputs {
   std::vector<int> ds;
   VecF q, k, v, dout, out_r, lse_r, dq_r, dk_r, dv_r, dv_abs;  // dv_abs: Σ_t p |dout_t|
   Vec16 q16, k16, v16, out16;
-  explicit Inputs(const Case& cs, unsigned seed) : c(cs), ds(make_doc_start(cs.T, cs.docs)) {
+  // growth > 0: q and k positive and key t scaled by growth · (t + 1) / T, so a query's largest
+  // scores come last and its running max moves by far more than one key tile's worth
+  explicit Inputs(const Case& cs, unsigned seed, float growth = 0) : c(cs), ds(make_doc_start(cs.T, cs.docs)) {
     const size_t nq = (size_t)c.T * c.NH * c.HS, nk = (size_t)c.T * c.NKV * c.HS;
     q = random_vec(nq, seed, -2, 2), k = random_vec(nk, seed + 1, -2, 2), v = random_vec(nk, seed + 2);
+    if (growth > 0) {
+      for (float& x : q) x = std::fabs(x);
+      for (size_t i = 0; i < nk; i++) k[i] = std::fabs(k[i]) * growth * float(i / ((size_t)c.NKV * c.HS) + 1) / c.T;
+    }
     dout = random_vec(nq, seed + 3);
     to_bf16(dout);
     q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
@@ -325,6 +331,27 @@ TEST(KernelAttentionBf16Amx, ForwardAndBackwardMatchF32Reference) {
           EXPECT_EQ(out2, out) << "amx out without lse " << c.name();
           expect_backward_within_bounds(cpu::amx::attention_backward_bf16, c, 400 + T + HS, "amx ");
         }
+}
+
+// The AMX forward lets a row's running max lag its true max by up to 8 (scaled) before moving it
+// and rescaling the accumulators (attention_bf16_fwd_amx.cpp). Scores that grow along the keys to
+// ~150 times the scale (growth 40 at HS 64) move every row's max by more than that on most key
+// tiles: the moves, rescales and sums are checked against the reference with the bounds above
+// (a kernel that never moved the max overflows exp; one that moved it without rescaling errs by
+// the whole output).
+TEST(KernelAttentionBf16Amx, ForwardWithScoresGrowingAlongTheKeys) {
+  if (!amx_bf16_kernels() || !cpu_features().avx512_bf16) GTEST_SKIP() << "no AMX bf16 tiles here (or LEANTUNE_AMX=0)";
+  for (int T : {33, 70, 130})
+    for (int HS : {32, 64, 128})
+      for (const char* docs : {"one", "every17", "unsorted"}) {
+        const Case c{T, 6, 2, HS, docs};
+        Inputs r(c, 500 + T + HS, 40.0f);
+        VecF out(r.out_r.size(), 7.0f), lse(r.lse_r.size(), 7.0f);
+        ASSERT_TRUE(cpu::amx::attention_train_forward_bf16(out.data(), lse.data(), r.q16.data(), r.k16.data(),
+                                                           r.v16.data(), r.ds.data(), T, 6, 2, HS));
+        expect_within(out, r.out_r, std::ldexp(1.0, -8) * max_abs(r.v) + 1e-6, "amx out " + c.name());
+        expect_close(lse, r.lse_r, 1e-6, std::ldexp(1.0, -8) + 1e-6, "amx lse " + c.name());
+      }
 }
 
 }  // namespace
