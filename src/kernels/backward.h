@@ -133,6 +133,8 @@ struct TrainOps {
   float (*lm_head_loss_bf16)(float* dx, float* dw, float* logits_chunk, uint16_t* x16, const float* x,
                              const uint16_t* w, const int* labels, int T, int C, int V, int chunk,
                              float loss_scale);
+  // rope_backward with the angles' cos / sin from Ops::rope_table (ops.h): rope_backward's bits.
+  void (*rope_apply_backward)(float* dx, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 };
 
 // The ds_bytes with which attention_backward (elem_bytes 4) or attention_backward_bf16 (2) keeps
@@ -165,6 +167,7 @@ void embedding_backward(float* dtable, const float* dout, const int* tokens, int
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int T, int C);
 void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void rope_apply_backward(float* dx, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 void attention_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                              const int* doc_start, int T, int NH, int NKV, int HS);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,

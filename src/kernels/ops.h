@@ -79,6 +79,14 @@ struct Ops {
   // for that row alone), for any T: the batch engine's projections, where a request's tokens must
   // not depend on its neighbours. A fast backend reads each weight row from memory once for all T.
   void (*matmul_rows)(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+
+  // rope_forward in two steps, for a caller that rotates many tensors at the same positions
+  // (training: q and k of every layer in the forward, a checkpoint's replay and the backward):
+  // rope_table fills cos_sin (2, T, HS/2), the cosines then the sines of every (token, pair) angle,
+  // computed as rope_forward computes them; rope_apply rotates x (T, NH, HS) by them in place. The
+  // two give rope_forward's bits.
+  void (*rope_table)(float* cos_sin, const int* pos, const float* inv_freq, int T, int HS);
+  void (*rope_apply)(float* x, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

@@ -35,6 +35,14 @@ void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH
   prof::Scope s("rope_forward", 3.0 * T * NH * HS, 2.0 * F * T * NH * HS);
   g_in->rope_forward(x, pos, inv_freq, T, NH, HS, il);
 }
+void rope_table(float* cos_sin, const int* pos, const float* inv_freq, int T, int HS) {
+  prof::Scope s("rope_table", 1.0 * T * HS, F * T * HS);
+  g_in->rope_table(cos_sin, pos, inv_freq, T, HS);
+}
+void rope_apply(float* x, const float* cos_sin, int T, int NH, int HS, bool il) {
+  prof::Scope s("rope_apply", 3.0 * T * NH * HS, F * (2.0 * T * NH * HS + T * HS));
+  g_in->rope_apply(x, cos_sin, T, NH, HS, il);
+}
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
                        int NH, int NKV, int HS, int window, int ring) {
   double keys = 0;  // keys attended, summed over the queries (a window caps each at `window`)
@@ -77,6 +85,10 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool il) {
   prof::Scope s("rope_backward", 3.0 * T * NH * HS, 2.0 * F * T * NH * HS);
   g_tin->rope_backward(dx, pos, inv_freq, T, NH, HS, il);
+}
+void rope_apply_backward(float* dx, const float* cos_sin, int T, int NH, int HS, bool il) {
+  prof::Scope s("rope_apply_backward", 3.0 * T * NH * HS, F * (2.0 * T * NH * HS + T * HS));
+  g_tin->rope_apply_backward(dx, cos_sin, T, NH, HS, il);
 }
 void attention_train_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                              const int* doc_start, int T, int NH, int NKV, int HS) {
@@ -144,6 +156,8 @@ const Ops& ops_profiled(const Ops& inner) {
   t.embedding_forward = embedding_forward;
   t.rmsnorm_forward = rmsnorm_forward;
   t.rope_forward = rope_forward;
+  t.rope_table = rope_table;
+  t.rope_apply = rope_apply;
   t.attention_forward = attention_forward;
   t.swiglu_forward = swiglu_forward;
   t.matmul_forward = matmul_forward;
@@ -161,6 +175,7 @@ const TrainOps& train_ops_profiled(const TrainOps& inner) {
   t.embedding_backward = embedding_backward;
   t.rmsnorm_backward = rmsnorm_backward;
   t.rope_backward = rope_backward;
+  t.rope_apply_backward = rope_apply_backward;
   t.attention_train_forward = attention_train_forward;
   t.attention_backward = attention_backward;
   if (inner.attention_train_forward_bf16) t.attention_train_forward_bf16 = attention_train_forward_bf16;

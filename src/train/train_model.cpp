@@ -539,8 +539,11 @@ void BufferTable::add_workspaces(std::vector<Row>& r, const ModelConfig& c, cons
   const size_t f = sizeof(float), N = d.N;
   const auto W = Category::Workspace;
   r.push_back({"rope.inv_freq", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_>});
-  if (c.rope_local_theta > 0)
+  r.push_back({"rope.cos_sin", W, N * size_t(d.HS / 2) * 2 * f, Lifetime::Step, to<&M::rope_cs_>});
+  if (c.rope_local_theta > 0) {
     r.push_back({"rope.inv_freq_local", W, size_t(d.HS / 2) * f, Lifetime::Persistent, to<&M::inv_freq_local_>});
+    r.push_back({"rope.cos_sin_local", W, N * size_t(d.HS / 2) * 2 * f, Lifetime::Step, to<&M::rope_cs_local_>});
+  }
   if (c.norm_offset)
     r.push_back({"norm.offset_weight", W, size_t(std::max(d.C, d.HS)) * f, Lifetime::Layer, to<&M::norm_eff_>});
   QuantSpec qs;
@@ -1276,7 +1279,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     if (x16) ops_.round_half(half_, x16, x32, x32, size_t(N) * cols);
   };
   const float* x = res_[l];
-  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
+  const float* rope_cs = cfg_.local_rope(l) ? rope_cs_local_ : rope_cs_;
   if (parts & 1) {
   ops_.rmsnorm_forward(a.xn1, a.rstd1, x, norm_weight(attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn1_h, a.xn1, d.C);
@@ -1287,8 +1290,8 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     ops_.rmsnorm_forward(a.q, a.rstd_q, a.q_pre, norm_weight(q_norm_[l], d.HS), N * d.NH, d.HS, cfg_.norm_eps);
     ops_.rmsnorm_forward(a.k, a.rstd_k, a.k_pre, norm_weight(k_norm_[l], d.HS), N * d.NKV, d.HS, cfg_.norm_eps);
   }
-  ops_.rope_forward(a.q, b.positions, inv_freq, N, d.NH, d.HS, il);
-  ops_.rope_forward(a.k, b.positions, inv_freq, N, d.NKV, d.HS, il);
+  ops_.rope_apply(a.q, rope_cs, N, d.NH, d.HS, il);
+  ops_.rope_apply(a.k, rope_cs, N, d.NKV, d.HS, il);
   scale_queries(a.q, size_t(N) * d.QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
   attention_forward(a, key_start(l, b));
   store(a.att_h, a.att, d.QD);
@@ -1362,7 +1365,7 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   auto load = [&](const uint16_t* x16, float* x32, int cols) {
     if (x16) ops_.widen_half(half_, x32, x16, size_t(N) * cols);
   };
-  const float* inv_freq = cfg_.local_rope(l) ? inv_freq_local_ : inv_freq_;
+  const float* rope_cs = cfg_.local_rope(l) ? rope_cs_local_ : rope_cs_;
   // Gemma: the gradient of an output norm's input (o_out / down_out) into d_xn_, from d_res_
   auto post_norm_backward = [&](float* dw, const float* x, const float* w, const float* rstd) {
     std::memset(d_xn_, 0, NC * sizeof(float));
@@ -1400,8 +1403,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   std::memset(d_v_, 0, size_t(N) * d.KVD * sizeof(float));
   attention_backward(a, key_start(l, b));
   scale_queries(d_q_, size_t(N) * d.QD, cfg_, l);  // the query factor's gradient
-  t.rope_backward(d_q_, b.positions, inv_freq, N, d.NH, d.HS, il);
-  t.rope_backward(d_k_, b.positions, inv_freq, N, d.NKV, d.HS, il);
+  t.rope_apply_backward(d_q_, rope_cs, N, d.NH, d.HS, il);
+  t.rope_apply_backward(d_k_, rope_cs, N, d.NKV, d.HS, il);
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn1_h, a.xn1, d.C);
   if (d.qk_norm) {
@@ -1444,6 +1447,8 @@ float TrainModel::run(const BatchView& b, float loss_scale, bool backward, uint6
   // dynamic / longrope: the pass's frequencies from its largest position (transformers' per-call update)
   if (rope_->update(*std::max_element(b.positions, b.positions + N_)))
     std::copy(rope_->inv_freq().begin(), rope_->inv_freq().end(), inv_freq_);
+  ops_.rope_table(rope_cs_, b.positions, inv_freq_, N_, cfg_.head_dim);
+  if (rope_cs_local_) ops_.rope_table(rope_cs_local_, b.positions, inv_freq_local_, N_, cfg_.head_dim);
   // sliding layers: query i attends keys max(its document's start, i - W + 1)..i; the attention
   // kernels skip the key tiles before a query tile's starts
   if (window_start_)

@@ -253,6 +253,10 @@ class TrainModel {
   const float* norm_weight(const float* w, int n);
   float* inv_freq_;  // (HS/2) the frequencies of the current pass, from rope_
   float* inv_freq_local_ = nullptr;  // (HS/2) Gemma 3's sliding layers' RoPE, else null
+  // (2, N, HS/2) the cos / sin of the pass's RoPE angles (Ops::rope_table), and of the sliding
+  // layers' (Gemma 3, else null), computed once per pass for every layer's q and k
+  float* rope_cs_ = nullptr;
+  float* rope_cs_local_ = nullptr;
   std::optional<RopeFreqState> rope_;  // transformers' per-call frequencies (dynamic, longrope)
   // activations and scratch
   std::vector<float*> res_;                       // L+1 residual streams (N, C)

@@ -2,6 +2,8 @@
 // add), once per ISA, on sizes that do not divide the vector widths.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "kernel_test_util.h"
 
 namespace lt::test {
@@ -51,6 +53,29 @@ TEST_P(KernelCpuPointwise, RopeBothLayouts) {
       expect_close(got, want, 1e-6, 1e-7, "rope HS=" + std::to_string(HS) + (interleaved ? " interleaved" : ""));
     }
   }
+}
+
+// rope_table + rope_apply (what training calls, the angles once per pass) give rope_forward's
+// bits, in this table and in ref: the same cos / sin of the same f32 angles, the same expressions.
+TEST_P(KernelCpuPointwise, RopeFromTableEqualsRopeForward) {
+  for (int HS : {12, 64, 6})
+    for (int T : {1, 37, 130}) {
+      int NH = 3;
+      auto x = random_vec((size_t)T * NH * HS, 7);
+      std::vector<float> inv_freq(HS / 2), table((size_t)T * HS, -1.0f);
+      for (int i = 0; i < HS / 2; i++) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / HS);
+      std::vector<int> pos(T);
+      for (int t = 0; t < T; t++) pos[t] = (t % 17) * 61 + 3;  // packed documents, large angles
+      for (bool interleaved : {false, true})
+        for (const Ops* o : {&cpu(), &ref()}) {
+          auto got = x, want = x;
+          o->rope_table(table.data(), pos.data(), inv_freq.data(), T, HS);
+          o->rope_apply(got.data(), table.data(), T, NH, HS, interleaved);
+          o->rope_forward(want.data(), pos.data(), inv_freq.data(), T, NH, HS, interleaved);
+          EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << o->name << " rope from table HS=" << HS << " T=" << T << (interleaved ? " interleaved" : "");
+        }
+    }
 }
 
 TEST_P(KernelCpuPointwise, Swiglu) {

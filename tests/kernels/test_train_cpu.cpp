@@ -336,6 +336,29 @@ TEST_P(KernelTrainCpu, RopeBackwardBothLayouts) {
     }
 }
 
+// rope_apply_backward with Ops::rope_table's cos / sin gives rope_backward's bits (cpu and ref).
+TEST_P(KernelTrainCpu, RopeBackwardFromTableEqualsRopeBackward) {
+  for (int HS : {12, 64, 6})
+    for (int T : {1, 37, 130}) {
+      int NH = 3;
+      auto dx = random_vec((size_t)T * NH * HS, 52);
+      VecF inv_freq(HS / 2), table((size_t)T * HS, -1.0f);
+      for (int i = 0; i < HS / 2; i++) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / HS);
+      std::vector<int> pos(T);
+      for (int t = 0; t < T; t++) pos[t] = (t % 17) * 61 + 3;
+      ops_ref().rope_table(table.data(), pos.data(), inv_freq.data(), T, HS);
+      for (bool interleaved : {false, true})
+        for (const TrainOps* o : {&tcpu(), &tref()}) {
+          auto got = dx, want = dx;
+          o->rope_apply_backward(got.data(), table.data(), T, NH, HS, interleaved);
+          o->rope_backward(want.data(), pos.data(), inv_freq.data(), T, NH, HS, interleaved);
+          expect_bits_equal(got, want, std::string(o->name) + " rope_backward from table HS=" +
+                                           std::to_string(HS) + " T=" + std::to_string(T) +
+                                           (interleaved ? " interleaved" : " halves"));
+        }
+    }
+}
+
 TEST_P(KernelTrainCpu, SwigluBackward) {
   for (int F : {1, 13, 67, 5000}) {
     int T = F > 1000 ? 5 : 37;  // 5x5000 crosses the parallel threshold and chunk boundaries

@@ -21,6 +21,8 @@ namespace avx512 { void fill_ops(Ops& ops); }
 // bit-identical to ref by using the same f32 formulas.
 void embedding_forward(float* out, const int* tokens, const float* table, int T, int C);
 void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void rope_table(float* cos_sin, const int* pos, const float* inv_freq, int T, int HS);
+void rope_apply(float* x, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 // Gemma's geglu / softcap / capped attention entries, the same for every ISA (gemma_kernels.cpp).
 void fill_gemma_ops(Ops& ops);
 }  // namespace cpu

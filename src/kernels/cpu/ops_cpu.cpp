@@ -22,6 +22,8 @@ static Ops make_ops(Isa isa) {
   Ops ops{};
   ops.embedding_forward = cpu::embedding_forward;
   ops.rope_forward = cpu::rope_forward;
+  ops.rope_table = cpu::rope_table;
+  ops.rope_apply = cpu::rope_apply;
   ops.round_half = static_cast<void (*)(DType, uint16_t*, float*, const float*, size_t)>(cpu::f32_to_half);
   ops.widen_half = static_cast<void (*)(DType, float*, const uint16_t*, size_t)>(cpu::half_to_f32);
   cpu::fill_gemma_ops(ops);

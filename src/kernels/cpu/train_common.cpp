@@ -37,6 +37,33 @@ void embedding_backward(float* dtable, const float* dout, const int* tokens, int
   }
 }
 
+namespace {
+
+// Token t's head gradients dt (NH, HS) rotated back by its pairs' angles (cs, sn: HS/2 each).
+void unrotate_heads(float* dt, const float* cs, const float* sn, int NH, int HS, bool interleaved) {
+  const int half = HS / 2;
+  for (int h = 0; h < NH; h++) {
+    float* dh = dt + (size_t)h * HS;  // (HS)
+    if (interleaved) {
+      for (int i = 0; i < half; i++) {
+        float d0 = dh[2 * i], d1 = dh[2 * i + 1];
+        dh[2 * i] = d0 * cs[i] + d1 * sn[i];
+        dh[2 * i + 1] = d1 * cs[i] - d0 * sn[i];
+      }
+    } else {
+      float* lo = dh;
+      float* hi = dh + half;
+      for (int i = 0; i < half; i++) {
+        float d0 = lo[i], d1 = hi[i];
+        lo[i] = d0 * cs[i] + d1 * sn[i];
+        hi[i] = d1 * cs[i] - d0 * sn[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved) {
   constexpr int kMaxHalf = 512;
   int half = HS / 2;
@@ -49,25 +76,16 @@ void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int 
       cs[i] = std::cos(angle);
       sn[i] = std::sin(angle);
     }
-    for (int h = 0; h < NH; h++) {
-      float* dh = dx + ((size_t)t * NH + h) * HS;  // (HS)
-      if (interleaved) {
-        for (int i = 0; i < half; i++) {
-          float d0 = dh[2 * i], d1 = dh[2 * i + 1];
-          dh[2 * i] = d0 * cs[i] + d1 * sn[i];
-          dh[2 * i + 1] = d1 * cs[i] - d0 * sn[i];
-        }
-      } else {
-        float* lo = dh;
-        float* hi = dh + half;
-        for (int i = 0; i < half; i++) {
-          float d0 = lo[i], d1 = hi[i];
-          lo[i] = d0 * cs[i] + d1 * sn[i];
-          hi[i] = d1 * cs[i] - d0 * sn[i];
-        }
-      }
-    }
+    unrotate_heads(dx + (size_t)t * NH * HS, cs, sn, NH, HS, interleaved);
   }
+}
+
+void rope_apply_backward(float* dx, const float* cos_sin, int T, int NH, int HS, bool interleaved) {
+  const int half = HS / 2;
+#pragma omp parallel for schedule(static) if ((size_t)T * NH * HS >= (1 << 14))
+  for (int t = 0; t < T; t++)
+    unrotate_heads(dx + (size_t)t * NH * HS, cos_sin + (size_t)t * half, cos_sin + ((size_t)T + t) * half, NH, HS,
+                   interleaved);
 }
 
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
@@ -111,6 +129,7 @@ static TrainOps make_train_ops(Isa isa) {
   TrainOps ops{};
   ops.embedding_backward = cpu::embedding_backward;
   ops.rope_backward = cpu::rope_backward;
+  ops.rope_apply_backward = cpu::rope_apply_backward;
   ops.matmul_backward = cpu::matmul_backward;
   ops.lm_head_loss = cpu::lm_head_loss;
   cpu::fill_gemma_train_ops(ops);

@@ -41,6 +41,7 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 // bit-identical to ref), and the linear-layer backward as oneDNN GEMMs.
 void embedding_backward(float* dtable, const float* dout, const int* tokens, int T, int C);
 void rope_backward(float* dx, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void rope_apply_backward(float* dx, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
 // Gemma's geglu / softcap / capped attention backward entries, every ISA (gemma_kernels.cpp).

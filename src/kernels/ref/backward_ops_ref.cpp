@@ -26,6 +26,7 @@ const TrainOps& train_ops_ref() {
       nullptr,  // attention_train_forward_bf16: the model runs the f32 ops on bf16-rounded values
       nullptr,  // attention_backward_bf16
       ref::lm_head_loss_bf16,
+      ref::rope_apply_backward,
   };
   return ops;
 }

@@ -22,6 +22,8 @@ const Ops& ops_ref() {
       ref::softcap_forward,
       ref::attention_softcap_forward,
       ref::matmul_forward,  // row-invariant: every row is its own loop
+      ref::rope_table,
+      ref::rope_apply,
   };
   return ops;
 }

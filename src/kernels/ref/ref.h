@@ -12,6 +12,8 @@ namespace lt::ref {
 void embedding_forward(float* out, const int* tokens, const float* table, int T, int C);
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int T, int C, float eps);
 void rope_forward(float* x, const int* pos, const float* inv_freq, int T, int NH, int HS, bool interleaved);
+void rope_table(float* cos_sin, const int* pos, const float* inv_freq, int T, int HS);
+void rope_apply(float* x, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 // k, v bf16: the rows attention reads widened into f32 copies, then attention_forward
 void attention_forward_kv16(float* out, const float* q, const uint16_t* k, const uint16_t* v, int T, int pos0, int NH,
                             int NKV, int HS, int window, int ring);
