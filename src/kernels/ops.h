@@ -10,6 +10,9 @@
 
 namespace lt {
 
+// What swiglu_forward_half does with its gate and up inputs (below).
+enum class HalfInputs : uint8_t { Round, RoundInPlace, Widen };
+
 struct Ops {
   const char* name;
 
@@ -87,6 +90,15 @@ struct Ops {
   // two give rope_forward's bits.
   void (*rope_table)(float* cos_sin, const int* pos, const float* inv_freq, int T, int HS);
   void (*rope_apply)(float* x, const float* cos_sin, int T, int NH, int HS, bool interleaved);
+
+  // SwiGLU in mixed precision (t: BF16 or F16) fused with the roundings around it, one pass over
+  // (T, F): gate and up (f32) are rounded into gate16 and up16 (HalfInputs::Round: the f32 values
+  // left as they are; RoundInPlace: replaced by the rounded ones), or (Widen) gate16 and up16 are
+  // widened into gate and up. Then h = silu(g) · u on the rounded values, rounded into h16, with h
+  // holding the rounded value: the bits of round_half / widen_half, swiglu_forward and
+  // round_half(t, h16, h, h) in sequence.
+  void (*swiglu_forward_half)(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16,
+                              float* up, uint16_t* up16, int T, int F);
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

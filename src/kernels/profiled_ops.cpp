@@ -55,6 +55,13 @@ void swiglu_forward(float* out, const float* gate, const float* up, int T, int F
   prof::Scope s("swiglu_forward", 6.0 * T * Fd, 3.0 * F * T * Fd);
   g_in->swiglu_forward(out, gate, up, T, Fd);
 }
+void swiglu_forward_half(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16, float* up,
+                         uint16_t* up16, int T, int Fd) {
+  // reads f32 gate, up or their 16-bit copies, writes the other form (in place: both), h and h16
+  const double n = double(T) * Fd, io = 2 * F + 2 * 2 + (in == HalfInputs::RoundInPlace ? 2 * F : 0);
+  prof::Scope s("swiglu_forward_half", 6.0 * n, (io + F + 2) * n);
+  g_in->swiglu_forward_half(t, in, h, h16, gate, gate16, up, up16, T, Fd);
+}
 void matmul_rows(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {
   prof::Scope s("matmul_rows", 2.0 * T * IC * OC, F * ((double)IC * OC + (double)T * (IC + OC)));
   g_in->matmul_rows(out, x, w, bias, T, IC, OC);
@@ -160,6 +167,7 @@ const Ops& ops_profiled(const Ops& inner) {
   t.rope_apply = rope_apply;
   t.attention_forward = attention_forward;
   t.swiglu_forward = swiglu_forward;
+  t.swiglu_forward_half = swiglu_forward_half;
   t.matmul_forward = matmul_forward;
   t.matmul_rows = matmul_rows;
   t.linear_forward = linear_forward;

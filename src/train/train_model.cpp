@@ -1311,12 +1311,16 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     else ops_.swiglu_forward(a.h, a.gate, a.up, N, d.F);
     store(a.h_h, a.h, d.F);
   };
+  // mixed precision SwiGLU: the roundings (or widenings) of gate, up and h in its one pass (ops.h)
+  const bool fused_act = cfg_.mlp_act != MlpAct::GeluTanh && a.h_h && a.gate_h && a.up_h;
   if (!(parts & 2)) {
     if (parts & 8) {  // xn2 again from the saved x_mid
       ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
       store(a.xn2_h, a.xn2, d.C);
     }
-    if (parts & 4) {  // h again from the saved gate and up, left in f32 for the backward (recompute_layers)
+    if (parts & 4 && fused_act) {  // h again from the saved gate and up, left in f32 for the backward
+      ops_.swiglu_forward_half(half_, HalfInputs::Widen, a.h, a.h_h, a.gate, a.gate_h, a.up, a.up_h, N, d.F);
+    } else if (parts & 4) {  // (recompute_layers)
       if (a.gate_h) ops_.widen_half(half_, a.gate, a.gate_h, size_t(N) * d.F);
       if (a.up_h) ops_.widen_half(half_, a.up, a.up_h, size_t(N) * d.F);
       mlp_act();
@@ -1327,9 +1331,14 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   store(a.xn2_h, a.xn2, d.C);
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
-  store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
-  store(a.up_h, a.up, d.F);
-  mlp_act();
+  if (fused_act) {  // a replay leaves gate and up rounded in f32 for the backward, a first pass unrounded
+    const HalfInputs in = parts & 4 ? HalfInputs::RoundInPlace : HalfInputs::Round;  // (nothing reads them)
+    ops_.swiglu_forward_half(half_, in, a.h, a.h_h, a.gate, a.gate_h, a.up, a.up_h, N, d.F);
+  } else {
+    store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
+    store(a.up_h, a.up, d.F);
+    mlp_act();
+  }
   const Linear& down = lin(Proj::Down);
   if ((parts & 4) && !d.sandwich && !down.mag) {  // a replay: res[l + 1] is saved; the backward needs
     if (down.A) lr.forward(nullptr, a.h, a.h_h, down, a.xa, step);  // only the down LoRA's xa

@@ -78,6 +78,54 @@ TEST_P(KernelCpuPointwise, RopeFromTableEqualsRopeForward) {
     }
 }
 
+// swiglu_forward_half (the mixed-precision MLP's one pass) against the same table's unfused
+// sequence: round_half (or widen_half) of gate and up, swiglu_forward, round_half of h, in bf16
+// and f16, each treatment of the inputs, sizes past the pieces and the parallel threshold; bits
+// equal. HalfInputs::Round leaves the f32 gate and up as they were.
+TEST_P(KernelCpuPointwise, SwigluHalfEqualsTheUnfusedSequence) {
+  auto same = [](const auto& a, const auto& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  for (int F : {1, 13, 67, 5000})
+    for (DType t : {DType::BF16, DType::F16})
+      for (HalfInputs in : {HalfInputs::Round, HalfInputs::RoundInPlace, HalfInputs::Widen})
+        for (const Ops* o : {&cpu(), &ref()}) {
+          const int T = F > 1000 ? 5 : 37;
+          const size_t n = (size_t)T * F;
+          const bool widen = in == HalfInputs::Widen;
+          auto g = random_vec(n, 71, -12, 12), u = random_vec(n, 72, -2, 2);
+          std::vector<uint16_t> g16(n), u16(n);
+          o->round_half(t, g16.data(), nullptr, g.data(), n);  // the saved halves a replay widens
+          o->round_half(t, u16.data(), nullptr, u.data(), n);
+          // the unfused sequence
+          std::vector<float> gw = g, uw = u, hw(n, 5.0f);
+          std::vector<uint16_t> g16w = g16, u16w = u16, h16w(n, 1);
+          if (!widen) {
+            std::fill(g16w.begin(), g16w.end(), 3), std::fill(u16w.begin(), u16w.end(), 3);
+            o->round_half(t, g16w.data(), gw.data(), gw.data(), n);
+            o->round_half(t, u16w.data(), uw.data(), uw.data(), n);
+          } else {
+            o->widen_half(t, gw.data(), g16w.data(), n);
+            o->widen_half(t, uw.data(), u16w.data(), n);
+          }
+          o->swiglu_forward(hw.data(), gw.data(), uw.data(), T, F);
+          o->round_half(t, h16w.data(), hw.data(), hw.data(), n);
+          // fused
+          std::vector<float> gf = widen ? std::vector<float>(n, 9.0f) : g, uf = widen ? gf : u, hf(n, -5.0f);
+          std::vector<uint16_t> g16f = widen ? g16 : std::vector<uint16_t>(n, 7);
+          std::vector<uint16_t> u16f = widen ? u16 : std::vector<uint16_t>(n, 7), h16f(n, 2);
+          o->swiglu_forward_half(t, in, hf.data(), h16f.data(), gf.data(), g16f.data(), uf.data(), u16f.data(), T, F);
+          const std::string tag = std::string(o->name) + (t == DType::BF16 ? " bf16" : " f16") + " inputs " +
+                                  std::to_string(int(in)) + " F=" + std::to_string(F);
+          EXPECT_TRUE(same(hf, hw)) << tag << " h";
+          EXPECT_TRUE(same(h16f, h16w)) << tag << " h16";
+          EXPECT_TRUE(same(g16f, g16w)) << tag << " gate16";
+          EXPECT_TRUE(same(u16f, u16w)) << tag << " up16";
+          EXPECT_TRUE(same(gf, in == HalfInputs::Round ? g : gw)) << tag << " gate";
+          EXPECT_TRUE(same(uf, in == HalfInputs::Round ? u : uw)) << tag << " up";
+        }
+}
+
 TEST_P(KernelCpuPointwise, Swiglu) {
   for (int F : {1, 13, 67, 5000}) {
     int T = F > 1000 ? 5 : 37;  // 5x5000 crosses the parallel threshold and chunk boundaries

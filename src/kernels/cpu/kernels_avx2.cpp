@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_kernels.h"

@@ -24,6 +24,7 @@ const Ops& ops_ref() {
       ref::matmul_forward,  // row-invariant: every row is its own loop
       ref::rope_table,
       ref::rope_apply,
+      ref::swiglu_forward_half,
   };
   return ops;
 }

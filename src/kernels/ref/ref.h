@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/linear.h"
+#include "kernels/ops.h"
 
 namespace lt::ref {
 
@@ -20,6 +21,8 @@ void attention_forward_kv16(float* out, const float* q, const uint16_t* k, const
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int T, int pos0,
                        int NH, int NKV, int HS, int window, int ring);
 void swiglu_forward(float* out, const float* gate, const float* up, int T, int F);
+void swiglu_forward_half(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16, float* up,
+                         uint16_t* up16, int T, int F);
 void matmul_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 void add_inplace(float* x, const float* y, size_t n);
 void round_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_t n);

@@ -1,5 +1,7 @@
 // Reference SwiGLU: out (T, F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/ref/ref.h"
 
@@ -12,6 +14,24 @@ void swiglu_forward(float* out, const float* gate, const float* up, int T, int F
     float s = g / (1.0f + std::exp(-g));
     out[i] = s * up[i];
   }
+}
+
+// The unfused sequence (ops.h): the gate and up values rounded (or widened), the activation, h rounded.
+void swiglu_forward_half(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16, float* up,
+                         uint16_t* up16, int T, int F) {
+  const size_t n = (size_t)T * F;
+  std::vector<float> g(n), u(n);
+  if (in != HalfInputs::Widen) {
+    round_half(t, gate16, g.data(), gate, n);
+    round_half(t, up16, u.data(), up, n);
+    if (in == HalfInputs::RoundInPlace) std::copy(g.begin(), g.end(), gate), std::copy(u.begin(), u.end(), up);
+  } else {
+    widen_half(t, gate, gate16, n);
+    widen_half(t, up, up16, n);
+    g.assign(gate, gate + n), u.assign(up, up + n);
+  }
+  swiglu_forward(h, g.data(), u.data(), T, F);
+  round_half(t, h16, h, h, n);
 }
 
 }  // namespace lt::ref
