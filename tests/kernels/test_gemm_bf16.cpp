@@ -159,6 +159,40 @@ TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
   }
 }
 
+// gemm_bf16_lora_forward (AMX) against the three steps it fuses: xa = A·Lᵀ by gemm_bf16, xa
+// rounded to bf16, then gemm_bf16_appended with it: the same k steps in the same order, so xa,
+// xa16 and C have the same bits; at 1 and 2 threads, with K past a packed slice (1024), N past one
+// packed panel and past one block, ranks 1, 16 and 32, and A's rows in a wider padded matrix.
+TEST(GemmBf16, LoraForwardIsItsThreeSteps) {
+  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  struct Lf { int M, N, K, R, lda; };
+  for (const Lf& t : {Lf{64, 64, 64, 16, 64}, Lf{96, 576, 576, 16, 576}, Lf{128, 48, 1536, 32, 1536},
+                      Lf{64, 1200, 96, 1, 128}, Lf{256, 40, 2048, 16, 2048}})
+    for (int threads : {1, 2}) {
+      Aligned<uint16_t> A(size_t(t.M) * t.lda), B(size_t(t.N) * t.K), L(size_t(t.R) * t.K), B2(size_t(t.N) * t.R);
+      for (auto* v : {&A, &B, &L, &B2})
+        for (auto& x : *v) x = f32_to_bf16(nd(rng));
+      std::vector<float> xa1(size_t(t.M) * t.R, 5.0f), xa2 = xa1, C1(size_t(t.M) * t.N, 3.0f), C2 = C1;
+      std::vector<uint16_t> xa16_1(size_t(t.M) * t.R, 1), xa16_2(size_t(t.M) * t.R, 2);
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      ASSERT_TRUE(cpu::gemm_bf16_lora_forward(t.M, t.N, t.K, A.data(), t.lda, B.data(), t.K, t.R, L.data(),
+                                              xa1.data(), xa16_1.data(), B2.data(), t.R, C1.data(), t.N));
+      cpu::gemm_bf16(false, true, t.M, t.R, t.K, 1.0f, A.data(), t.lda, L.data(), t.K, 0.0f, xa2.data(), t.R);
+      for (size_t i = 0; i < xa2.size(); ++i) xa16_2[i] = f32_to_bf16(xa2[i]);
+      ASSERT_TRUE(cpu::gemm_bf16_appended(true, t.M, t.N, t.K, A.data(), t.lda, B.data(), t.K, t.R, xa16_2.data(),
+                                          t.R, B2.data(), t.R, 0.0f, C2.data(), t.N));
+      omp_set_num_threads(saved);
+      const std::string tag = std::to_string(t.M) + "x" + std::to_string(t.N) + "x" + std::to_string(t.K) + " R " +
+                              std::to_string(t.R) + " threads " + std::to_string(threads);
+      EXPECT_EQ(0, std::memcmp(xa1.data(), xa2.data(), xa1.size() * sizeof(float))) << tag << " xa";
+      EXPECT_EQ(xa16_1, xa16_2) << tag << " xa16";
+      EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << tag << " C";
+    }
+}
+
 // Elsewhere (and for shapes the AMX path does not take) it declines and leaves C alone.
 TEST(GemmBf16, AppendedProductDeclinesOffItsPath) {
   std::vector<uint16_t> A(64 * 40, 0x3f80), B(64 * 40, 0x3f80);
@@ -168,4 +202,13 @@ TEST(GemmBf16, AppendedProductDeclinesOffItsPath) {
   EXPECT_FALSE(cpu::gemm_bf16_appended(true, 16, 64, 32, A.data(), 32, B.data(), 32, 8, A.data(), 8, B.data(), 8, 0.0f,
                                        C.data(), 64));  // a few rows
   for (float c : C) ASSERT_EQ(c, 7.0f);
+  std::vector<float> xa(96 * 16, 7.0f);
+  std::vector<uint16_t> xa16(96 * 16);
+  Aligned<uint16_t> A2(96 * 64);
+  EXPECT_FALSE(cpu::gemm_bf16_lora_forward(80, 64, 64, A2.data(), 64, B.data(), 64, 16, B.data(), xa.data(),
+                                           xa16.data(), B.data(), 16, C.data(), 64));  // rows not a multiple of 32
+  EXPECT_FALSE(cpu::gemm_bf16_lora_forward(64, 64, 64, A2.data() + 1, 64, B.data(), 64, 16, B.data(), xa.data(),
+                                           xa16.data(), B.data(), 16, C.data(), 64));  // A's rows not on 64-byte lines
+  for (float c : C) ASSERT_EQ(c, 7.0f);
+  for (float x : xa) ASSERT_EQ(x, 7.0f);
 }

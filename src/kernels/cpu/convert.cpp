@@ -53,6 +53,18 @@ void f32_to_half(DType t, uint16_t* dst16, float* dst32, const float* src, size_
   });
 }
 
+void f32_to_half_serial(Isa isa, bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n) {
+  if (isa == Isa::Avx512) avx512::f32_to_half(bf16, dst16, dst32, src, n);
+  else if (isa == Isa::Avx2) avx2::f32_to_half(bf16, dst16, dst32, src, n);
+  else scalar_to_half(bf16, dst16, dst32, src, n);
+}
+
+void half_to_f32_serial(Isa isa, bool bf16, float* dst, const uint16_t* src, size_t n) {
+  if (isa == Isa::Avx512) avx512::half_to_f32(bf16, dst, src, n);
+  else if (isa == Isa::Avx2) avx2::half_to_f32(bf16, dst, src, n);
+  else scalar_to_f32(bf16, dst, src, n);
+}
+
 void f32_to_half_rows(DType t, uint16_t* dst, size_t dld, const float* src, size_t sld, size_t rows, size_t cols) {
   const bool bf16 = is_bf16(t);
   const Isa isa = cpu_isa();

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 
 namespace lt::cpu {
@@ -20,6 +21,11 @@ void f32_to_half_rows(DType t, uint16_t* dst, size_t dld, const float* src, size
 
 // dst[i] = float(src[i]) for i < n, src of type t = BF16 or F16 (exact).
 void half_to_f32(DType t, float* dst, const uint16_t* src, size_t n);
+
+// The same on the calling thread only, with the loop of ISA level isa (the same bits at every
+// level): for kernels already inside their own parallel loop (no OpenMP region per call).
+void f32_to_half_serial(Isa isa, bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
+void half_to_f32_serial(Isa isa, bool bf16, float* dst, const uint16_t* src, size_t n);
 
 namespace avx512 {  // one thread's range; called only when cpu_isa() == Avx512
 // dst16 may also be src's own bytes (in place, as kernels/bf16_rows.h): each block of 16 is loaded

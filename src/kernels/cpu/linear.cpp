@@ -111,10 +111,18 @@ void lora_forward_bf16(Isa isa, float* out, float* xa, const LinearInput& in, co
   const int T = in.T, IC = W.cols, OC = W.rows, R = l.rank, ld = lora_cat_cols(IC, R);
   LT_CHECK(in.x16, "linear_forward: bf16 LoRA needs x16");
   LT_CHECK(s.dy && s.lora_wt && s.lora_t16, "linear_forward: bf16 LoRA needs the dy, lora_wt and lora_t16 scratch");
+  const auto* w16 = static_cast<const uint16_t*>(W.data);
+  if (!W.quantized() && gemm_bf16_appends(T, IC, R)) {  // AMX: xa inside the base's pass over x16
+    // A16 in dy (free in the forward on this path; T >= 64 rows of IC hold R of them)
+    const uint16_t* A16 = rounded(static_cast<uint16_t*>(s.dy), l.A, size_t(R) * IC, "dy");
+    for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
+    const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");
+    if (gemm_bf16_lora_forward(T, OC, IC, in.x16, IC, w16, IC, R, A16, xa, s.lora_t16, sB16, R, out, OC))
+      return add_bias(out, w.bias, T, OC);
+  }
   const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
   gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
   for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
-  const auto* w16 = static_cast<const uint16_t*>(W.data);
   const uint16_t* xa16 = rounded(s.lora_t16, xa, size_t(T) * R, "lora_t16");
   const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");  // A16 is done with
   if (W.quantized()) {  // bf16 products: the decoded tiles' product, then the rank-R term
