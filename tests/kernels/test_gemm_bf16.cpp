@@ -159,38 +159,55 @@ TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
   }
 }
 
-// gemm_bf16_lora_forward (AMX) against the three steps it fuses: xa = A·Lᵀ by gemm_bf16, xa
-// rounded to bf16, then gemm_bf16_appended with it: the same k steps in the same order, so xa,
-// xa16 and C have the same bits; at 1 and 2 threads, with K past a packed slice (1024), N past one
-// packed panel and past one block, ranks 1, 16 and 32, and A's rows in a wider padded matrix.
-TEST(GemmBf16, LoraForwardIsItsThreeSteps) {
+// gemm_bf16_lora (AMX) against the three steps it fuses: xa = A·op(L) by gemm_bf16, xa rounded
+// to bf16, then gemm_bf16_appended with it: the same k steps in the same order, so xa, xa16 and C
+// have the same bits. Both uses: the forward's (B and B2 transposed, L = Aᵀ stored (R, K), beta 0)
+// and the dx product's (nothing transposed, xa16 in the columns after A's own in a wider row,
+// beta 1); at 1 and 2 threads, K past a packed slice (1024), N past one packed panel and one
+// block, ranks 1, 16 and 32, A's rows in a wider padded matrix.
+TEST(GemmBf16, LoraRankTermIsItsThreeSteps) {
   if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0, 1);
   struct Lf { int M, N, K, R, lda; };
-  for (const Lf& t : {Lf{64, 64, 64, 16, 64}, Lf{96, 576, 576, 16, 576}, Lf{128, 48, 1536, 32, 1536},
-                      Lf{64, 1200, 96, 1, 128}, Lf{256, 40, 2048, 16, 2048}})
-    for (int threads : {1, 2}) {
-      Aligned<uint16_t> A(size_t(t.M) * t.lda), B(size_t(t.N) * t.K), L(size_t(t.R) * t.K), B2(size_t(t.N) * t.R);
-      for (auto* v : {&A, &B, &L, &B2})
-        for (auto& x : *v) x = f32_to_bf16(nd(rng));
-      std::vector<float> xa1(size_t(t.M) * t.R, 5.0f), xa2 = xa1, C1(size_t(t.M) * t.N, 3.0f), C2 = C1;
-      std::vector<uint16_t> xa16_1(size_t(t.M) * t.R, 1), xa16_2(size_t(t.M) * t.R, 2);
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(threads);
-      ASSERT_TRUE(cpu::gemm_bf16_lora_forward(t.M, t.N, t.K, A.data(), t.lda, B.data(), t.K, t.R, L.data(),
-                                              xa1.data(), xa16_1.data(), B2.data(), t.R, C1.data(), t.N));
-      cpu::gemm_bf16(false, true, t.M, t.R, t.K, 1.0f, A.data(), t.lda, L.data(), t.K, 0.0f, xa2.data(), t.R);
-      for (size_t i = 0; i < xa2.size(); ++i) xa16_2[i] = f32_to_bf16(xa2[i]);
-      ASSERT_TRUE(cpu::gemm_bf16_appended(true, t.M, t.N, t.K, A.data(), t.lda, B.data(), t.K, t.R, xa16_2.data(),
-                                          t.R, B2.data(), t.R, 0.0f, C2.data(), t.N));
-      omp_set_num_threads(saved);
-      const std::string tag = std::to_string(t.M) + "x" + std::to_string(t.N) + "x" + std::to_string(t.K) + " R " +
-                              std::to_string(t.R) + " threads " + std::to_string(threads);
-      EXPECT_EQ(0, std::memcmp(xa1.data(), xa2.data(), xa1.size() * sizeof(float))) << tag << " xa";
-      EXPECT_EQ(xa16_1, xa16_2) << tag << " xa16";
-      EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << tag << " C";
-    }
+  for (bool fwd : {true, false})
+    for (const Lf& t : {Lf{64, 64, 64, 16, 64}, Lf{96, 576, 576, 16, 608}, Lf{128, 48, 1536, 32, 1600},
+                        Lf{64, 1200, 96, 1, 160}, Lf{256, 40, 2048, 16, 2080}})
+      for (int threads : {1, 2}) {
+        // A (M, lda): K columns of A, then (backward) room for xa16 at column K
+        const int lda = fwd ? t.lda : std::max(t.lda, (t.K + t.R + 31) / 32 * 32);
+        Aligned<uint16_t> A(size_t(t.M) * lda), A2(size_t(t.M) * lda), B(size_t(t.N) * t.K);
+        Aligned<uint16_t> L(size_t(t.R) * t.K), B2(size_t(t.N) * t.R);
+        for (auto* v : {&A, &B, &L, &B2})
+          for (auto& x : *v) x = f32_to_bf16(nd(rng));
+        std::copy(A.begin(), A.end(), A2.begin());
+        const int ldb = fwd ? t.K : t.N, ldl = fwd ? t.K : t.R, ldb2 = fwd ? t.R : t.N, ld16 = fwd ? t.R : lda;
+        std::vector<float> xa1(size_t(t.M) * t.R, 5.0f), xa2 = xa1, C1(size_t(t.M) * t.N), C2;
+        for (auto& c : C1) c = nd(rng);
+        C2 = C1;
+        std::vector<uint16_t> own1(size_t(t.M) * t.R, 1), own2(size_t(t.M) * t.R, 2);
+        uint16_t* x16_1 = fwd ? own1.data() : A.data() + t.K;  // the backward's xa16 sits in A's rows
+        uint16_t* x16_2 = fwd ? own2.data() : A2.data() + t.K;
+        const float beta = fwd ? 0.0f : 1.0f;
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        const cpu::LoraRankTerm rt{t.R, L.data(), fwd, ldl, xa1.data(), x16_1, ld16, B2.data(), ldb2};
+        ASSERT_TRUE(
+            cpu::gemm_bf16_lora(fwd, t.M, t.N, t.K, A.data(), lda, B.data(), ldb, rt, beta, C1.data(), t.N));
+        cpu::gemm_bf16(false, fwd, t.M, t.R, t.K, 1.0f, A2.data(), lda, L.data(), ldl, 0.0f, xa2.data(), t.R);
+        for (int i = 0; i < t.M; ++i)
+          for (int r = 0; r < t.R; ++r) x16_2[size_t(i) * ld16 + r] = f32_to_bf16(xa2[size_t(i) * t.R + r]);
+        ASSERT_TRUE(cpu::gemm_bf16_appended(fwd, t.M, t.N, t.K, A2.data(), lda, B.data(), ldb, t.R, x16_2, ld16,
+                                            B2.data(), ldb2, beta, C2.data(), t.N));
+        omp_set_num_threads(saved);
+        const std::string tag = std::string(fwd ? "forward " : "dx ") + std::to_string(t.M) + "x" +
+                                std::to_string(t.N) + "x" + std::to_string(t.K) + " R " + std::to_string(t.R) +
+                                " threads " + std::to_string(threads);
+        EXPECT_EQ(0, std::memcmp(xa1.data(), xa2.data(), xa1.size() * sizeof(float))) << tag << " xa";
+        EXPECT_EQ(own1 == own2, fwd) << tag << " xa16 (its own rows in the forward, else untouched)";
+        EXPECT_EQ(0, std::memcmp(A.data(), A2.data(), size_t(t.M) * lda * 2)) << tag << " xa16 (in A's rows)";
+        EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << tag << " C";
+      }
 }
 
 // Elsewhere (and for shapes the AMX path does not take) it declines and leaves C alone.
@@ -205,10 +222,11 @@ TEST(GemmBf16, AppendedProductDeclinesOffItsPath) {
   std::vector<float> xa(96 * 16, 7.0f);
   std::vector<uint16_t> xa16(96 * 16);
   Aligned<uint16_t> A2(96 * 64);
-  EXPECT_FALSE(cpu::gemm_bf16_lora_forward(80, 64, 64, A2.data(), 64, B.data(), 64, 16, B.data(), xa.data(),
-                                           xa16.data(), B.data(), 16, C.data(), 64));  // rows not a multiple of 32
-  EXPECT_FALSE(cpu::gemm_bf16_lora_forward(64, 64, 64, A2.data() + 1, 64, B.data(), 64, 16, B.data(), xa.data(),
-                                           xa16.data(), B.data(), 16, C.data(), 64));  // A's rows not on 64-byte lines
+  const cpu::LoraRankTerm rt{16, B.data(), true, 64, xa.data(), xa16.data(), 16, B.data(), 16};
+  EXPECT_FALSE(cpu::gemm_bf16_lora(true, 80, 64, 64, A2.data(), 64, B.data(), 64, rt, 0.0f, C.data(),
+                                   64));  // rows not a multiple of 32
+  EXPECT_FALSE(cpu::gemm_bf16_lora(true, 64, 64, 64, A2.data() + 1, 64, B.data(), 64, rt, 0.0f, C.data(),
+                                   64));  // A's rows not on 64-byte lines
   for (float c : C) ASSERT_EQ(c, 7.0f);
   for (float x : xa) ASSERT_EQ(x, 7.0f);
 }

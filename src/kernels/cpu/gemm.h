@@ -26,11 +26,26 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                         int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
                         int ldc);
-// gemm_bf16_lora_forward's product and its condition (below)
-bool lora_forward_fuses(int M, int K, int R, const uint16_t* A, int lda);
-void gemm_bf16_lora_forward(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb, int R,
-                            const uint16_t* L, float* xa, uint16_t* xa16, const uint16_t* B2, int ldb2, float* C,
-                            int ldc);
+}  // namespace amx
+
+// The rank term gemm_bf16_lora (below) computes inside its product.
+struct LoraRankTerm {
+  int R;                      // 1..32
+  const uint16_t* L;          // op(L) (K, R): stored (R, K) when trans_l, else (K, R); row stride ldl
+  bool trans_l;
+  int ldl;
+  float* xa;                  // (M, R) f32, row stride R: A · op(L)
+  uint16_t* xa16;             // (M, R) bf16, row stride ld16: xa rounded
+  int ld16;
+  const uint16_t* B2;         // op(B2) (R, N), transposed as B is; row stride ldb2
+  int ldb2;
+};
+
+namespace amx {
+// gemm_bf16_lora's product and its condition (below)
+bool lora_fuses(int M, int K, int R, const uint16_t* A, int lda);
+void gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                    const LoraRankTerm& r, float beta, float* C, int ldc);
 }  // namespace amx
 
 // C (M, N) = A · op(B) + A2 · op(B2) + beta · C with A (M, K), A2 (M, K2) stored untransposed and B,
@@ -43,16 +58,15 @@ bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, in
                         int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
                         int ldc);
 
-// bf16 LoRA's forward in one pass over A (linear.cpp): xa (M, R) = A · Lᵀ (L: (R, K)), in f32
-// into xa and rounded to bf16 into xa16 (M, R), then C = A · Bᵀ + xa16 · B2ᵀ (B: (N, K), B2: (N,
-// R), beta 0) as gemm_bf16_appended. Each 32-row block's xa is computed just before its rows'
-// appended step, so A is read once while in cache: the bits of gemm_bf16(false, true, M, R, K, 1,
-// A, lda, L, K, 0, xa, R), rounding, and gemm_bf16_appended. Only on the AMX path (M a multiple
-// of 32 and >= 64, K a multiple of 32 up to 8192, R <= 32, A's rows on 64-byte lines): returns
-// false, computing nothing, elsewhere.
-bool gemm_bf16_lora_forward(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb, int R,
-                            const uint16_t* L, float* xa, uint16_t* xa16, const uint16_t* B2, int ldb2, float* C,
-                            int ldc);
+// bf16 LoRA's products in one pass over A (linear.cpp; forward: A = x16, L = bf16(A_lora)ᵀ; the
+// backward's dx: A = bf16(dout), L = bf16(B_lora)): xa = A · op(L), in f32 and rounded to bf16
+// (r.xa, r.xa16), then C = A · op(B) + xa16 · op(B2) + beta · C as gemm_bf16_appended. Each
+// 32-row block's xa is computed just before its rows' appended step, so A is read once while in
+// cache: the bits of gemm_bf16(false, trans_l, M, R, K, 1, A, lda, L, ldl, 0, xa, R), rounding,
+// and gemm_bf16_appended. Only on the AMX path (M a multiple of 32 and >= 64, K a multiple of 32
+// up to 8192, R <= 32, A's rows on 64-byte lines): returns false, computing nothing, elsewhere.
+bool gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                    const LoraRankTerm& r, float beta, float* C, int ldc);
 
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);

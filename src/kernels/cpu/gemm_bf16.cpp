@@ -163,13 +163,14 @@ bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, in
   return true;
 }
 
-bool gemm_bf16_lora_forward(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb, int R,
-                            const uint16_t* L, float* xa, uint16_t* xa16, const uint16_t* B2, int ldb2, float* C,
-                            int ldc) {
-  if (N <= 0 || !gemm_bf16_appends(M, K, R) || !amx::lora_forward_fuses(M, K, R, A, lda)) return false;
+bool gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                    const LoraRankTerm& r, float beta, float* C, int ldc) {
+  const int R = r.R;
+  if (N <= 0 || !gemm_bf16_appends(M, K, R) || !amx::lora_fuses(M, K, R, A, lda)) return false;
   prof::Scope prof_scope("gemm_bf16", 2.0 * M * (N + R) * K + 2.0 * M * N * R,
-                         2.0 * (double(M) * (K + R) + double(K + R) * N + double(R) * K) + 4.0 * M * (N + R));
-  amx::gemm_bf16_lora_forward(M, N, K, A, lda, B, ldb, R, L, xa, xa16, B2, ldb2, C, ldc);
+                         2.0 * (double(M) * (K + R) + double(K + R) * N + double(R) * K) +
+                             4.0 * M * ((beta != 0 ? 2.0 : 1.0) * N + R));
+  amx::gemm_bf16_lora(trans_b, M, N, K, A, lda, B, ldb, r, beta, C, ldc);
   return true;
 }
 

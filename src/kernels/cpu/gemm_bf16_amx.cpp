@@ -40,8 +40,8 @@ constexpr int kBlock = 32;   // rows and columns of C per micro-kernel call
 constexpr int kMaxKc = 1024;  // K per packed slice
 constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc × nc bf16 (L2)
 constexpr size_t kABytes = size_t(kBlock) * (kMaxKc + 32) * 2;  // a packed 32-row block of op(A), + a tail step
-constexpr int kMaxLoraK = 8192;  // gemm_bf16_lora_forward's inner dimension at most
-constexpr size_t kLoraBytes = size_t(kMaxLoraK) * kBlock * 2;  // its packed lᵀ (K × 32 bf16)
+constexpr int kMaxLoraK = 8192;  // gemm_bf16_lora's inner dimension at most
+constexpr size_t kLoraBytes = size_t(kMaxLoraK) * kBlock * 2;  // its packed op(L) (K × 32 bf16)
 
 #include "kernels/cpu/amx_tile_config.inc"
 
@@ -217,11 +217,10 @@ struct Problem {
   int ldc;
   int kc;  // K per slice, a multiple of 32
   int nc;  // columns per panel, a multiple of 32 (kc · nc bf16 within kPanelBytes)
-  // gemm_bf16_lora_forward: a2's rows (xa16, M × K2) computed per row block as a · lᵀ (l: K2 × K),
-  // in f32 into xa (M × K2) and rounded to bf16 into xa16, before their first use (null: stored)
-  const u16* l = nullptr;
+  // gemm_bf16_lora: a2's rows (xa16, M × K2, row stride a2.ld) computed per row block as a · op(l)
+  // (K × K2), in f32 into xa (M × K2) and rounded to bf16, before their first use (null: stored)
+  Op l{};
   float* xa = nullptr;
-  u16* xa16 = nullptr;
 };
 
 // C block (m0, n0) of rows × cols from the packed slice at k0: straight into C where the block is
@@ -253,7 +252,7 @@ void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, const S
 struct Buffers {
   u16* a = nullptr;
   u16* b = nullptr;
-  u16* l = nullptr;  // gemm_bf16_lora_forward's packed lᵀ: two column groups over all of K
+  u16* l = nullptr;  // gemm_bf16_lora's packed op(l): two column groups over all of K
 };
 
 Buffers& thread_buffers() {
@@ -291,11 +290,11 @@ void prefetch_a(Op a, int M, int m0, int k0, int kc, int part, int parts) {
 
 void blocking(Problem& p);
 
-// gemm_bf16_lora_forward: rows m0 .. m0 + 32 of xa = a · lᵀ, block by block as gemm_bf16(false,
-// true, M, K2, K, 1, a, lda, l, K, 0, xa, K2) computes them (the same slices of K and block(), a
-// read in place, lᵀ packed whole at pl: its bits), then rounded into xa16.
+// gemm_bf16_lora: rows m0 .. m0 + 32 of xa = a · op(l), block by block as gemm_bf16(false,
+// trans_l, M, K2, K, 1, a, lda, l, ldl, 0, xa, K2) computes them (the same slices of K and block(),
+// a read in place, op(l) packed whole at pl: its bits), then rounded into a2's rows.
 void lora_rows(const Problem& p, const u16* pl, int m0) {
-  Problem q{p.a, {p.l, p.K, true}, p.M, p.K2, p.K, {}, {}, 0, 1.0f, 0.0f, p.xa, p.K2, 0, 0};
+  Problem q{p.a, p.l, p.M, p.K2, p.K, {}, {}, 0, 1.0f, 0.0f, p.xa, p.K2, 0, 0};
   blocking(q);
   const int ksteps = p.K / 32;
   for (int k0 = 0; k0 < p.K; k0 += q.kc) {
@@ -305,13 +304,14 @@ void lora_rows(const Problem& p, const u16* pl, int m0) {
     block(q, m0, kBlock, 0, p.K2, k0, s, pl + size_t(k0 / 32) * 512, pl + size_t(ksteps + k0 / 32) * 512);
   }
   for (int i = 0; i < kBlock; ++i)
-    avx512::f32_to_half(true, p.xa16 + size_t(m0 + i) * p.K2, nullptr, p.xa + size_t(m0 + i) * p.K2, size_t(p.K2));
+    avx512::f32_to_half(true, const_cast<u16*>(p.a2.p) + size_t(m0 + i) * p.a2.ld, nullptr,
+                        p.xa + size_t(m0 + i) * p.K2, size_t(p.K2));
 }
 
 // Rows [mb0, mb1) × columns [nb0, nb1) of C in 32-blocks, all of K.
 void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
   Buffers& buf = thread_buffers();
-  if (p.l) pack_b(buf.l, Op{p.l, p.K, true}, 0, p.K, 0, p.K2, p.K / 32, 0);
+  if (p.l.p) pack_b(buf.l, p.l, 0, p.K, 0, p.K2, p.K / 32, 0);
   // op(A) read in place: stored (M, K) with whole k steps and rows on 64-byte lines
   const bool direct = !p.a.trans && p.K % 32 == 0 && p.a.ld % 32 == 0 && reinterpret_cast<uintptr_t>(p.a.p) % 64 == 0;
   for (int n = nb0 * kBlock; n < std::min(p.N, nb1 * kBlock); n += p.nc) {
@@ -327,7 +327,7 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
         SliceA s{{buf.a, 32, 1024, 512}, {buf.a + size_t(in_place ? 0 : steps) * 1024, 32, 1024, 512}, steps, tail};
         if (in_place) s.a = ATiles{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
         else pack_a(buf.a, p.a, m0, rows, k0, kc);
-        if (tail && p.l && n == nb0 * kBlock) lora_rows(p, buf.l, m0);  // the rows' first use
+        if (tail && p.l.p && n == nb0 * kBlock) lora_rows(p, buf.l, m0);  // the rows' first use
         if (tail) pack_a(const_cast<u16*>(s.tail.p), p.a2, m0, rows, 0, p.K2);
         const int calls = (cols + kBlock - 1) / kBlock;
         for (int j = 0; j < cols; j += kBlock) {
@@ -352,7 +352,7 @@ void run(const Problem& p) {
   const int mblocks = (p.M + kBlock - 1) / kBlock, nblocks = (p.N + kBlock - 1) / kBlock;
   const int nt = omp_get_max_threads();
   // (xa's rows are computed by the one thread that owns them)
-  const bool split_rows = p.l || nblocks < nt ||
+  const bool split_rows = p.l.p || nblocks < nt ||
                           (mblocks >= nt && packed_per_thread(true, p.M, p.N, p.K, p.nc, nt) <=
                                                 packed_per_thread(false, p.M, p.N, p.K, p.nc, nt));
 #pragma omp parallel num_threads(nt)
@@ -378,17 +378,16 @@ void blocking(Problem& p) {
 
 }  // namespace
 
-bool lora_forward_fuses(int M, int K, int R, const uint16_t* A, int lda) {
+bool lora_fuses(int M, int K, int R, const uint16_t* A, int lda) {
   return M % kBlock == 0 && K % 32 == 0 && K <= kMaxLoraK && R >= 1 && R <= 32 && lda % 32 == 0 &&
          reinterpret_cast<uintptr_t>(A) % 64 == 0;
 }
 
-void gemm_bf16_lora_forward(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb, int R,
-                            const uint16_t* L, float* xa, uint16_t* xa16, const uint16_t* B2, int ldb2, float* C,
-                            int ldc) {
-  Problem p{{A, lda, false}, {B, ldb, true}, M, N, K, {xa16, R, false}, {B2, ldb2, true}, R, 1.0f, 0.0f,
-            C, ldc, 0, 0};
-  p.l = L, p.xa = xa, p.xa16 = xa16;
+void gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                    const LoraRankTerm& r, float beta, float* C, int ldc) {
+  Problem p{{A, lda, false}, {B, ldb, trans_b}, M, N, K, {r.xa16, r.ld16, false}, {r.B2, r.ldb2, trans_b}, r.R,
+            1.0f, beta, C, ldc, 0, 0};
+  p.l = Op{r.L, r.ldl, r.trans_l}, p.xa = r.xa;
   blocking(p);
   run(p);
 }

@@ -78,12 +78,21 @@ void lora_backward_input_bf16(Isa isa, float* dx, const float* dout, int T, cons
   LT_CHECK(s.dy && s.lora_g && s.lora_wt, "linear_backward_input: bf16 LoRA needs the dy, lora_g and lora_wt scratch");
   auto* d16 = static_cast<uint16_t*>(s.dy);
   f32_to_half_rows(DType::BF16, d16, size_t(ld), dout, size_t(OC), size_t(T), size_t(OC));
+  const auto* w16 = static_cast<const uint16_t*>(W.data);
+  if (!W.quantized() && gemm_bf16_appends(T, OC, R)) {  // AMX: g inside the dx product's pass over bf16(dout)
+    for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
+    const uint16_t* sA16 = rounded(s.lora_w16, s.lora_wt, size_t(R) * IC, "lora_w16");
+    // bf16(B) in lora_wt, free again (its floats hold OC·R of them)
+    const uint16_t* B16 = rounded(reinterpret_cast<uint16_t*>(s.lora_wt), l.B, size_t(OC) * R, "lora_wt");
+    zero_cols(d16, ld, OC + R, T);
+    const LoraRankTerm rt{R, B16, false, R, s.lora_g, d16 + OC, ld, sA16, IC};
+    if (gemm_bf16_lora(false, T, IC, OC, d16, ld, w16, IC, rt, 1.0f, dx, IC)) return;
+  }
   const uint16_t* B16 = rounded(s.lora_w16, l.B, size_t(OC) * R, "lora_w16");
   gemm_bf16(false, false, T, R, OC, 1.0f, d16, ld, B16, R, 0.0f, s.lora_g, R);  // g = bf16(dout)·bf16(B)
   f32_to_half_rows(DType::BF16, d16 + OC, size_t(ld), s.lora_g, size_t(R), size_t(T), size_t(R));
   zero_cols(d16, ld, OC + R, T);
   for (size_t i = 0; i < size_t(R) * IC; ++i) s.lora_wt[i] = l.scale * l.A[i];
-  const auto* w16 = static_cast<const uint16_t*>(W.data);
   const uint16_t* sA16 = rounded(s.lora_w16, s.lora_wt, size_t(R) * IC, "lora_w16");  // B16 is done with
   if (W.quantized()) {  // bf16 products: the decoded tiles' product, then the rank-R term
     quant_backward_input_bf16(isa, dx, d16, ld, W, T, s.tile, s.tile_bytes);
@@ -117,8 +126,8 @@ void lora_forward_bf16(Isa isa, float* out, float* xa, const LinearInput& in, co
     const uint16_t* A16 = rounded(static_cast<uint16_t*>(s.dy), l.A, size_t(R) * IC, "dy");
     for (size_t i = 0; i < size_t(OC) * R; ++i) s.lora_wt[i] = l.scale * l.B[i];
     const uint16_t* sB16 = rounded(s.lora_w16, s.lora_wt, size_t(OC) * R, "lora_w16");
-    if (gemm_bf16_lora_forward(T, OC, IC, in.x16, IC, w16, IC, R, A16, xa, s.lora_t16, sB16, R, out, OC))
-      return add_bias(out, w.bias, T, OC);
+    const LoraRankTerm rt{R, A16, true, IC, xa, s.lora_t16, R, sB16, R};
+    if (gemm_bf16_lora(true, T, OC, IC, in.x16, IC, w16, IC, rt, 0.0f, out, OC)) return add_bias(out, w.bias, T, OC);
   }
   const uint16_t* A16 = rounded(s.lora_w16, l.A, size_t(R) * IC, "lora_w16");
   gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
