@@ -32,6 +32,10 @@ namespace avx512 {  // one thread's range; called only when cpu_isa() == Avx512
 // before its halves are stored, at half its byte offset.
 void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n);
 void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n);
+// The bf16 split of n values v: hi[i] = bf16(v), lo[i] = bf16(v - hi), with lo = 0 where v == hi
+// (±Inf). For f16 values both parts are exact (kernels/cpu/half_linear.cpp). Returns whether any v
+// is ±Inf.
+bool bf16_split(uint16_t* hi, uint16_t* lo, const float* src, size_t n);
 }  // namespace avx512
 
 namespace avx2 {  // the same, called only when cpu_isa() >= Avx2 (AVX2 + FMA + F16C)

@@ -45,4 +45,28 @@ void half_to_f32(bool bf16, float* dst, const uint16_t* src, size_t n) {
   }
 }
 
+namespace {
+
+// hi = bf16(v), lo = bf16(v - hi) (0 where v == hi: ±Inf gives 0, not NaN)
+inline void store_split(uint16_t* hi, uint16_t* lo, __mmask16 k, __m512 v) {
+  const __m256i h = bf16_round(v);
+  const __m512 r = bf16_widen(h);
+  const __m512 d = _mm512_maskz_sub_ps(~_mm512_cmp_ps_mask(v, r, _CMP_EQ_OQ), v, r);
+  _mm256_mask_storeu_epi16(hi + 0, k, h);
+  _mm256_mask_storeu_epi16(lo + 0, k, bf16_round(d));
+}
+
+}  // namespace
+
+bool bf16_split(uint16_t* hi, uint16_t* lo, const float* src, size_t n) {
+  __mmask16 inf = 0;
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(k, src + i);
+    inf |= _mm512_fpclass_ps_mask(v, 0x18);  // +Inf, -Inf
+    store_split(hi + i, lo + i, k, v);
+  }
+  return inf != 0;
+}
+
 }  // namespace lt::cpu::avx512

@@ -26,6 +26,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                         int K2, const uint16_t* A2, int lda2, const uint16_t* B2, int ldb2, float beta, float* C,
                         int ldc);
+// C (M, N) = A · op(B)ᵀ for the bf16 split of an f16 weight W (N, K), packed from W as the product
+// goes (no bf16 copy of W): op(B) (N, parts · K) holds each k step of 32 of W `parts` times, as
+// [hi, hi] (parts 2: an f16 W whose values are all bf16s, hi = W exactly) or [hi, lo, hi, lo]
+// (parts 4: any f16 W, hi + lo = W exactly); A (M, parts · K) holds x's parts to match
+// (half_linear.cpp). K a multiple of 32.
+void gemm_f16_split(int M, int N, int K, int parts, const uint16_t* A, int lda, const uint16_t* W, int ldw,
+                    float* C, int ldc);
 }  // namespace amx
 
 // The rank term gemm_bf16_lora (below) computes inside its product.

@@ -221,7 +221,54 @@ struct Problem {
   // (K × K2), in f32 into xa (M × K2) and rounded to bf16, before their first use (null: stored)
   Op l{};
   float* xa = nullptr;
+  // gemm_f16_split: op(B) is the f16 weight w (stored (N, K / wparts)) with each k step repeated
+  // wparts (2 or 4) times, packed straight from w as its bf16 split's hi or lo parts (pack_b_split)
+  Op w{};
+  int wparts = 0;
 };
+
+// 32 f16 values at s as the bf16 split: hi = bf16(v), lo = bf16(v - hi) (0 where v == hi, as ±Inf).
+// f16 values are never f32 denormals (>= 2^-24), nor are their lo parts, so vcvtneps2bf16's DAZ
+// changes nothing: it rounds to nearest even as dtype.h does.
+void split_row32(const u16* s, __m512i& hi, __m512i& lo) {
+  __m256i h[2], l[2];
+  for (int i = 0; i < 2; ++i) {
+    const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * i)));
+    h[i] = (__m256i)_mm512_cvtneps_pbh(v);
+    const __m512 r = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h[i]), 16));
+    l[i] = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(~_mm512_cmp_ps_mask(v, r, _CMP_EQ_OQ), v, r));
+  }
+  hi = _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+  lo = _mm512_inserti64x4(_mm512_castsi256_si512(l[0]), l[1], 1);
+}
+
+// pack_b of gemm_f16_split's op(B), rows k0 .. k0 + kc (whole k steps), columns n0 .. n0 + cols:
+// k step j is w's k step j / wparts, as its hi part or (four parts, j odd) its lo part. Each of w's
+// steps is split once into B tiles (hi, lo) and copied to the steps that use it.
+void pack_b_split(u16* dst, const Problem& p, int k0, int kc, int n0, int cols, int stride) {
+  const int steps = kc / 32, groups = round_up(cols, kBlock) / 16;
+  for (int g = 0; g < groups; ++g) {
+    const int nc = std::clamp(cols - g * 16, 0, 16);
+    alignas(64) u32 t[2][16 * 16], tiles[2][16 * 16];
+    int split = -1;  // w's k step in tiles
+    for (int s = 0; s < steps; ++s) {
+      const int j = k0 / 32 + s, ws = j / p.wparts;
+      if (ws != split) {
+        for (int c = 0; c < 16; ++c) {
+          __m512i hi = _mm512_setzero_si512(), lo = hi;
+          if (c < nc) split_row32(p.w.p + size_t(n0 + g * 16 + c) * p.w.ld + size_t(ws) * 32, hi, lo);
+          _mm512_store_si512(t[0] + c * 16, hi);
+          _mm512_store_si512(t[1] + c * 16, lo);
+        }
+        for (int h = 0; h < 2; ++h) transpose_16x16_u32(tiles[h], 16, t[h], 16);
+        split = ws;
+      }
+      const u32* src = tiles[p.wparts == 4 && j % 2 == 1];
+      u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * stride + s) * 512);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(d + r * 16, _mm512_load_si512(src + r * 16));
+    }
+  }
+}
 
 // C block (m0, n0) of rows × cols from the packed slice at k0: straight into C where the block is
 // whole and alpha is 1 (beta 1 or a later slice: accumulate on C; beta 0: overwrite), else through
@@ -319,7 +366,8 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
     for (int k0 = 0; k0 < p.K; k0 += p.kc) {
       const int kc = std::min(p.kc, p.K - k0), steps = round_up(kc, 32) / 32;
       const int tail = k0 + kc >= p.K && p.K2 > 0 ? 1 : 0, stride = steps + tail;  // the appended step: last slice
-      pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0);
+      if (p.wparts) pack_b_split(buf.b, p, k0, kc, n, cols, stride);
+      else pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0);
       if (tail) pack_b(buf.b, p.b2, 0, p.K2, n, cols, stride, steps);
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
@@ -377,6 +425,14 @@ void blocking(Problem& p) {
 }
 
 }  // namespace
+
+void gemm_f16_split(int M, int N, int K, int parts, const uint16_t* A, int lda, const uint16_t* W, int ldw,
+                    float* C, int ldc) {
+  Problem p{{A, lda, false}, {W, ldw, true}, M, N, parts * K, {}, {}, 0, 1.0f, 0.0f, C, ldc, 0, 0};
+  p.w = Op{W, ldw, true}, p.wparts = parts;
+  blocking(p);
+  run(p);
+}
 
 bool lora_fuses(int M, int K, int R, const uint16_t* A, int lda) {
   return M % kBlock == 0 && K % 32 == 0 && K <= kMaxLoraK && R >= 1 && R <= 32 && lda % 32 == 0 &&

@@ -6,16 +6,21 @@
 // rounded to the 16-bit type first, as a 16-bit GEMM would see it: with f16 that is where a too
 // large loss scale overflows to Inf (train/loss_scaler.h).
 //
-// The bf16 split of an f16 forward (WeightView::bf16_values, where AMX bf16 tiles run oneDNN's bf16
-// matmul): an f16 weight whose values are all bf16s is copied to bf16 a tile of rows at a time, and
-// each f16 value of x is split as hi = bf16(x) (nearest even) plus lo = x - hi. lo is exact in f32
-// and in bf16: it is a multiple of x's f16 spacing no larger than half of hi's bf16 spacing, so at
-// most 3 significant bits (bf16's exponent range holds f16's subnormals). One bf16 GEMM of the
-// stacked [hi; lo] (2T, IC) against the tile gives both halves' products, and y = y_hi + y_lo: every
-// product x·w is a product of 8-bit significands, exact in f32; the sums are f32. No f32 denormal
-// arises (operands >= 2^-24, so nonzero sums of products are >= 2^-48), so the bf16 units' DAZ/FTZ
-// changes nothing. x = ±Inf gives lo = 0. It costs two bf16 products per weight against one f32
-// product, and AMX runs bf16 products many times faster than AVX-512 runs f32 FMAs.
+// The bf16 split of an f16 forward (where AMX bf16 tiles run the GEMM): each f16 value of x is
+// split as hi = bf16(x) (nearest even) plus lo = x - hi. lo is exact in f32 and in bf16: it is a
+// multiple of x's f16 spacing no larger than half of hi's bf16 spacing, so at most 3 significant bits
+// (bf16's exponent range holds f16's subnormals). W is split the same way as the GEMM packs it
+// (amx::gemm_f16_split: no bf16 copy of W). An f16 weight whose values are all bf16s
+// (WeightView::bf16_values) is its own hi: y = [x_hi | x_lo] · [W | W]ᵀ; any other f16 weight
+// needs four products: y = [x_hi | x_hi | x_lo | x_lo] · [W_hi | W_lo | W_hi | W_lo]ᵀ (per k step of
+// 32, interleaved: amx::gemm_f16_split splits each step of W once). Every
+// product is one of significands of at most 8 bits, exact in f32; the sums are f32 (one sum of
+// 2·IC or 4·IC exact terms per output). No f32 denormal arises (operands >= 2^-24, so nonzero sums
+// of products are >= 2^-48), so the bf16 units' DAZ/FTZ changes nothing. x = ±Inf gives lo = 0; with
+// four products x_hi·W_lo would be Inf·0 = NaN where W is a bf16 value, so a chunk of x holding an
+// infinity takes the f32 path. An infinite weight (no trained model has one) makes its output column
+// NaN instead of ±Inf: non-finite either way. It costs two (four) bf16 products per weight against one
+// f32 product, and AMX runs bf16 products many times faster than AVX-512 runs f32 FMAs.
 #include <omp.h>
 
 #include <algorithm>
@@ -32,94 +37,39 @@ namespace lt::cpu {
 namespace {
 
 constexpr size_t kChunk = 2048;  // elements converted at a time through an L1 buffer
-// The bf16 weight rows of one split GEMM: about 1 MiB, so the tile the conversion writes is still in
-// L2 when oneDNN reads it (at least 16 rows).
-constexpr size_t kSplitTileBytes = size_t(1) << 20;
+// The split's token chunks hold at least this many tokens (or all of T), else the f32 path runs: each
+// chunk packs all of W again, which 64 rows of products repay.
+constexpr int kSplitMinTokens = 64;
 size_t align64(size_t b) { return (b + 63) & ~size_t(63); }
 
-// hi[i] = bf16(x[i]), lo[i] = bf16(x[i] - hi[i]): both exact for f16 values x (the top of the file)
-void split_input(uint16_t* hi, uint16_t* lo, const float* x, size_t n) {
-  const int64_t chunks = int64_t((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (chunks >= 16)
-  for (int64_t c = 0; c < chunks; ++c) {
-    alignas(64) float r[kChunk];
-    const size_t i0 = size_t(c) * kChunk, m = std::min(kChunk, n - i0);
-    const float* xc = x + i0;
-    avx512::f32_to_half(true, hi + i0, r, xc, m);
-    for (size_t i = 0; i < m; ++i) r[i] = xc[i] == r[i] ? 0.0f : xc[i] - r[i];  // ±Inf: 0, not NaN
-    avx512::f32_to_half(true, lo + i0, nullptr, r, m);
-  }
-}
+// The copies of x's (and W's) parts along K: 2 for bf16 values, else 4 (the top of the file).
+int split_parts(const WeightView& w) { return w.bf16_values ? 2 : 4; }
 
-// dst = the bf16 bits of n f16 values that are all bf16s (through f32: exact both ways)
-void f16_to_bf16(uint16_t* dst, const uint16_t* src, size_t n) {
-  const int64_t chunks = int64_t((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (chunks >= 16)
-  for (int64_t c = 0; c < chunks; ++c) {
-    alignas(64) float r[kChunk];
-    const size_t i0 = size_t(c) * kChunk, m = std::min(kChunk, n - i0);
-    avx512::half_to_f32(false, r, src + i0, m);
-    avx512::f32_to_half(true, dst + i0, nullptr, r, m);
-  }
-}
-
-// The scratch layout of the split: [hi; lo] (2T, IC) bf16, then `rows` weight rows in bf16, then
-// the (2T, rows) f32 products.
-size_t split_bytes(int T, int IC, int rows) {
-  return align64(4 * size_t(T) * IC) + align64(2 * size_t(rows) * IC) + 8 * size_t(T) * rows;
-}
-
-void split_forward(float* out, const float* x, const WeightView& w, int T, char* tile, int tile_rows) {
-  const int IC = w.cols, OC = w.rows;
-  const size_t n = size_t(T) * IC;
-  auto* xs = reinterpret_cast<uint16_t*>(tile);
-  auto* wt = reinterpret_cast<uint16_t*>(tile + align64(4 * n));
-  auto* yt = reinterpret_cast<float*>(tile + align64(4 * n) + align64(2 * size_t(tile_rows) * IC));
-  split_input(xs, xs + n, x, n);
-  const auto* w16 = static_cast<const uint16_t*>(w.data);
-  for (int o0 = 0; o0 < OC; o0 += tile_rows) {
-    const int rows = std::min(tile_rows, OC - o0);
-    f16_to_bf16(wt, w16 + size_t(o0) * IC, size_t(rows) * IC);
-    gemm_bf16(false, true, 2 * T, rows, IC, 1.0f, xs, IC, wt, IC, 0.0f, yt, rows);
-#pragma omp parallel for schedule(static) if (int64_t(T) * rows >= 65536)
-    for (int t = 0; t < T; ++t) {
-      const float *a = yt + size_t(t) * rows, *b = yt + size_t(T + t) * rows;
-      float* y = out + size_t(t) * OC + o0;
-      for (int j = 0; j < rows; ++j) y[j] = a[j] + b[j];
+// xs (T, parts · IC): x's rows split, hi = bf16(x) and lo = bf16(x - hi), both exact for f16 values
+// (the top of the file), each k step of 32 as [hi, lo] (parts 2) or [hi, hi, lo, lo] (parts 4), to
+// match amx::gemm_f16_split's op(B). Returns whether any x is ±Inf.
+bool split_input(uint16_t* xs, const float* x, int T, int IC, int parts) {
+  bool inf = false;
+#pragma omp parallel for schedule(static) reduction(|| : inf) if (int64_t(T) * IC >= 32768)
+  for (int t = 0; t < T; ++t) {
+    alignas(64) uint16_t hi[kChunk], lo[kChunk];
+    uint16_t* r = xs + size_t(t) * parts * IC;
+    for (int i0 = 0; i0 < IC; i0 += int(kChunk)) {
+      const int n = std::min(int(kChunk), IC - i0);
+      inf = avx512::bf16_split(hi, lo, x + size_t(t) * IC + i0, size_t(n)) || inf;
+      for (int k = 0; k < n; k += 32) {
+        uint16_t* d = r + size_t(i0 + k) * parts;
+        const int h = parts / 2;  // copies of each part
+        for (int c = 0; c < h; ++c) std::copy(hi + k, hi + k + 32, d + 32 * c);
+        for (int c = 0; c < h; ++c) std::copy(lo + k, lo + k + 32, d + 32 * (h + c));
+      }
     }
   }
+  return inf;
 }
 
-}  // namespace
-
-int half_split_rows(const WeightView& w, int T, size_t tile_bytes) {
-  if (w.kind != WeightKind::F16 || !w.bf16_values || T <= 0 || cpu_isa() != Isa::Avx512 || !amx_bf16_kernels())
-    return 0;
-  const int IC = w.cols, OC = w.rows;
-  // + 128: the rounding up of the tile's offset to 64 bytes and of the weight section's end (each < 64)
-  const size_t fixed = split_bytes(T, IC, 0) + 128;
-  if (tile_bytes <= fixed) return 0;
-  size_t rows = (tile_bytes - fixed) / (2 * size_t(IC) + 8 * size_t(T));
-  rows = std::min({rows, std::max(kSplitTileBytes / (2 * size_t(IC)), size_t(16)), size_t(OC)});
-  if (rows < size_t(OC)) rows -= rows % 16;
-  return rows >= 16 || rows == size_t(OC) ? int(rows) : 0;
-}
-
-void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,
-                  size_t tile_bytes) {
-  const int IC = w.cols, OC = w.rows;
-  const auto* w16 = static_cast<const uint16_t*>(w.data);
-  if (w.kind == WeightKind::BF16) {
-    LT_CHECK(x16, "linear_forward: a bf16 weight needs the input's bf16 bits (LinearInput::x16)");
-    gemm_bf16(false, true, T, OC, IC, 1.0f, x16, IC, w16, IC, 0.0f, out, OC);
-    return;
-  }
-  LT_ASSERT(w.kind == WeightKind::F16 && tile);
-  if (const int rows = half_split_rows(w, T, tile_bytes)) {
-    const auto at = reinterpret_cast<uintptr_t>(tile);
-    return split_forward(out, x, w, T, static_cast<char*>(tile) + (align64(at) - at), rows);
-  }
-  auto* t32 = static_cast<float*>(tile);
+// out (T, OC) = x · Wᵀ with W widened to f32 kHalfTileRows rows at a time into t32
+void widened_forward(float* out, const float* x, const uint16_t* w16, int T, int IC, int OC, float* t32) {
   const int team = omp_get_max_threads();
   for (int o0 = 0; o0 < OC; o0 += kHalfTileRows) {
     const int rows = std::min(kHalfTileRows, OC - o0);
@@ -134,6 +84,43 @@ void half_forward(float* out, const float* x, const uint16_t* x16, const WeightV
     half_to_f32(DType::F16, t32, w16 + size_t(o0) * IC, size_t(rows) * IC);
     gemm_f32(false, true, T, rows, IC, 1.0f, x, IC, t32, IC, 0.0f, out + o0, OC);
   }
+}
+
+}  // namespace
+
+int half_split_tokens(const WeightView& w, int T, size_t tile_bytes) {
+  if (w.kind != WeightKind::F16 || T <= 0 || w.cols % 32 || cpu_isa() != Isa::Avx512 || !amx_bf16_kernels())
+    return 0;
+  const size_t per_token = 2 * size_t(split_parts(w)) * w.cols;  // + 64: the rounding up of the tile's offset
+  const size_t fit = tile_bytes > 64 ? (tile_bytes - 64) / per_token : 0;
+  return fit >= size_t(std::min(T, kSplitMinTokens)) ? int(std::min(fit, size_t(T))) : 0;
+}
+
+void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,
+                  size_t tile_bytes) {
+  const int IC = w.cols, OC = w.rows;
+  const auto* w16 = static_cast<const uint16_t*>(w.data);
+  if (w.kind == WeightKind::BF16) {
+    LT_CHECK(x16, "linear_forward: a bf16 weight needs the input's bf16 bits (LinearInput::x16)");
+    gemm_bf16(false, true, T, OC, IC, 1.0f, x16, IC, w16, IC, 0.0f, out, OC);
+    return;
+  }
+  LT_ASSERT(w.kind == WeightKind::F16 && tile);
+  if (const int chunk = half_split_tokens(w, T, tile_bytes)) {  // token chunks: W packed once a chunk
+    const auto at = reinterpret_cast<uintptr_t>(tile);
+    auto* xs = reinterpret_cast<uint16_t*>(static_cast<char*>(tile) + (align64(at) - at));
+    const int parts = split_parts(w);
+    for (int t0 = 0; t0 < T; t0 += chunk) {
+      const int n = std::min(chunk, T - t0);
+      const float* xc = x + size_t(t0) * IC;
+      float* yc = out + size_t(t0) * OC;
+      // an infinite x times a zero W_lo would give NaN where x·w is ±Inf: such a chunk widens W
+      if (split_input(xs, xc, n, IC, parts) && parts == 4) widened_forward(yc, xc, w16, n, IC, OC, static_cast<float*>(tile));
+      else amx::gemm_f16_split(n, OC, IC, parts, xs, parts * IC, w16, IC, yc, OC);
+    }
+    return;
+  }
+  widened_forward(out, x, w16, T, IC, OC, static_cast<float*>(tile));
 }
 
 void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,

@@ -59,10 +59,10 @@ void for_row_slices(int rows, int team, Fn fn) {
 // dw += dyᵀ·x.
 void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,
                   size_t tile_bytes);
-// The weight rows per tile of the bf16 split of an F16 forward on T tokens (WeightView::bf16_values,
-// AMX bf16 at the avx512 level), or 0 where it does not run (then the f32 path does): the split
-// needs more of the tile than the widening, so a small tile leaves it out.
-int half_split_rows(const WeightView& w, int T, size_t tile_bytes);
+// The tokens per chunk of the bf16 split of an F16 forward on T tokens with tile_bytes of tile (AMX
+// bf16 at the avx512 level, IC a multiple of 32; x's parts take 4 or 8 bytes per element of x), or 0
+// where it does not run (then the f32 path does): a tile too small for 64 tokens (or T) leaves it out.
+int half_split_tokens(const WeightView& w, int T, size_t tile_bytes);
 void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,
                    int T, void* dy, float* tile);
 
