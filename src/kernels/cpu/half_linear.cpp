@@ -37,9 +37,6 @@ namespace lt::cpu {
 namespace {
 
 constexpr size_t kChunk = 2048;  // elements converted at a time through an L1 buffer
-// The split's token chunks hold at least this many tokens (or all of T), else the f32 path runs: each
-// chunk packs all of W again, which 64 rows of products repay.
-constexpr int kSplitMinTokens = 64;
 size_t align64(size_t b) { return (b + 63) & ~size_t(63); }
 
 // The copies of x's (and W's) parts along K: 2 for bf16 values, else 4 (the top of the file).
@@ -89,11 +86,11 @@ void widened_forward(float* out, const float* x, const uint16_t* w16, int T, int
 }  // namespace
 
 int half_split_tokens(const WeightView& w, int T, size_t tile_bytes) {
-  if (w.kind != WeightKind::F16 || T <= 0 || w.cols % 32 || cpu_isa() != Isa::Avx512 || !amx_bf16_kernels())
-    return 0;
+  if (w.kind != WeightKind::F16 || w.cols % 32 || cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) return 0;
+  const int least = w.bf16_values ? kSplitMinTokensBf16 : kSplitMinTokens;
   const size_t per_token = 2 * size_t(split_parts(w)) * w.cols;  // + 64: the rounding up of the tile's offset
   const size_t fit = tile_bytes > 64 ? (tile_bytes - 64) / per_token : 0;
-  return fit >= size_t(std::min(T, kSplitMinTokens)) ? int(std::min(fit, size_t(T))) : 0;
+  return T >= least && fit >= size_t(least) ? int(std::min(fit, size_t(T))) : 0;
 }
 
 void half_forward(float* out, const float* x, const uint16_t* x16, const WeightView& w, int T, void* tile,

@@ -61,7 +61,10 @@ void half_forward(float* out, const float* x, const uint16_t* x16, const WeightV
                   size_t tile_bytes);
 // The tokens per chunk of the bf16 split of an F16 forward on T tokens with tile_bytes of tile (AMX
 // bf16 at the avx512 level, IC a multiple of 32; x's parts take 4 or 8 bytes per element of x), or 0
-// where it does not run (then the f32 path does): a tile too small for 64 tokens (or T) leaves it out.
+// where it does not run (then the f32 path does): fewer tokens than the least below, or a tile too
+// small for that many, leave it out. Each chunk packs all of W again, which the split repays from
+// 64 tokens (four products per weight) or 8 (bf16 values: two); measured on the ~1B shape, 2 threads.
+inline constexpr int kSplitMinTokens = 64, kSplitMinTokensBf16 = 8;
 int half_split_tokens(const WeightView& w, int T, size_t tile_bytes);
 void half_backward(float* dx, float* dw, const float* dout, const float* x, const uint16_t* x16, const WeightView& w,
                    int T, void* dy, float* tile);
