@@ -122,15 +122,17 @@ TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
 }
 
 // gemm_bf16_appended (AMX) against gemm_bf16 on the concatenations it stands for, [A | A2 | 0] and
-// [op(B); op(B2); 0]: the same k steps in the same order, so the same bits (slices of K accumulate
-// through C exactly where the blocks are whole; the cases with partial blocks keep K in one slice).
+// [op(B); op(B2); 0]: the same k steps in the same order, so the same bits (slices and sub-slices of K
+// accumulate through C exactly, whole blocks and part blocks alike, wherever they end: K = 896 splits
+// into 4 sub-slices of 7 steps and the tail, its concatenation's 29 steps into 8, 8, 8 and 5).
 TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
   if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 1);
   struct App { int M, N, K, K2; bool tb; float beta; };
   for (const App& t : {App{64, 64, 64, 16, true, 0}, App{100, 70, 576, 16, true, 1}, App{2048, 48, 96, 1, false, 0},
-                       App{64, 64, 1088, 32, true, 1}, App{64, 96, 1088, 7, false, 0}, App{90, 576, 192, 16, false, 1}}) {
+                       App{64, 64, 1088, 32, true, 1}, App{64, 96, 1088, 7, false, 0}, App{90, 576, 192, 16, false, 1},
+                       App{100, 70, 896, 16, true, 1}, App{64, 96, 960, 7, false, 0}}) {  // sub-slices of K
     const int Kc = t.K + 32;
     Aligned<uint16_t> A(size_t(t.M) * t.K), A2(size_t(t.M) * t.K2), Acat(size_t(t.M) * Kc);
     Aligned<uint16_t> B(size_t(t.N) * t.K), B2(size_t(t.N) * t.K2), Bcat(size_t(t.N) * Kc);
@@ -172,7 +174,7 @@ TEST(GemmBf16, LoraRankTermIsItsThreeSteps) {
   struct Lf { int M, N, K, R, lda; };
   for (bool fwd : {true, false})
     for (const Lf& t : {Lf{64, 64, 64, 16, 64}, Lf{96, 576, 576, 16, 608}, Lf{128, 48, 1536, 32, 1600},
-                        Lf{64, 1200, 96, 1, 160}, Lf{256, 40, 2048, 16, 2080}})
+                        Lf{64, 1200, 96, 1, 160}, Lf{256, 40, 2048, 16, 2080}, Lf{96, 100, 896, 16, 928}})
       for (int threads : {1, 2}) {
         // A (M, lda): K columns of A, then (backward) room for xa16 at column K
         const int lda = fwd ? t.lda : std::max(t.lda, (t.K + t.R + 31) / 32 * 32);

@@ -38,6 +38,13 @@ using u32 = uint32_t;
 
 constexpr int kBlock = 32;   // rows and columns of C per micro-kernel call
 constexpr int kMaxKc = 1024;  // K per packed slice
+// A slice of more than kWholeSteps k steps (a 32-row block of op(A) over it: 40 KiB) is split evenly
+// into sub-slices of at most kSubSteps: a block's sub-slice (<= 16 KiB) stays in L1 while it meets
+// every 32-column block of the packed panel streaming from L2, and the C blocks it accumulates on
+// stay in L2 between sub-slices. A whole slice of up to 1024 (a 64 KiB block) did not fit L1 beside
+// the B stream (a Xeon with 48 KiB of L1d: Qwen2.5-0.5B-shaped GEMMs 12-18% faster, its bf16 LoRA
+// step 6-7%); SmolLM2's K = 576 (36 KiB) ran as fast or faster whole.
+constexpr int kSubSteps = 8, kWholeSteps = 20;
 constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc × nc bf16 (L2)
 constexpr size_t kABytes = size_t(kBlock) * (kMaxKc + 32) * 2;  // a packed 32-row block of op(A), + a tail step
 constexpr int kMaxLoraK = 8192;  // gemm_bf16_lora's inner dimension at most
@@ -270,10 +277,12 @@ void pack_b_split(u16* dst, const Problem& p, int k0, int kc, int n0, int cols, 
   }
 }
 
-// C block (m0, n0) of rows × cols from the packed slice at k0: straight into C where the block is
-// whole and alpha is 1 (beta 1 or a later slice: accumulate on C; beta 0: overwrite), else through
-// a (32 × 32) buffer, C = alpha · P + beta · C (first slice; beta 0 never reads C) or C += alpha · P.
-// The k steps of one slice: `steps` of A, then `tail_steps` (0 or 1) of the appended product's A.
+// C block (m0, n0) of rows × cols from the packed (sub-)slice at k0. Where alpha is 1 (and on the
+// first slice beta is 0 or 1) the tiles continue C's sums: loaded from C (beta 1 or a later slice) or
+// zeroed (beta 0), a part block through a (32 × 32) buffer, so the bits do not depend on where the
+// slices end. Else through the buffer, C = alpha · P + beta · C (first slice; beta 0 never reads C)
+// or C += alpha · P. The k steps of one slice: `steps` of A, then `tail_steps` (0 or 1) of the
+// appended product's A.
 struct SliceA {
   ATiles a, tail;
   int steps, tail_steps;
@@ -281,18 +290,26 @@ struct SliceA {
 
 void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, const SliceA& s, const u16* b0,
            const u16* b1) {
-  const bool first = k0 == 0;
-  if (rows == kBlock && cols == kBlock && p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f))
-    return micro_kernel(p.C + size_t(m0) * p.ldc + n0, p.ldc, !first || p.beta != 0.0f, s.a, b0, b1, s.steps, s.tail,
-                        s.tail_steps);
+  const bool first = k0 == 0, load = !first || p.beta != 0.0f;
+  float* c = p.C + size_t(m0) * p.ldc + n0;
+  if (p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f)) {  // the tiles continue C's sums
+    if (rows == kBlock && cols == kBlock)
+      return micro_kernel(c, p.ldc, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
+    alignas(64) float t[kBlock * kBlock];
+    if (load)
+      for (int i = 0; i < rows; ++i) std::copy(c + size_t(i) * p.ldc, c + size_t(i) * p.ldc + cols, t + i * kBlock);
+    micro_kernel(t, kBlock, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
+    for (int i = 0; i < rows; ++i) std::copy(t + i * kBlock, t + i * kBlock + cols, c + size_t(i) * p.ldc);
+    return;
+  }
   alignas(64) float t[kBlock * kBlock];
   micro_kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
   for (int i = 0; i < rows; ++i) {
-    float* c = p.C + size_t(m0 + i) * p.ldc + n0;
+    float* ci = c + size_t(i) * p.ldc;
     const float* v = t + i * kBlock;
-    if (!first) for (int j = 0; j < cols; ++j) c[j] += p.alpha * v[j];
-    else if (p.beta == 0.0f) for (int j = 0; j < cols; ++j) c[j] = p.alpha * v[j];
-    else for (int j = 0; j < cols; ++j) c[j] = p.alpha * v[j] + p.beta * c[j];
+    if (!first) for (int j = 0; j < cols; ++j) ci[j] += p.alpha * v[j];
+    else if (p.beta == 0.0f) for (int j = 0; j < cols; ++j) ci[j] = p.alpha * v[j];
+    else for (int j = 0; j < cols; ++j) ci[j] = p.alpha * v[j] + p.beta * ci[j];
   }
 }
 
@@ -372,16 +389,27 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
         const bool in_place = direct && rows == kBlock;
-        SliceA s{{buf.a, 32, 1024, 512}, {buf.a + size_t(in_place ? 0 : steps) * 1024, 32, 1024, 512}, steps, tail};
-        if (in_place) s.a = ATiles{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
-        else pack_a(buf.a, p.a, m0, rows, k0, kc);
-        if (tail && p.l.p && n == nb0 * kBlock) lora_rows(p, buf.l, m0);  // the rows' first use
-        if (tail) pack_a(const_cast<u16*>(s.tail.p), p.a2, m0, rows, 0, p.K2);
-        const int calls = (cols + kBlock - 1) / kBlock;
-        for (int j = 0; j < cols; j += kBlock) {
-          if (mb + 1 < mb1) prefetch_a(p.a, p.M, m0 + kBlock, k0, kc, j / kBlock, calls);
-          const u16* b0 = buf.b + size_t(j / 16) * stride * 512;
-          block(p, m0, rows, n + j, std::min(kBlock, cols - j), k0, s, b0, b0 + size_t(stride) * 512);
+        // a slice of more than kWholeSteps split evenly into sub-slices of at most kSubSteps
+        const int subs = steps > kWholeSteps ? (steps + kSubSteps - 1) / kSubSteps : 1;
+        const int per = (steps + subs - 1) / subs;
+        for (int s0 = 0; s0 < steps; s0 += per) {  // A's sub-slices, each over all of the panel's columns
+          const int sub = std::min(per, steps - s0), ks = k0 + s0 * 32, kcs = std::min(sub * 32, kc - s0 * 32);
+          const int t = s0 + sub == steps ? tail : 0;
+          SliceA sa{{buf.a, 32, 1024, 512}, {buf.a + size_t(in_place ? 0 : sub) * 1024, 32, 1024, 512}, sub, t};
+          if (in_place) sa.a = ATiles{p.a.p + size_t(m0) * p.a.ld + ks, p.a.ld, 32, size_t(16) * p.a.ld};
+          else pack_a(buf.a, p.a, m0, rows, ks, kcs);
+          if (t && p.l.p && n == nb0 * kBlock) lora_rows(p, buf.l, m0);  // the rows' first use
+          if (t) pack_a(const_cast<u16*>(sa.tail.p), p.a2, m0, rows, 0, p.K2);
+          // the next sub-slice's A into L2 meanwhile: this block's, else the next block's first
+          const bool more = s0 + sub < steps;
+          const int nm0 = more ? m0 : m0 + kBlock, nks = more ? ks + sub * 32 : k0;
+          const int nkc = more ? std::min(per * 32, kc - (s0 + sub) * 32) : std::min(per * 32, kc);
+          const int calls = (cols + kBlock - 1) / kBlock;
+          for (int j = 0; j < cols; j += kBlock) {
+            if (more || mb + 1 < mb1) prefetch_a(p.a, p.M, nm0, nks, nkc, j / kBlock, calls);
+            const u16* b0 = buf.b + (size_t(j / 16) * stride + s0) * 512;
+            block(p, m0, rows, n + j, std::min(kBlock, cols - j), ks, sa, b0, b0 + size_t(stride) * 512);
+          }
         }
       }
     }
