@@ -36,7 +36,8 @@ struct SplitCase {
   std::vector<uint16_t> w16, x16;
   std::vector<float> x;
   bool bf16_w;  // the weight's values are all bf16s
-  SplitCase(int t, int ic, int oc, unsigned seed, bool bf16_weights = true) : T(t), IC(ic), OC(oc), bf16_w(bf16_weights) {
+  SplitCase(int t, int ic, int oc, unsigned seed, bool bf16_weights = true)
+      : T(t), IC(ic), OC(oc), bf16_w(bf16_weights) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> n(0.0f, 0.5f);
     for (size_t i = 0; i < size_t(OC) * IC; ++i) {

@@ -112,7 +112,8 @@ void half_forward(float* out, const float* x, const uint16_t* x16, const WeightV
       const float* xc = x + size_t(t0) * IC;
       float* yc = out + size_t(t0) * OC;
       // an infinite x times a zero W_lo would give NaN where x·w is ±Inf: such a chunk widens W
-      if (split_input(xs, xc, n, IC, parts) && parts == 4) widened_forward(yc, xc, w16, n, IC, OC, static_cast<float*>(tile));
+      if (split_input(xs, xc, n, IC, parts) && parts == 4)
+        widened_forward(yc, xc, w16, n, IC, OC, static_cast<float*>(tile));
       else amx::gemm_f16_split(n, OC, IC, parts, xs, parts * IC, w16, IC, yc, OC);
     }
     return;
