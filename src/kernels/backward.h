@@ -135,6 +135,10 @@ struct TrainOps {
                              float loss_scale);
   // rope_backward with the angles' cos / sin from Ops::rope_table (ops.h): rope_backward's bits.
   void (*rope_apply_backward)(float* dx, const float* cos_sin, int T, int NH, int HS, bool interleaved);
+  // swiglu_backward with gate and up in bf16 (gate16, up16: the saved or replayed roundings): the bits of
+  // swiglu_backward on their widened values; dgate and dup may not alias the inputs.
+  void (*swiglu_backward_bf16)(float* dgate, float* dup, const float* dout, const uint16_t* gate16,
+                               const uint16_t* up16, int T, int F);
 };
 
 // The ds_bytes with which attention_backward (elem_bytes 4) or attention_backward_bf16 (2) keeps
@@ -174,6 +178,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* v, const float* out, const float* lse, const int* doc_start, int T, int NH,
                         int NKV, int HS, void* ds_rows, size_t ds_bytes);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int F);
+void swiglu_backward_bf16(float* dgate, float* dup, const float* dout, const uint16_t* gate16, const uint16_t* up16,
+                          int T, int F);
 void matmul_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
 void linear_backward_input(float* dx, const float* dout, int T, const LinearWeights& w, const LinearScratch& s);

@@ -147,6 +147,18 @@ struct LinearInput {
   int T = 0;
 };
 
+// The outputs of a Llama MLP's gate and up linears and its SwiGLU in one pass (Ops::gate_up_swiglu),
+// each (T, F), row stride F; g and u are the two products' sums rounded to bf16 (their values, in f32).
+struct GluOutputs {
+  uint16_t* h16 = nullptr;     // bf16(silu(g) · u): always written
+  float* h = nullptr;          // the same values in f32, or null
+  uint16_t* gate16 = nullptr;  // bf16(g), or null
+  uint16_t* up16 = nullptr;    // bf16(u), or null
+  float* gate = nullptr;       // g, or null
+  float* up = nullptr;         // u, or null
+  int F = 0;
+};
+
 // Scratch of one call, parts sized by the functions below; a part the call does not use may be null.
 struct LinearScratch {
   void* tile = nullptr;          // >= linear_tile_bytes(): dequantized or widened weight rows, LLM.int8 activations

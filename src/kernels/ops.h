@@ -99,6 +99,15 @@ struct Ops {
   // round_half(t, h16, h, h) in sequence.
   void (*swiglu_forward_half)(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16,
                               float* up, uint16_t* up16, int T, int F);
+
+  // A Llama MLP's gate and up linears and its SwiGLU in one pass, for BF16 weights without a bias and
+  // a plain bf16 LoRA (LoraView::bf16) on both or on neither: the bits of linear_forward for each
+  // (xa_gate, xa_up as its xa) and of swiglu_forward_half(BF16, ...) after them, for the outputs o
+  // asks for (kernels/linear.h GluOutputs: g and u rounded; never the products unrounded). s is
+  // linear_forward's, dy at least linear_dy_bytes(BF16, T, lora_cat_cols(F, gate's R)). Returns
+  // false, computing nothing, where the table has no such pass for the shape; null where it has none.
+  bool (*gate_up_swiglu)(const GluOutputs& o, float* xa_gate, float* xa_up, const LinearInput& in,
+                         const LinearWeights& gate, const LinearWeights& up, const LinearScratch& s) = nullptr;
 };
 
 const Ops& ops_ref();  // scalar reference: the specification (src/kernels/ref/)

@@ -71,6 +71,12 @@ void matmul_forward(float* out, const float* x, const float* w, const float* bia
   prof::Scope s("matmul_forward", 0, 0);
   g_in->matmul_forward(out, x, w, bias, T, IC, OC);
 }
+bool gate_up_swiglu(const GluOutputs& o, float* xa_g, float* xa_u, const LinearInput& in, const LinearWeights& g,
+                    const LinearWeights& u, const LinearScratch& sc) {
+  prof::Scope s("gate_up_swiglu", 0, 0);  // its GEMM (the SwiGLU its epilogue) records itself
+  return g_in->gate_up_swiglu(o, xa_g, xa_u, in, g, u, sc);
+}
+
 void linear_forward(float* out, float* xa, const LinearInput& in, const LinearWeights& w, const LinearScratch& sc) {
   prof::Scope s("linear_forward", 0, 0);  // the GEMMs inside record themselves
   g_in->linear_forward(out, xa, in, w, sc);
@@ -124,6 +130,12 @@ bool attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
   return g_tin->attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, doc_start, T, NH, NKV, HS, ds_rows,
                                         ds_bytes);
 }
+void swiglu_backward_bf16(float* dgate, float* dup, const float* dout, const uint16_t* gate16, const uint16_t* up16,
+                          int T, int Fd) {
+  prof::Scope s("swiglu_backward", 12.0 * T * Fd, (3.0 * F + 4.0) * T * Fd);
+  g_tin->swiglu_backward_bf16(dgate, dup, dout, gate16, up16, T, Fd);
+}
+
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int T, int Fd) {
   prof::Scope s("swiglu_backward", 12.0 * T * Fd, 5.0 * F * T * Fd);
   g_tin->swiglu_backward(dgate, dup, dout, gate, up, T, Fd);
@@ -171,6 +183,7 @@ const Ops& ops_profiled(const Ops& inner) {
   t.matmul_forward = matmul_forward;
   t.matmul_rows = matmul_rows;
   t.linear_forward = linear_forward;
+  if (inner.gate_up_swiglu) t.gate_up_swiglu = gate_up_swiglu;
   t.add_inplace = add_inplace;
   return t;
 }
@@ -189,6 +202,7 @@ const TrainOps& train_ops_profiled(const TrainOps& inner) {
   if (inner.attention_train_forward_bf16) t.attention_train_forward_bf16 = attention_train_forward_bf16;
   if (inner.attention_backward_bf16) t.attention_backward_bf16 = attention_backward_bf16;
   t.swiglu_backward = swiglu_backward;
+  t.swiglu_backward_bf16 = swiglu_backward_bf16;
   t.matmul_backward = matmul_backward;
   t.linear_backward_input = linear_backward_input;
   t.linear_backward_weight = linear_backward_weight;

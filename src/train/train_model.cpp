@@ -1200,6 +1200,13 @@ struct LinearRunner {
     if (L.mag) dora_weight_norm(L.norm, w.w, w.lora);  // DoRA: this step's norm, a constant for the backward
     ops.linear_forward(out, xa[size_t(L.p)], {x, x16, N}, w, scratch);
   }
+  // gate and up (Ops::gate_up_swiglu) and the SwiGLU after them in one pass; false: not here
+  bool gate_up(const GluOutputs& o, const float* x, const uint16_t* x16, const Linear& g, const Linear& u,
+               float* const* xa, uint64_t step) const {
+    if (!ops.gate_up_swiglu || g.mag || u.mag) return false;
+    return ops.gate_up_swiglu(o, xa[size_t(g.p)], xa[size_t(u.p)], {x, x16, N}, weights(g, step), weights(u, step),
+                              scratch);
+  }
   // dx (N, in) += dout·W + s·((dout·B)·A)∘mask ; dW, db, dA, dB accumulate when present
   void backward(float* dx, const float* dout, const float* x, const uint16_t* x16, const Linear& L, float* const* xa,
                 uint64_t step) const {
@@ -1329,6 +1336,15 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   }
   ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
   store(a.xn2_h, a.xn2, d.C);
+  // the fused pass writes only what is read: h16 for down (h in f32 too where down's LoRA reads it: not
+  // bf16 LoRA), and the 16-bit gate and up the backward reads (swiglu_backward_bf16) unless the
+  // backward replays this MLP (h itself is always recomputed from them: recompute_layers)
+  const Linear& down_l = lin(Proj::Down);
+  const bool h32 = down_l.A && !lr.weights(down_l, step).lora.bf16, gu16 = (parts & 4) || !(recompute_[l] & 2);
+  const GluOutputs glu{a.h_h, h32 ? a.h : nullptr, gu16 ? a.gate_h : nullptr, gu16 ? a.up_h : nullptr, nullptr,
+                       nullptr, d.F};
+  if (fused_act && lr.gate_up(glu, a.xn2, a.xn2_h, lin(Proj::Gate), lin(Proj::Up), a.xa, step)) {
+  } else {
   lr.forward(a.gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);
   lr.forward(a.up, a.xn2, a.xn2_h, lin(Proj::Up), a.xa, step);
   if (fused_act) {  // a replay leaves gate and up rounded in f32 for the backward, a first pass unrounded
@@ -1338,6 +1354,7 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
     store(a.gate_h, a.gate, d.F);  // bf16: rounded in place, so the activation sees what the backward will
     store(a.up_h, a.up, d.F);
     mlp_act();
+  }
   }
   const Linear& down = lin(Proj::Down);
   if ((parts & 4) && !d.sandwich && !down.mag) {  // a replay: res[l + 1] is saved; the backward needs
@@ -1387,14 +1404,20 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   const float* d_down = d.sandwich ? post_norm_backward(d_post_ffn_norm_[l], a.down_out, post_ffn_norm_[l], a.rstd_pf)
                                    : d_res_;
   lr.backward(d_h_, d_down, a.h, a.h_h, lin(Proj::Down), a.xa, step);
-  // gate and up: in f32 already, left there by the replay that recomputed h (recompute_layers).
-  // d_up overwrites d_h and d_gate the gate activation in place (each element of both is read
-  // before it is written; nothing reads the gate after this). (d_gate written over h instead made
-  // the pass three times slower on a 2-vCPU Zen 4.)
+  // gate and up: in bf16 (saved, or left by the replay; bf16 training), else in f32, left there by
+  // the replay that recomputed h (recompute_layers). From f32, d_up overwrites d_h and d_gate the gate
+  // activation in place (each element of both is read before it is written; nothing reads the gate
+  // after this). (d_gate written over h instead made the pass three times slower on a 2-vCPU Zen 4.)
   float* d_up = d_h_;
   float* d_gate = a.gate;
-  if (cfg_.mlp_act == MlpAct::GeluTanh) t.geglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
-  else t.swiglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
+  if (cfg_.mlp_act == MlpAct::GeluTanh) {
+    t.geglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
+  } else if (half_ == DType::BF16 && a.gate_h && a.up_h && t.swiglu_backward_bf16) {  // from the 16-bit gate and up (the bits of the
+    d_up = a.up;                                             // rounded f32 ones), into gate and up's f32
+    t.swiglu_backward_bf16(d_gate, d_up, d_h_, a.gate_h, a.up_h, N, d.F);
+  } else {
+    t.swiglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
+  }
   std::memset(d_xn_, 0, NC * sizeof(float));
   load(a.xn2_h, a.xn2, d.C);
   lr.backward(d_xn_, d_gate, a.xn2, a.xn2_h, lin(Proj::Gate), a.xa, step);

@@ -4,6 +4,8 @@
 // after accumulation; "written" outputs are pre-filled with garbage. Also: two runs give identical
 // bits, and the attention kernels give identical bits on 1 thread and on all threads.
 #include <gtest/gtest.h>
+
+#include "core/dtype.h"
 #include <omp.h>
 
 #include <algorithm>
@@ -385,6 +387,26 @@ TEST_P(KernelTrainCpu, SwigluBackwardInPlaceGivesTheSameBits) {
       t->swiglu_backward(dg2.data(), io.data(), io.data(), g.data(), u.data(), T, F);
       EXPECT_EQ(0, std::memcmp(dg.data(), dg2.data(), n * sizeof(float))) << "dgate F=" << F;
       EXPECT_EQ(0, std::memcmp(du.data(), io.data(), n * sizeof(float))) << "dup F=" << F;
+    }
+  }
+}
+
+// From bf16 gate and up (the bf16 step's saved roundings): swiglu_backward's bits on the widened
+// values, in each table (cpu at this ISA level, ref); F = 5000 crosses chunks, 13 leaves a tail.
+TEST_P(KernelTrainCpu, SwigluBackwardFromBf16IsItsBitsOnTheWidenedValues) {
+  for (int F : {1, 13, 67, 5000}) {
+    const int T = F > 1000 ? 5 : 37;
+    const size_t n = size_t(T) * F;
+    auto g = random_vec(n, 67, -12, 12), u = random_vec(n, 68, -2, 2), d = random_vec(n, 69);
+    std::vector<uint16_t> g16(n), u16(n);
+    for (size_t i = 0; i < n; ++i) g16[i] = f32_to_bf16(g[i]), u16[i] = f32_to_bf16(u[i]), g[i] = bf16_to_f32(g16[i]),
+                                   u[i] = bf16_to_f32(u16[i]);
+    for (const TrainOps* t : {&tcpu(), &tref()}) {
+      VecF dg(n, 9.0f), du(n, 9.0f), dg2(n, -9.0f), du2(n, -9.0f);
+      t->swiglu_backward(dg.data(), du.data(), d.data(), g.data(), u.data(), T, F);
+      t->swiglu_backward_bf16(dg2.data(), du2.data(), d.data(), g16.data(), u16.data(), T, F);
+      EXPECT_EQ(0, std::memcmp(dg.data(), dg2.data(), n * sizeof(float))) << t->name << " dgate F=" << F;
+      EXPECT_EQ(0, std::memcmp(du.data(), du2.data(), n * sizeof(float))) << t->name << " dup F=" << F;
     }
   }
 }

@@ -88,7 +88,8 @@ TEST(PlanLedger, ArenasEqualThePlanAndEveryPlannedByteIsUsed) {
       {"lora", "every", 2, 8, 0.1f, "fp4", false, "bf16"},
       // 64 tokens: on AMX the larger model's bf16 LoRA appends its rank-r operands in the GEMM and
       // plans no lora.wcat (lora_wcat_bytes), the smaller's (sizes not multiples of 32) concatenates
-      {"lora", "none", 2, 32, 0, "none", false, "bf16"}};
+      {"lora", "none", 2, 32, 0, "none", false, "bf16"}, {"lora", "every", 2, 32, 0, "none", false, "bf16"},
+      {"lora", "mlp", 2, 32, 0, "none", false, "bf16"}, {"lora", "attention", 2, 32, 0, "none", false, "bf16"}};
   int configs = 0;
   for (const auto& mc : sizes) {
     RandomModel rm(mc);

@@ -11,20 +11,7 @@
 namespace lt::cpu::avx512 {
 
 namespace {
-
-inline __m256i bf16_round(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  // NaN: the top half with the quiet bit set
-  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
-inline __m512 bf16_widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-
+#include "kernels/cpu/bf16_round_avx512.inc"
 }  // namespace
 
 void f32_to_half(bool bf16, uint16_t* dst16, float* dst32, const float* src, size_t n) {

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/linear.h"
+
 namespace lt::cpu {
 
 // Row-major BLAS-like GEMM: C (M, N) = alpha * op(A) · op(B) + beta * C, where op(A) is (M, K)
@@ -46,13 +48,27 @@ struct LoraRankTerm {
   int ld16;
   const uint16_t* B2;         // op(B2) (R, N), transposed as B is; row stride ldb2
   int ldb2;
+  // xa's columns R1.. into xa_b (M, R - R1) instead, xa then (M, R1) (gemm_bf16_glu: two adapters' xa)
+  int R1 = 0;
+  float* xa_b = nullptr;
 };
+
+// gemm_bf16_glu's epilogue: rows m0 .. m0 + rows of a finished (32-column) block of C, c (row stride
+// ldc) holding gate's columns f0 .. f0 + 16 and then up's, into the outputs (kernels_avx512.cpp).
+using GluEpilogue = void (*)(const GluOutputs& o, int m0, int rows, int f0, const float* c, int ldc);
+namespace avx512 {
+void swiglu_glu_block(const GluOutputs& o, int m0, int rows, int f0, const float* c, int ldc);
+}
 
 namespace amx {
 // gemm_bf16_lora's product and its condition (below)
 bool lora_fuses(int M, int K, int R, const uint16_t* A, int lda);
 void gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                     const LoraRankTerm& r, float beta, float* C, int ldc);
+// gemm_bf16_glu's product and its condition (below)
+bool glu_fuses(int M, int F, int K, const uint16_t* A, int lda);
+void gemm_bf16_glu(int M, int F, int K, const uint16_t* A, int lda, const uint16_t* Wg, const uint16_t* Wu, int ldw,
+                   const LoraRankTerm* r, const GluOutputs& o, GluEpilogue epi);
 }  // namespace amx
 
 // C (M, N) = A · op(B) + A2 · op(B2) + beta · C with A (M, K), A2 (M, K2) stored untransposed and B,
@@ -74,6 +90,16 @@ bool gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, in
 // up to 8192, R <= 32, A's rows on 64-byte lines): returns false, computing nothing, elsewhere.
 bool gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                     const LoraRankTerm& r, float beta, float* C, int ldc);
+
+// Two linears sharing their input, g = A·Wgᵀ (+ the rank term's gate columns) and u = A·Wuᵀ, as one
+// product whose columns interleave Wg's and Wu's rows 16 at a time (packed so, no copy), each
+// finished 32-column block [g 16 | u 16] of C handed to epi while in cache (never written to memory).
+// With r (two adapters' rank terms side by side: op(L) = [Ag; Au]ᵀ, R = Rg + Ru, R1 = Rg, B2 in the
+// interleaved order with gate rows [s·Bg | 0] and up rows [0 | s·Bu]) each column's sums are those of
+// gemm_bf16_lora for its own adapter, the other's columns adding exact zeros. Only on the AMX path
+// (as gemm_bf16_lora, and F a multiple of 16, K <= 1024): returns false, computing nothing, elsewhere.
+bool gemm_bf16_glu(int M, int F, int K, const uint16_t* A, int lda, const uint16_t* Wg, const uint16_t* Wu, int ldw,
+                   const LoraRankTerm* r, const GluOutputs& o, GluEpilogue epi);
 
 // The linear-layer shape: out (T, OC) = x (T, IC) · w (OC, IC)ᵀ (no bias). beta = 1 accumulates.
 void linear_f32(float* out, const float* x, const float* w, int T, int IC, int OC, float beta = 0.0f);

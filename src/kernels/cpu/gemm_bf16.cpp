@@ -174,4 +174,18 @@ bool gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int ld
   return true;
 }
 
+bool gemm_bf16_glu(int M, int F, int K, const uint16_t* A, int lda, const uint16_t* Wg, const uint16_t* Wu, int ldw,
+                   const LoraRankTerm* r, const GluOutputs& o, GluEpilogue epi) {
+  const int R = r ? r->R : 0, N = 2 * F;
+  if (F <= 0 || !(cpu_isa() == Isa::Avx512 && amx_bf16_kernels() && M >= kAmxMinRows) ||
+      !amx::glu_fuses(M, F, K, A, lda) || (r && !amx::lora_fuses(M, K, R, A, lda)))
+    return false;
+  prof::Scope prof_scope("gemm_bf16_glu", 2.0 * M * (N + R) * K + 2.0 * M * N * R,  // (the epilogue inside)
+                         2.0 * (double(M) * (K + R) + double(K + R) * N + double(R) * K) + 4.0 * M * R +
+                             2.0 * M * F * (1 + (o.gate16 != nullptr) + (o.up16 != nullptr)) +
+                             4.0 * M * F * ((o.h != nullptr) + (o.gate != nullptr) + (o.up != nullptr)));
+  amx::gemm_bf16_glu(M, F, K, A, lda, Wg, Wu, ldw, r, o, epi);
+  return true;
+}
+
 }  // namespace lt::cpu

@@ -49,6 +49,8 @@ constexpr size_t kPanelBytes = size_t(1) << 20;  // a packed panel of op(B): kc 
 constexpr size_t kABytes = size_t(kBlock) * (kMaxKc + 32) * 2;  // a packed 32-row block of op(A), + a tail step
 constexpr int kMaxLoraK = 8192;  // gemm_bf16_lora's inner dimension at most
 constexpr size_t kLoraBytes = size_t(kMaxLoraK) * kBlock * 2;  // its packed op(L) (K × 32 bf16)
+constexpr int kGluCols = 1024;  // gemm_bf16_glu: columns per panel at most, its C row block (32 × them, f32) in L2
+constexpr int kGluLd = kGluCols + 16;  // the row block's row stride: rows 4 KiB apart would share L1's sets
 
 #include "kernels/cpu/amx_tile_config.inc"
 
@@ -129,9 +131,15 @@ void pack_a(u16* dst, Op a, int m0, int rows, int k0, int kc) {
 
 // op(B) rows k0 .. k0 + kc, columns n0 .. n0 + cols into dst: per 16 columns and k step of 32, a B
 // tile (16 pair rows × 16 columns × 2), zeros past kc / cols; a column group's tiles `stride` steps
-// apart, these at steps first.. (an appended product's after the main one's).
-void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols, int stride, int first) {
+// apart, these at steps first.. (an appended product's after the main one's). With odd (op(B) stored
+// (N, K), n0 a multiple of 32: gemm_bf16_glu) op(B)'s columns interleave two stored matrices 16 at a
+// time: group g of the columns from n0 is b's (g even) or odd's (g odd) rows n0 / 2 + g / 2 · 16 ...
+void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols, int stride, int first, const u16* odd = nullptr) {
   const int steps = round_up(kc, 32) / 32, groups = round_up(cols, kBlock) / 16;
+  auto row = [&](int g, int c) {  // the stored row of op(B)'s column n0 + g · 16 + c
+    if (!odd) return b.p + size_t(n0 + g * 16 + c) * b.ld;
+    return (g % 2 ? odd : b.p) + size_t(n0 / 2 + g / 2 * 16 + c) * b.ld;
+  };
   for (int g = 0; g < groups; ++g)
     for (int s = 0; s < steps; ++s) {
       u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * stride + first + s) * 512);
@@ -152,14 +160,13 @@ void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols, int stride, int fi
                                                            : _mm512_setzero_si512());
         }
       } else if (b.trans && nc == 16 && nk == 32 && b.ld % 2 == 0) {  // stored (N, K): a transpose of k pairs
-        const u16* src = b.p + size_t(n0 + g * 16) * b.ld + k0 + s * 32;
+        const u16* src = row(g, 0) + k0 + s * 32;
         transpose_16x16_u32(d, 16, reinterpret_cast<const u32*>(src), b.ld / 2);
       } else if (b.trans) {
         alignas(64) u32 t[16 * 16];
         for (int c = 0; c < 16; ++c) {
-          const __m512i row = c < nc ? load_row32(b.p + size_t(n0 + g * 16 + c) * b.ld + k0 + s * 32, nk)
-                                     : _mm512_setzero_si512();
-          _mm512_store_si512(t + c * 16, row);
+          const __m512i r = c < nc ? load_row32(row(g, c) + k0 + s * 32, nk) : _mm512_setzero_si512();
+          _mm512_store_si512(t + c * 16, r);
         }
         transpose_16x16_u32(d, 16, t, 16);
       }
@@ -189,11 +196,27 @@ inline void k_step(ATiles a, int i, const u16* b0, const u16* b1, int s) {
   _tile_dpbf16ps(3, 5, 7);
 }
 
+// gemm_bf16_glu: a finished block's epilogue, run a few rows at a time between the k steps of the
+// next block's tile products (the vector units idle while the tiles multiply: the SwiGLU's exp and
+// divide after the product cost a third of it)
+struct Deferred {
+  GluEpilogue epi = nullptr;
+  const GluOutputs* o = nullptr;
+  const float* c = nullptr;
+  int ldc = 0, m0 = 0, rows = 0, f0 = 0, done = 0;
+  void run(int n) {
+    n = std::min(n, rows - done);
+    if (n <= 0) return;
+    epi(*o, m0 + done, n, f0, c + size_t(done) * ldc, ldc);
+    done += n;
+  }
+};
+
 // Tiles 0-3 = (32 × 32) C block over `steps` k steps of A, then `tail_steps` of the appended
 // product's A (tail), and two packed B column groups (b0, b1) holding both; accumulators zeroed or
-// loaded from c (row stride ldc floats), stored to c.
+// loaded from c (row stride ldc floats), stored to c. d: another block's epilogue, spread over the steps.
 void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps, ATiles tail,
-                  int tail_steps) {
+                  int tail_steps, Deferred* d = nullptr) {
   const int stride = ldc * 4;
   if (load_c) {
     _tile_loadd(0, c, stride);
@@ -206,8 +229,16 @@ void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const
     _tile_zero(2);
     _tile_zero(3);
   }
-  for (int s = 0; s < steps; ++s) k_step(a, s, b0, b1, s);
-  for (int s = 0; s < tail_steps; ++s) k_step(tail, s, b0, b1, steps + s);
+  const int per = d ? (d->rows - d->done + steps + tail_steps - 1) / std::max(1, steps + tail_steps) : 0;
+  for (int s = 0; s < steps; ++s) {
+    k_step(a, s, b0, b1, s);
+    if (d) d->run(per);
+  }
+  for (int s = 0; s < tail_steps; ++s) {
+    k_step(tail, s, b0, b1, steps + s);
+    if (d) d->run(per);
+  }
+  if (d) d->run(kBlock);
   _tile_stored(0, c, stride);
   _tile_stored(1, c + 16, stride);
   _tile_stored(2, c + size_t(16) * ldc, stride);
@@ -232,6 +263,14 @@ struct Problem {
   // wparts (2 or 4) times, packed straight from w as its bf16 split's hi or lo parts (pack_b_split)
   Op w{};
   int wparts = 0;
+  // lora_rows: xa's columns R1.. into xa_b (LoraRankTerm)
+  int R1 = 0;
+  float* xa_b = nullptr;
+  // gemm_bf16_glu: op(B)'s odd column groups from b_odd (pack_b); C's blocks accumulate in the
+  // thread's row block buffer and each finished one goes to epi (p.C unused)
+  const u16* b_odd = nullptr;
+  const GluOutputs* glu = nullptr;
+  GluEpilogue epi = nullptr;
 };
 
 // 32 f16 values at s as the bf16 split: hi = bf16(v), lo = bf16(v - hi) (0 where v == hi, as ±Inf).
@@ -288,24 +327,23 @@ struct SliceA {
   int steps, tail_steps;
 };
 
-void block(const Problem& p, int m0, int rows, int n0, int cols, int k0, const SliceA& s, const u16* b0,
-           const u16* b1) {
-  const bool first = k0 == 0, load = !first || p.beta != 0.0f;
-  float* c = p.C + size_t(m0) * p.ldc + n0;
+void block(const Problem& p, float* c, int ldc, int rows, int cols, bool first, const SliceA& s, const u16* b0,
+           const u16* b1, Deferred* d = nullptr) {
+  const bool load = !first || p.beta != 0.0f;
   if (p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f)) {  // the tiles continue C's sums
     if (rows == kBlock && cols == kBlock)
-      return micro_kernel(c, p.ldc, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
+      return micro_kernel(c, ldc, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
     alignas(64) float t[kBlock * kBlock];
     if (load)
-      for (int i = 0; i < rows; ++i) std::copy(c + size_t(i) * p.ldc, c + size_t(i) * p.ldc + cols, t + i * kBlock);
-    micro_kernel(t, kBlock, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
-    for (int i = 0; i < rows; ++i) std::copy(t + i * kBlock, t + i * kBlock + cols, c + size_t(i) * p.ldc);
+      for (int i = 0; i < rows; ++i) std::copy(c + size_t(i) * ldc, c + size_t(i) * ldc + cols, t + i * kBlock);
+    micro_kernel(t, kBlock, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
+    for (int i = 0; i < rows; ++i) std::copy(t + i * kBlock, t + i * kBlock + cols, c + size_t(i) * ldc);
     return;
   }
   alignas(64) float t[kBlock * kBlock];
-  micro_kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps);
+  micro_kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
   for (int i = 0; i < rows; ++i) {
-    float* ci = c + size_t(i) * p.ldc;
+    float* ci = c + size_t(i) * ldc;
     const float* v = t + i * kBlock;
     if (!first) for (int j = 0; j < cols; ++j) ci[j] += p.alpha * v[j];
     else if (p.beta == 0.0f) for (int j = 0; j < cols; ++j) ci[j] = p.alpha * v[j];
@@ -317,23 +355,26 @@ struct Buffers {
   u16* a = nullptr;
   u16* b = nullptr;
   u16* l = nullptr;  // gemm_bf16_lora's packed op(l): two column groups over all of K
+  float* c = nullptr;  // gemm_bf16_glu's row block of C (32 × kGluCols, row stride kGluLd)
 };
 
 Buffers& thread_buffers() {
   struct Owned {
     Buffers b;
-    ~Owned() { std::free(b.a), std::free(b.b), std::free(b.l); }
+    ~Owned() { std::free(b.a), std::free(b.b), std::free(b.l), std::free(b.c); }
   };
   thread_local Owned o;
   if (!o.b.a) {
     o.b.a = static_cast<u16*>(std::aligned_alloc(64, kABytes));
     o.b.b = static_cast<u16*>(std::aligned_alloc(64, kPanelBytes));
     o.b.l = static_cast<u16*>(std::aligned_alloc(64, kLoraBytes));
+    o.b.c = static_cast<float*>(std::aligned_alloc(64, size_t(kBlock) * kGluLd * 4));
     // touched whole now: the memory plan's baseline probe (which runs every GEMM variant once)
     // then measures the pages a step will use
     std::memset(o.b.a, 0, kABytes);
     std::memset(o.b.b, 0, kPanelBytes);
     std::memset(o.b.l, 0, kLoraBytes);
+    std::memset(o.b.c, 0, size_t(kBlock) * kGluLd * 4);
   }
   return o.b;
 }
@@ -356,20 +397,26 @@ void blocking(Problem& p);
 
 // gemm_bf16_lora: rows m0 .. m0 + 32 of xa = a · op(l), block by block as gemm_bf16(false,
 // trans_l, M, K2, K, 1, a, lda, l, ldl, 0, xa, K2) computes them (the same slices of K and block(),
-// a read in place, op(l) packed whole at pl: its bits), then rounded into a2's rows.
+// a read in place, op(l) packed whole at pl: its bits), then rounded into a2's rows; with xa_b its
+// columns R1.. go there.
 void lora_rows(const Problem& p, const u16* pl, int m0) {
-  Problem q{p.a, p.l, p.M, p.K2, p.K, {}, {}, 0, 1.0f, 0.0f, p.xa, p.K2, 0, 0};
+  Problem q{p.a, p.l, p.M, p.K2, p.K, {}, {}, 0, 1.0f, 0.0f, nullptr, kBlock, 0, 0};
   blocking(q);
+  alignas(64) float t[kBlock * kBlock];
   const int ksteps = p.K / 32;
   for (int k0 = 0; k0 < p.K; k0 += q.kc) {
     const int steps = std::min(q.kc, p.K - k0) / 32;
     const ATiles a{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
     const SliceA s{a, a, steps, 0};
-    block(q, m0, kBlock, 0, p.K2, k0, s, pl + size_t(k0 / 32) * 512, pl + size_t(ksteps + k0 / 32) * 512);
+    block(q, t, kBlock, kBlock, p.K2, k0 == 0, s, pl + size_t(k0 / 32) * 512, pl + size_t(ksteps + k0 / 32) * 512);
   }
-  for (int i = 0; i < kBlock; ++i)
-    avx512::f32_to_half(true, const_cast<u16*>(p.a2.p) + size_t(m0 + i) * p.a2.ld, nullptr,
-                        p.xa + size_t(m0 + i) * p.K2, size_t(p.K2));
+  const int R1 = p.xa_b ? p.R1 : p.K2;
+  for (int i = 0; i < kBlock; ++i) {
+    const float* ti = t + i * kBlock;
+    std::copy(ti, ti + R1, p.xa + size_t(m0 + i) * R1);
+    if (p.xa_b) std::copy(ti + R1, ti + p.K2, p.xa_b + size_t(m0 + i) * (p.K2 - R1));
+    avx512::f32_to_half(true, const_cast<u16*>(p.a2.p) + size_t(m0 + i) * p.a2.ld, nullptr, ti, size_t(p.K2));
+  }
 }
 
 // Rows [mb0, mb1) × columns [nb0, nb1) of C in 32-blocks, all of K.
@@ -384,7 +431,7 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
       const int kc = std::min(p.kc, p.K - k0), steps = round_up(kc, 32) / 32;
       const int tail = k0 + kc >= p.K && p.K2 > 0 ? 1 : 0, stride = steps + tail;  // the appended step: last slice
       if (p.wparts) pack_b_split(buf.b, p, k0, kc, n, cols, stride);
-      else pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0);
+      else pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0, p.b_odd);
       if (tail) pack_b(buf.b, p.b2, 0, p.K2, n, cols, stride, steps);
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
@@ -405,11 +452,20 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
           const int nm0 = more ? m0 : m0 + kBlock, nks = more ? ks + sub * 32 : k0;
           const int nkc = more ? std::min(per * 32, kc - (s0 + sub) * 32) : std::min(per * 32, kc);
           const int calls = (cols + kBlock - 1) / kBlock;
+          const bool glu_last = p.epi && s0 + sub == steps;  // gemm_bf16_glu: the blocks are finished
+          Deferred d;  // (the block before this one's epilogue)
           for (int j = 0; j < cols; j += kBlock) {
             if (more || mb + 1 < mb1) prefetch_a(p.a, p.M, nm0, nks, nkc, j / kBlock, calls);
             const u16* b0 = buf.b + (size_t(j / 16) * stride + s0) * 512;
-            block(p, m0, rows, n + j, std::min(kBlock, cols - j), ks, sa, b0, b0 + size_t(stride) * 512);
+            // gemm_bf16_glu: C's row block in the thread's buffer (one slice of K), each block to the
+            // epilogue after its last sub-slice
+            float* c = p.epi ? buf.c + j : p.C + size_t(m0) * p.ldc + n + j;
+            const int ldc = p.epi ? kGluLd : p.ldc;
+            block(p, c, ldc, rows, std::min(kBlock, cols - j), ks == 0, sa, b0, b0 + size_t(stride) * 512,
+                  d.c ? &d : nullptr);
+            if (glu_last) d = Deferred{p.epi, p.glu, c, ldc, m0, rows, (n + j) / 2, 0};
           }
+          if (d.c) d.run(kBlock);
         }
       }
     }
@@ -450,6 +506,7 @@ void blocking(Problem& p) {
   p.kc = round_up((p.K + slices - 1) / slices, 32);
   const size_t step_bytes = size_t(p.kc + (p.K2 > 0 ? 32 : 0)) * 2;
   p.nc = std::max(kBlock, int(kPanelBytes / step_bytes) / kBlock * kBlock);
+  if (p.epi) p.nc = std::min(p.nc, kGluCols);
 }
 
 }  // namespace
@@ -471,7 +528,24 @@ void gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int ld
                     const LoraRankTerm& r, float beta, float* C, int ldc) {
   Problem p{{A, lda, false}, {B, ldb, trans_b}, M, N, K, {r.xa16, r.ld16, false}, {r.B2, r.ldb2, trans_b}, r.R,
             1.0f, beta, C, ldc, 0, 0};
-  p.l = Op{r.L, r.ldl, r.trans_l}, p.xa = r.xa;
+  p.l = Op{r.L, r.ldl, r.trans_l}, p.xa = r.xa, p.R1 = r.R1, p.xa_b = r.xa_b;
+  blocking(p);
+  run(p);
+}
+
+bool glu_fuses(int M, int F, int K, const uint16_t* A, int lda) {
+  return M % kBlock == 0 && F % 16 == 0 && K % 32 == 0 && K <= kMaxKc && lda % 32 == 0 &&
+         reinterpret_cast<uintptr_t>(A) % 64 == 0;
+}
+
+void gemm_bf16_glu(int M, int F, int K, const uint16_t* A, int lda, const uint16_t* Wg, const uint16_t* Wu, int ldw,
+                   const LoraRankTerm* r, const GluOutputs& o, GluEpilogue epi) {
+  Problem p{{A, lda, false}, {Wg, ldw, true}, M, 2 * F, K, {}, {}, 0, 1.0f, 0.0f, nullptr, 0, 0, 0};
+  if (r) {
+    p.a2 = Op{r->xa16, r->ld16, false}, p.b2 = Op{r->B2, r->ldb2, true}, p.K2 = r->R;
+    p.l = Op{r->L, r->ldl, r->trans_l}, p.xa = r->xa, p.R1 = r->R1, p.xa_b = r->xa_b;
+  }
+  p.b_odd = Wu, p.glu = &o, p.epi = epi;
   blocking(p);
   run(p);
 }

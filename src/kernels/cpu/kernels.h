@@ -25,6 +25,9 @@ void rope_table(float* cos_sin, const int* pos, const float* inv_freq, int T, in
 void rope_apply(float* x, const float* cos_sin, int T, int NH, int HS, bool interleaved);
 // Gemma's geglu / softcap / capped attention entries, the same for every ISA (gemma_kernels.cpp).
 void fill_gemma_ops(Ops& ops);
+// Ops::gate_up_swiglu (linear.cpp): gemm_bf16_glu with the AVX-512 SwiGLU epilogue
+bool gate_up_swiglu(const GluOutputs& o, float* xa_gate, float* xa_up, const LinearInput& in,
+                    const LinearWeights& gate, const LinearWeights& up, const LinearScratch& s);
 }  // namespace cpu
 
 }  // namespace lt

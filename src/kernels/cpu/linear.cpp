@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/decode_gemv.h"
@@ -184,6 +185,39 @@ static void lora_xa_only(float* xa, const LinearInput& in, const LinearWeights& 
     return gemm_bf16(false, true, T, R, IC, 1.0f, in.x16, IC, A16, IC, 0.0f, xa, R);
   }
   gemm_f32(false, true, T, R, IC, 1.0f, dropped(in.x, T, IC, l, s), IC, l.A, IC, 0.0f, xa, R);
+}
+
+// Ops::gate_up_swiglu: L = [bf16(Ag); bf16(Au)], B2 (2F × R) in gemm_bf16_glu's interleaved order
+// (gate rows [bf16(sg·Bg) | 0], up rows [0 | bf16(su·Bu)], as lora_forward_bf16 rounds them) and xa16
+// side by side in dy, then the one product with the SwiGLU as its epilogue.
+bool gate_up_swiglu(const GluOutputs& o, float* xa_g, float* xa_u, const LinearInput& in, const LinearWeights& g,
+                    const LinearWeights& u, const LinearScratch& s) {
+  const WeightView &Wg = g.w, &Wu = u.w;
+  const int T = in.T, IC = Wg.cols, F = Wg.rows, Rg = g.lora.rank, Ru = u.lora.rank, R = Rg + Ru;
+  if (Wg.kind != WeightKind::BF16 || Wu.kind != WeightKind::BF16 || g.bias || u.bias || !in.x16 || !o.h16 ||
+      Wu.rows != F || Wu.cols != IC || o.F != F || (Rg > 0) != (Ru > 0) || R > 32)
+    return false;
+  const auto* wg = static_cast<const uint16_t*>(Wg.data);
+  const auto* wu = static_cast<const uint16_t*>(Wu.data);
+  if (R == 0) return gemm_bf16_glu(T, F, IC, in.x16, IC, wg, wu, IC, nullptr, o, avx512::swiglu_glu_block);
+  if (!g.lora.bf16 || !u.lora.bf16 || !s.dy || !xa_g || !xa_u) return false;
+  const size_t need = size_t(R) * IC + size_t(2 * F) * R + size_t(T) * R;
+  if (need > size_t(T) * lora_cat_cols(F, Rg) || !amx::glu_fuses(T, F, IC, in.x16, IC)) return false;
+  auto* L = static_cast<uint16_t*>(s.dy);
+  uint16_t* B2 = L + size_t(R) * IC;
+  uint16_t* xa16 = B2 + size_t(2 * F) * R;
+  f32_to_half(DType::BF16, L, nullptr, g.lora.A, size_t(Rg) * IC);
+  f32_to_half(DType::BF16, L + size_t(Rg) * IC, nullptr, u.lora.A, size_t(Ru) * IC);
+  for (int n = 0; n < 2 * F; ++n) {
+    const bool up = n / 16 % 2;
+    const int f = n / 32 * 16 + n % 16, R0 = up ? Rg : 0, Rn = up ? Ru : Rg;
+    const LoraView& l = up ? u.lora : g.lora;
+    uint16_t* b = B2 + size_t(n) * R;
+    std::fill(b, b + R, uint16_t(0));
+    for (int r = 0; r < Rn; ++r) b[R0 + r] = f32_to_bf16(l.scale * l.B[size_t(f) * Rn + r]);
+  }
+  const LoraRankTerm rt{R, L, true, IC, xa_g, xa16, R, B2, R, Rg, xa_u};
+  return gemm_bf16_glu(T, F, IC, in.x16, IC, wg, wu, IC, &rt, o, avx512::swiglu_glu_block);
 }
 
 void linear_forward(Isa isa, MatmulFn f32_matmul, float* out, float* xa, const LinearInput& in,

@@ -27,6 +27,7 @@ static Ops make_ops(Isa isa) {
   ops.round_half = static_cast<void (*)(DType, uint16_t*, float*, const float*, size_t)>(cpu::f32_to_half);
   ops.widen_half = static_cast<void (*)(DType, float*, const uint16_t*, size_t)>(cpu::half_to_f32);
   cpu::fill_gemma_ops(ops);
+  ops.gate_up_swiglu = cpu::gate_up_swiglu;  // (AMX only: declines elsewhere)
   switch (isa) {
     case Isa::Scalar: ops.name = "cpu-scalar"; cpu::scalar::fill_ops(ops); break;
     case Isa::Avx2: ops.name = "cpu-avx2"; cpu::avx2::fill_ops(ops); break;

@@ -27,6 +27,7 @@ const TrainOps& train_ops_ref() {
       nullptr,  // attention_backward_bf16
       ref::lm_head_loss_bf16,
       ref::rope_apply_backward,
+      ref::swiglu_backward_bf16,
   };
   return ops;
 }
