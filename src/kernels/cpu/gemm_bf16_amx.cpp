@@ -140,8 +140,12 @@ void pack_b(u16* dst, Op b, int k0, int kc, int n0, int cols, int stride, int fi
     if (!odd) return b.p + size_t(n0 + g * 16 + c) * b.ld;
     return (g % 2 ? odd : b.p) + size_t(n0 / 2 + g / 2 * 16 + c) * b.ld;
   };
-  for (int g = 0; g < groups; ++g)
-    for (int s = 0; s < steps; ++s) {
+  // stored (K, N): k steps outer, so the rows are read along (a column group's strip down them, lines
+  // 2 KiB and more apart, ran at a third of the rate); stored (N, K): each group's rows along k
+  const int outer = b.trans ? groups : steps, inner = b.trans ? steps : groups;
+  for (int o = 0; o < outer; ++o)
+    for (int i = 0; i < inner; ++i) {
+      const int g = b.trans ? o : i, s = b.trans ? i : o;
       u32* d = reinterpret_cast<u32*>(dst + (size_t(g) * stride + first + s) * 512);
       const int nc = std::clamp(cols - g * 16, 0, 16), nk = std::min(32, kc - s * 32);
       if (!b.trans && g % 2 == 0 && cols - g * 16 >= 32 && nk == 32) {  // 32 columns × 32 k at once
