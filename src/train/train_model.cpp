@@ -1412,8 +1412,8 @@ void TrainModel::layer_backward(int l, LayerActs& a, const BatchView& b, uint64_
   float* d_gate = a.gate;
   if (cfg_.mlp_act == MlpAct::GeluTanh) {
     t.geglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);
-  } else if (half_ == DType::BF16 && a.gate_h && a.up_h && t.swiglu_backward_bf16) {  // from the 16-bit gate and up (the bits of the
-    d_up = a.up;                                             // rounded f32 ones), into gate and up's f32
+  } else if (half_ == DType::BF16 && a.gate_h && a.up_h && t.swiglu_backward_bf16) {
+    d_up = a.up;  // from the 16-bit gate and up (the rounded f32 ones' bits), into gate and up's f32
     t.swiglu_backward_bf16(d_gate, d_up, d_h_, a.gate_h, a.up_h, N, d.F);
   } else {
     t.swiglu_backward(d_gate, d_up, d_h_, a.gate, a.up, N, d.F);

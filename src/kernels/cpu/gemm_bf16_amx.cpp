@@ -12,7 +12,11 @@
 //   ranges of 32; each element of C is one thread's sum over k in a fixed order, so its bits do not
 //   depend on the thread count. gemm_bf16_appended adds a second product of inner dimension <= 32
 //   as one more k step of the last slice, packed beside the first's (no concatenated copies).
-//   Packing buffers are allocated once per thread (1.06 MiB), on the
+//   gemm_bf16_glu (a Llama MLP's gate and up, one K slice) packs op(B)'s columns from the two weights
+//   16 at a time, so each 32-column block of C holds 16 of gate's and the same 16 of up's; C's rows
+//   accumulate in a per-thread buffer, and each finished block goes to an epilogue (the SwiGLU) run a
+//   few rows at a time between the next block's tile products.
+//   Packing buffers are allocated once per thread (1.19 MiB), on the
 //   first call, which the memory plan's baseline probe makes (docs/ARCHITECTURE.md).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
