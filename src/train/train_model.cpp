@@ -594,8 +594,8 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
                         {"q", N * d.QD, 1, &Acts::q, &Acts::q_h, -1, 0},
                         {"k", N * d.KVD, 1, &Acts::k, &Acts::k_h, -1, long(N * d.QD)},
                         {"v", N * d.KVD, 1, &Acts::v, &Acts::v_h, -1, long(N * (d.QD + d.KVD))},
-                        {"att", N * d.QD, 1, &Acts::att, &Acts::att_h},
-                        {"lse", size_t(d.NH) * N, 1, &Acts::lse},
+                        {"att", N * d.QD, M::kAttentionCore, &Acts::att, &Acts::att_h},
+                        {"lse", size_t(d.NH) * N, M::kAttentionCore, &Acts::lse},
                         {"x_mid", N * d.C, 3, &Acts::x_mid},
                         {"rstd2", N, 2, &Acts::rstd2},
                         {"xn2", N * d.C, 8, &Acts::xn2, &Acts::xn2_h},
@@ -621,7 +621,11 @@ std::vector<BufferTable::Act> BufferTable::acts(const Dims& d, const std::vector
 }
 
 // Per layer, the parts of the block replayed before its backward (bit 1 attention, bit 2 MLP, bit 4
-// the MLP's h = act(gate)·up alone, bit 8 the RMSNorms' outputs xn1 and xn2 alone). Bits 4 and 8
+// the MLP's h = act(gate)·up alone, bit 8 the RMSNorms' outputs xn1 and xn2 alone). The attention's
+// own outputs (its part kAttentionCore: out and lse, (N, QD) in 16 bits and (NH, N) in f32) are never
+// replayed but saved: a replayed attention recomputes its inputs q, k, v (the backward reads them)
+// and its o projection (x_mid), not the attention itself (a SmolLM2-shaped bf16 LoRA step
+// checkpointed every layer: 4% of the step for 9% more activations). Bits 4 and 8
 // are set in every layer: h is never saved but recomputed from the saved gate and up in one
 // elementwise pass (what it costs: about 1% of a SmolLM2-shaped step; what it saves: an (N, F)
 // activation per layer, 13% of the activations); xn1 and xn2 are recomputed from the saved res[l]
@@ -1233,14 +1237,20 @@ struct BoundAttentionWorkspace {  // the planned workspace, this thread's for on
 };
 }  // namespace
 
+void TrainModel::round_qkv(LayerActs& a) {
+  if (!a.q_h) return;
+  const Dims d = dims_of(cfg_, opts_);
+  ops_.round_half(DType::BF16, a.q_h, a.q, a.q, size_t(N_) * d.QD);
+  ops_.round_half(DType::BF16, a.k_h, a.k, a.k, size_t(N_) * d.KVD);
+  ops_.round_half(DType::BF16, a.v_h, a.v, a.v, size_t(N_) * d.KVD);
+}
+
 void TrainModel::attention_forward(LayerActs& a, const int* key_start) {
   const Dims d = dims_of(cfg_, opts_);
   const BoundAttentionWorkspace bound(attn_ws_, attn_ws_bytes_);
   const float cap = cfg_.attn_softcap;
+  round_qkv(a);
   if (a.q_h) {
-    ops_.round_half(DType::BF16, a.q_h, a.q, a.q, size_t(N_) * d.QD);
-    ops_.round_half(DType::BF16, a.k_h, a.k, a.k, size_t(N_) * d.KVD);
-    ops_.round_half(DType::BF16, a.v_h, a.v, a.v, size_t(N_) * d.KVD);
     if (cap <= 0 && tops_.attention_train_forward_bf16 &&
         tops_.attention_train_forward_bf16(a.att, a.lse, a.q_h, a.k_h, a.v_h, key_start, N_, d.NH, d.NKV, d.HS))
       return;
@@ -1300,8 +1310,13 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
   ops_.rope_apply(a.q, rope_cs, N, d.NH, d.HS, il);
   ops_.rope_apply(a.k, rope_cs, N, d.NKV, d.HS, il);
   scale_queries(a.q, size_t(N) * d.QD, cfg_, l);  // yarn / longrope attention factor, query_pre_attn_scalar
-  attention_forward(a, key_start(l, b));
-  store(a.att_h, a.att, d.QD);
+  if (parts & 4) {  // a replay: the attention's out and lse are saved (kAttentionCore), q, k, v rounded
+    round_qkv(a);   // as attention_forward rounds them, out widened for the o projection's f32 reads
+    if (a.att_h) ops_.widen_half(half_, a.att, a.att_h, size_t(N) * d.QD);
+  } else {
+    attention_forward(a, key_start(l, b));
+    store(a.att_h, a.att, d.QD);
+  }
   if (d.sandwich) {  // Gemma: x_mid = x + rmsnorm(o_proj(att))
     lr.forward(a.o_out, a.att, a.att_h, lin(Proj::O), a.xa, step);
     ops_.rmsnorm_forward(a.x_mid, a.rstd_po, a.o_out, norm_weight(post_attn_norm_[l], d.C), N, d.C, cfg_.norm_eps);

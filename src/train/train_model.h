@@ -210,8 +210,12 @@ class TrainModel {
   struct BatchView {  // one micro-batch's inputs (N each)
     const int *tokens, *labels, *positions, *doc_start;
   };
-  // parts: 1 attention, 2 MLP, 4 h alone, 8 xn1 / xn2 alone
+  // parts: 1 attention, 2 MLP, 4 h alone, 8 xn1 / xn2 alone (a replay: 4 always); kAttentionCore is
+  // the attention's own outputs' part, never replayed (recompute_layers)
+  static constexpr int kAttentionCore = 16;
   void layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step, int parts = 3);
+  // bf16 attention: q, k, v rounded to bf16 in place and into their saved 16-bit copies
+  void round_qkv(LayerActs& a);
   void layer_backward(int l, LayerActs& a, const BatchView& b, uint64_t dropout_step);
   void attention_forward(LayerActs& a, const int* key_start);   // a.att, a.lse from a.q, a.k, a.v
   void attention_backward(LayerActs& a, const int* key_start);  // d_q_, d_k_, d_v_ += from d_att_

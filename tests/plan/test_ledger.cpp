@@ -214,11 +214,13 @@ TEST(PlanLedger, Llama3_8BLoraPlanMatchesAHandCalculation) {
   EXPECT_EQ(per_token_layer, 43154u);
   EXPECT_EQ(p.arena_bytes(Category::Activations), 4 * N * (L * per_token_layer + (L + 1) * C + C + 1));
   EXPECT_EQ(p.arena_bytes(Category::Recompute), 4 * N * (F + 2 * C));
-  // with checkpointing of every block, a layer keeps only its input (the residual stream)
+  // with checkpointing of every block, a layer keeps only its input (the residual stream) and its
+  // attention's output and log-sum-exp (C + NH: a replay recomputes q, k, v, not the attention)
   o.checkpointing = Checkpointing::EveryK;
   const MemoryPlan q = plan_training(m, o);
-  EXPECT_EQ(q.arena_bytes(Category::Activations), 4 * N * ((L + 1) * C + C + 1));
-  EXPECT_EQ(q.arena_bytes(Category::Recompute), 4 * N * (per_token_layer + F + 2 * C));  // one layer's set, reused
+  EXPECT_EQ(q.arena_bytes(Category::Activations), 4 * N * ((L + 1) * C + C + 1 + L * (C + NH)));
+  EXPECT_EQ(q.arena_bytes(Category::Recompute),
+            4 * N * (per_token_layer - C - NH + F + 2 * C));  // one layer's set, reused
 }
 
 TEST(PlanBudget, BadBudgetsAndProfilesSaySoPlainly) {
