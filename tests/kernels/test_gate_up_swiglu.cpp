@@ -15,12 +15,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 
@@ -141,6 +143,49 @@ TEST(GateUpSwiglu, HasTheBitsOfTheTwoLinearsAndTheSwiglu) {
   for (const Case& c : {Case{192, 64, 48, 16, 16}, Case{96, 576, 1536, 16, 16}, Case{128, 896, 160, 8, 8},
                         Case{128, 800, 1040, 4, 12}, Case{64, 128, 80, 0, 0}, Case{192, 256, 64, 16, 16}})
     for (int threads : {1, 2}) check(c, threads, rng);
+}
+
+// The epilogue alone on values the products rarely give: f32 denormals in g and u and gates that
+// make h denormal (vcvtneps2bf16 reads denormals as zero: its fast rounding must step aside),
+// zeros of both signs, ±Inf, NaN, values that round up to Inf, halfway cases; its bits against
+// swiglu_forward_half(BF16, RoundInPlace) on the same g and u, a few rows at a time as the GEMM
+// calls it.
+TEST(GateUpSwiglu, EpilogueHasSwigluForwardHalfsBitsOnEdgeValues) {
+  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "the epilogue is AVX-512 code";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float edge[] = {1e-39f, -3e-40f, 1.2e-38f, 0.0f, -0.0f, inf, -inf, nan, 3.4e38f, -3.39e38f,
+                        -95.0f, -100.0f, -89.0f, -87.5f, 1.00390625f, 1.01171875f, 2.0f, -1.5f, 7e-45f, 88.0f};
+  const int rows = 32, F = 32, ldc = 2 * 16 + 16;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> pick(0, int(std::size(edge)) - 1);
+  std::vector<float> c(size_t(rows) * ldc), g(size_t(rows) * F), u(g.size());
+  // two blocks of 16 columns (f0 = 0 and 16), each block's row [g 16 | u 16] in c
+  std::vector<uint16_t> h16(g.size(), 1), g16(g.size(), 1), u16(g.size(), 1), rh16(g.size()), rg16(g.size()),
+      ru16(g.size());
+  std::vector<float> h(g.size(), 5.0f), go(g.size(), 5.0f), uo(g.size(), 5.0f), rh(g.size());
+  const GluOutputs o{h16.data(), h.data(), g16.data(), u16.data(), go.data(), uo.data(), F};
+  for (int f0 : {0, 16}) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < 16; ++j) {
+        const float gv = edge[pick(rng)], uv = (i + j) % 3 ? edge[pick(rng)] : 0.75f;
+        c[size_t(i) * ldc + j] = gv, c[size_t(i) * ldc + 16 + j] = uv;
+        g[size_t(i) * F + f0 + j] = gv, u[size_t(i) * F + f0 + j] = uv;
+      }
+    for (int r = 0; r < rows; r += 3)
+      cpu::avx512::swiglu_glu_block(o, r, std::min(3, rows - r), f0, c.data() + size_t(r) * ldc, ldc);
+  }
+  ops_cpu().swiglu_forward_half(DType::BF16, HalfInputs::RoundInPlace, rh.data(), rh16.data(), g.data(), rg16.data(),
+                                u.data(), ru16.data(), rows, F);
+  const size_t n = g.size();
+  EXPECT_TRUE(same(h16.data(), rh16.data(), n * 2)) << "h16";
+  EXPECT_TRUE(same(h.data(), rh.data(), n * 4)) << "h";
+  EXPECT_TRUE(same(g16.data(), rg16.data(), n * 2)) << "gate16";
+  EXPECT_TRUE(same(u16.data(), ru16.data(), n * 2)) << "up16";
+  EXPECT_TRUE(same(go.data(), g.data(), n * 4)) << "gate";
+  EXPECT_TRUE(same(uo.data(), u.data(), n * 4)) << "up";
+  int denormal_h = 0;
+  for (float v : rh) denormal_h += std::fpclassify(v) == FP_SUBNORMAL;
+  EXPECT_GT(denormal_h, 0) << "no denormal h: the case does not test what it says";
 }
 
 TEST(GateUpSwiglu, DeclinesOffItsPathAndWritesNothing) {

@@ -204,19 +204,28 @@ inline void k_step(ATiles a, int i, const u16* b0, const u16* b1, int s) {
   _tile_dpbf16ps(3, 5, 7);
 }
 
-// gemm_bf16_glu: a finished block's epilogue, run a few rows at a time between the k steps of the
-// next block's tile products (the vector units idle while the tiles multiply: the SwiGLU's exp and
-// divide after the product cost a third of it)
+// gemm_bf16_glu: the epilogue of a finished row block (rows m0.., its blocks over the panel's columns
+// n .. n + cols in c), run kDeferRows rows at a time between the k steps of the next row block's
+// tile products (the vector units idle while the tiles multiply: the SwiGLU's exp and divide after
+// the product cost a third of it, and half of it with Qwen2.5's sub-slices of 7 k steps)
+constexpr int kDeferRows = 2;
 struct Deferred {
   GluEpilogue epi = nullptr;
   const GluOutputs* o = nullptr;
-  const float* c = nullptr;
-  int ldc = 0, m0 = 0, rows = 0, f0 = 0, done = 0;
-  void run(int n) {
-    n = std::min(n, rows - done);
-    if (n <= 0) return;
-    epi(*o, m0 + done, n, f0, c + size_t(done) * ldc, ldc);
-    done += n;
+  const float* c = nullptr;  // null: nothing pending
+  int ldc = 0, m0 = 0, rows = 0, n = 0, cols = 0;
+  int j = 0, r = 0;  // next: rows r.. of block j
+  void run(int k) {
+    while (k > 0 && c && j < cols) {
+      const int take = std::min(k, rows - r);
+      epi(*o, m0 + r, take, (n + j) / 2, c + size_t(r) * ldc + j, ldc);
+      r += take, k -= take;
+      if (r == rows) r = 0, j += kBlock;
+    }
+  }
+  void finish() {
+    run(kBlock * kGluCols);
+    c = nullptr;
   }
 };
 
@@ -237,16 +246,14 @@ void micro_kernel(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const
     _tile_zero(2);
     _tile_zero(3);
   }
-  const int per = d ? (d->rows - d->done + steps + tail_steps - 1) / std::max(1, steps + tail_steps) : 0;
   for (int s = 0; s < steps; ++s) {
     k_step(a, s, b0, b1, s);
-    if (d) d->run(per);
+    if (d) d->run(kDeferRows);
   }
   for (int s = 0; s < tail_steps; ++s) {
     k_step(tail, s, b0, b1, steps + s);
-    if (d) d->run(per);
+    if (d) d->run(kDeferRows);
   }
-  if (d) d->run(kBlock);
   _tile_stored(0, c, stride);
   _tile_stored(1, c + 16, stride);
   _tile_stored(2, c + size_t(16) * ldc, stride);
@@ -363,7 +370,7 @@ struct Buffers {
   u16* a = nullptr;
   u16* b = nullptr;
   u16* l = nullptr;  // gemm_bf16_lora's packed op(l): two column groups over all of K
-  float* c = nullptr;  // gemm_bf16_glu's row block of C (32 × kGluCols, row stride kGluLd)
+  float* c = nullptr;  // gemm_bf16_glu's row blocks of C, two (32 × kGluCols, row stride kGluLd)
 };
 
 Buffers& thread_buffers() {
@@ -376,13 +383,13 @@ Buffers& thread_buffers() {
     o.b.a = static_cast<u16*>(std::aligned_alloc(64, kABytes));
     o.b.b = static_cast<u16*>(std::aligned_alloc(64, kPanelBytes));
     o.b.l = static_cast<u16*>(std::aligned_alloc(64, kLoraBytes));
-    o.b.c = static_cast<float*>(std::aligned_alloc(64, size_t(kBlock) * kGluLd * 4));
+    o.b.c = static_cast<float*>(std::aligned_alloc(64, size_t(2 * kBlock) * kGluLd * 4));
     // touched whole now: the memory plan's baseline probe (which runs every GEMM variant once)
     // then measures the pages a step will use
     std::memset(o.b.a, 0, kABytes);
     std::memset(o.b.b, 0, kPanelBytes);
     std::memset(o.b.l, 0, kLoraBytes);
-    std::memset(o.b.c, 0, size_t(kBlock) * kGluLd * 4);
+    std::memset(o.b.c, 0, size_t(2 * kBlock) * kGluLd * 4);
   }
   return o.b;
 }
@@ -441,8 +448,10 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
       if (p.wparts) pack_b_split(buf.b, p, k0, kc, n, cols, stride);
       else pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0, p.b_odd);
       if (tail) pack_b(buf.b, p.b2, 0, p.K2, n, cols, stride, steps);
+      Deferred d;  // gemm_bf16_glu: the row block before this one's epilogue (its C buffer the other one)
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
+        float* cb = p.epi ? buf.c + size_t(mb % 2) * kBlock * kGluLd : nullptr;
         const bool in_place = direct && rows == kBlock;
         // a slice of more than kWholeSteps split evenly into sub-slices of at most kSubSteps
         const int subs = steps > kWholeSteps ? (steps + kSubSteps - 1) / kSubSteps : 1;
@@ -460,22 +469,22 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
           const int nm0 = more ? m0 : m0 + kBlock, nks = more ? ks + sub * 32 : k0;
           const int nkc = more ? std::min(per * 32, kc - (s0 + sub) * 32) : std::min(per * 32, kc);
           const int calls = (cols + kBlock - 1) / kBlock;
-          const bool glu_last = p.epi && s0 + sub == steps;  // gemm_bf16_glu: the blocks are finished
-          Deferred d;  // (the block before this one's epilogue)
           for (int j = 0; j < cols; j += kBlock) {
             if (more || mb + 1 < mb1) prefetch_a(p.a, p.M, nm0, nks, nkc, j / kBlock, calls);
             const u16* b0 = buf.b + (size_t(j / 16) * stride + s0) * 512;
-            // gemm_bf16_glu: C's row block in the thread's buffer (one slice of K), each block to the
-            // epilogue after its last sub-slice
-            float* c = p.epi ? buf.c + j : p.C + size_t(m0) * p.ldc + n + j;
+            // gemm_bf16_glu: C's row block in one of the thread's two buffers (one slice of K)
+            float* c = p.epi ? cb + j : p.C + size_t(m0) * p.ldc + n + j;
             const int ldc = p.epi ? kGluLd : p.ldc;
             block(p, c, ldc, rows, std::min(kBlock, cols - j), ks == 0, sa, b0, b0 + size_t(stride) * 512,
                   d.c ? &d : nullptr);
-            if (glu_last) d = Deferred{p.epi, p.glu, c, ldc, m0, rows, (n + j) / 2, 0};
           }
-          if (d.c) d.run(kBlock);
+        }
+        if (p.epi) {  // this row block finished: the one before's epilogue done, this one's pending
+          d.finish();
+          d = Deferred{p.epi, p.glu, cb, kGluLd, m0, rows, n, cols};
         }
       }
+      d.finish();
     }
   }
 }

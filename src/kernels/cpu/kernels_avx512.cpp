@@ -35,7 +35,7 @@ void swiglu_glu_block(const GluOutputs& o, int m0, int rows, int f0, const float
   for (int i = 0; i < rows; ++i) {
     const float* ci = c + size_t(i) * ldc;
     const size_t at = size_t(m0 + i) * o.F + f0;
-    const __m256i g16 = bf16_round(_mm512_loadu_ps(ci)), u16 = bf16_round(_mm512_loadu_ps(ci + 16));
+    const __m256i g16 = bf16_round_fast(_mm512_loadu_ps(ci)), u16 = bf16_round_fast(_mm512_loadu_ps(ci + 16));
     _mm512_store_ps(g, bf16_widen(g16));
     _mm512_store_ps(u, bf16_widen(u16));
     if (o.gate16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.gate16 + at), g16);
@@ -43,7 +43,7 @@ void swiglu_glu_block(const GluOutputs& o, int m0, int rows, int f0, const float
     if (o.gate) _mm512_storeu_ps(o.gate + at, _mm512_load_ps(g));
     if (o.up) _mm512_storeu_ps(o.up + at, _mm512_load_ps(u));
     V::store(h, silu_mul(V::load(g), V::load(u)));
-    const __m256i h16 = bf16_round(_mm512_load_ps(h));
+    const __m256i h16 = bf16_round_fast(_mm512_load_ps(h));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.h16 + at), h16);
     if (o.h) _mm512_storeu_ps(o.h + at, bf16_widen(h16));
   }
