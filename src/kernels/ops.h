@@ -94,9 +94,9 @@ struct Ops {
   // SwiGLU in mixed precision (t: BF16 or F16) fused with the roundings around it, one pass over
   // (T, F): gate and up (f32) are rounded into gate16 and up16 (HalfInputs::Round: the f32 values
   // left as they are; RoundInPlace: replaced by the rounded ones), or (Widen) gate16 and up16 are
-  // widened into gate and up. Then h = silu(g) · u on the rounded values, rounded into h16, with h
-  // holding the rounded value: the bits of round_half / widen_half, swiglu_forward and
-  // round_half(t, h16, h, h) in sequence.
+  // widened into gate and up (each may then be null: not written). Then h = silu(g) · u on the
+  // rounded values, rounded into h16, with h (null: not written) holding the rounded value: the bits
+  // of round_half / widen_half, swiglu_forward and round_half(t, h16, h, h) in sequence.
   void (*swiglu_forward_half)(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16,
                               float* up, uint16_t* up16, int T, int F);
 

@@ -58,8 +58,9 @@ void swiglu_forward(float* out, const float* gate, const float* up, int T, int F
 void swiglu_forward_half(DType t, HalfInputs in, float* h, uint16_t* h16, float* gate, uint16_t* gate16, float* up,
                          uint16_t* up16, int T, int Fd) {
   // reads f32 gate, up or their 16-bit copies, writes the other form (in place: both), h and h16
-  const double n = double(T) * Fd, io = 2 * F + 2 * 2 + (in == HalfInputs::RoundInPlace ? 2 * F : 0);
-  prof::Scope s("swiglu_forward_half", 6.0 * n, (io + F + 2) * n);
+  const double n = double(T) * Fd;
+  const double io = (gate ? F : 0) + (up ? F : 0) + 2 * 2 + (in == HalfInputs::RoundInPlace ? 2 * F : 0);
+  prof::Scope s("swiglu_forward_half", 6.0 * n, (io + (h ? F : 0) + 2) * n);
   g_in->swiglu_forward_half(t, in, h, h16, gate, gate16, up, up16, T, Fd);
 }
 void matmul_rows(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC) {

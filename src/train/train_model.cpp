@@ -1340,8 +1340,11 @@ void TrainModel::layer_forward(int l, LayerActs& a, const BatchView& b, uint64_t
       ops_.rmsnorm_forward(a.xn2, a.rstd2, a.x_mid, norm_weight(ffn_norm_[l], d.C), N, d.C, cfg_.norm_eps);
       store(a.xn2_h, a.xn2, d.C);
     }
-    if (parts & 4 && fused_act) {  // h again from the saved gate and up, left in f32 for the backward
-      ops_.swiglu_forward_half(half_, HalfInputs::Widen, a.h, a.h_h, a.gate, a.gate_h, a.up, a.up_h, N, d.F);
+    if (parts & 4 && fused_act) {  // h16 again from the saved gate and up, these left in f32 for a
+      // backward that reads f32 (h in f32: the backward widens h16 itself)
+      float* g32 = half_ == DType::BF16 && tops_.swiglu_backward_bf16 ? nullptr : a.gate;
+      float* u32 = g32 ? a.up : nullptr;
+      ops_.swiglu_forward_half(half_, HalfInputs::Widen, nullptr, a.h_h, g32, a.gate_h, u32, a.up_h, N, d.F);
     } else if (parts & 4) {  // (recompute_layers)
       if (a.gate_h) ops_.widen_half(half_, a.gate, a.gate_h, size_t(N) * d.F);
       if (a.up_h) ops_.widen_half(half_, a.up, a.up_h, size_t(N) * d.F);

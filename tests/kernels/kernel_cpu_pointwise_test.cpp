@@ -81,7 +81,8 @@ TEST_P(KernelCpuPointwise, RopeFromTableEqualsRopeForward) {
 // swiglu_forward_half (the mixed-precision MLP's one pass) against the same table's unfused
 // sequence: round_half (or widen_half) of gate and up, swiglu_forward, round_half of h, in bf16
 // and f16, each treatment of the inputs, sizes past the pieces and the parallel threshold; bits
-// equal. HalfInputs::Round leaves the f32 gate and up as they were.
+// equal. HalfInputs::Round leaves the f32 gate and up as they were; h, and with Widen gate and up,
+// may be null.
 TEST_P(KernelCpuPointwise, SwigluHalfEqualsTheUnfusedSequence) {
   auto same = [](const auto& a, const auto& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
@@ -123,6 +124,12 @@ TEST_P(KernelCpuPointwise, SwigluHalfEqualsTheUnfusedSequence) {
           EXPECT_TRUE(same(u16f, u16w)) << tag << " up16";
           EXPECT_TRUE(same(gf, in == HalfInputs::Round ? g : gw)) << tag << " gate";
           EXPECT_TRUE(same(uf, in == HalfInputs::Round ? u : uw)) << tag << " up";
+          // h16 alone: h null (any treatment), and with Widen gate and up null too
+          std::vector<uint16_t> h16n(n, 4), g16n = g16f, u16n = u16f;
+          std::vector<float> gn = widen ? std::vector<float>() : g, un = widen ? std::vector<float>() : u;
+          o->swiglu_forward_half(t, in, nullptr, h16n.data(), widen ? nullptr : gn.data(), g16n.data(),
+                                 widen ? nullptr : un.data(), u16n.data(), T, F);
+          EXPECT_TRUE(same(h16n, h16w)) << tag << " h16 without h" << (widen ? ", gate, up" : "");
         }
 }
 

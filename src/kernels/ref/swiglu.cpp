@@ -26,10 +26,13 @@ void swiglu_forward_half(DType t, HalfInputs in, float* h, uint16_t* h16, float*
     round_half(t, up16, u.data(), up, n);
     if (in == HalfInputs::RoundInPlace) std::copy(g.begin(), g.end(), gate), std::copy(u.begin(), u.end(), up);
   } else {
-    widen_half(t, gate, gate16, n);
-    widen_half(t, up, up16, n);
-    g.assign(gate, gate + n), u.assign(up, up + n);
+    widen_half(t, g.data(), gate16, n);
+    widen_half(t, u.data(), up16, n);
+    if (gate) std::copy(g.begin(), g.end(), gate);
+    if (up) std::copy(u.begin(), u.end(), up);
   }
+  std::vector<float> own;
+  if (!h) own.resize(n), h = own.data();
   swiglu_forward(h, g.data(), u.data(), T, F);
   round_half(t, h16, h, h, n);
 }
