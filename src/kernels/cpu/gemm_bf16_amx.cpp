@@ -15,8 +15,8 @@
 //   gemm_bf16_glu (a Llama MLP's gate and up, one K slice) packs op(B)'s columns from the two weights
 //   16 at a time, so each 32-column block of C holds 16 of gate's and the same 16 of up's; C's rows
 //   accumulate in a per-thread buffer, and each finished block goes to an epilogue (the SwiGLU) run a
-//   few rows at a time between the next block's tile products.
-//   Packing buffers are allocated once per thread (1.19 MiB), on the
+//   few rows at a time between the tile products of the next row block (two C buffers).
+//   Packing buffers are allocated once per thread (1.33 MiB), on the
 //   first call, which the memory plan's baseline probe makes (docs/ARCHITECTURE.md).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
