@@ -133,12 +133,13 @@ void check(const Case& c, int threads, std::mt19937& rng) {
       << tag << " outputs not asked for are written";
 }
 
-bool amx_here() { return cpu_isa() == Isa::Avx512 && amx_bf16_kernels(); }
+bool packed_here() { return cpu_isa() == Isa::Avx512 && cpu::packed_bf16_kernels(); }
 
 }  // namespace
 
 TEST(GateUpSwiglu, HasTheBitsOfTheTwoLinearsAndTheSwiglu) {
-  if (!amx_here()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0, LEANTUNE_ISA below avx512)";
+  if (!packed_here())
+    GTEST_SKIP() << "no packed bf16 kernels (no AMX nor AVX512-BF16, LEANTUNE_PACKED_BF16=0, ISA below avx512)";
   std::mt19937 rng(11);
   for (const Case& c : {Case{192, 64, 48, 16, 16}, Case{96, 576, 1536, 16, 16}, Case{128, 896, 160, 8, 8},
                         Case{128, 800, 1040, 4, 12}, Case{64, 128, 80, 0, 0}, Case{192, 256, 64, 16, 16}})
@@ -220,5 +221,5 @@ TEST(GateUpSwiglu, DeclinesOffItsPathAndWritesNothing) {
   })) << "LoRA with dropout";
   EXPECT_TRUE(declines(Case{64, 64, 64, 16, 0}, none)) << "LoRA on gate alone";
   EXPECT_TRUE(declines(Case{64, 64, 64, 24, 16}, none)) << "ranks past 32";
-  if (!amx_here()) EXPECT_TRUE(declines(Case{64, 64, 64, 16, 16}, none)) << "no AMX";
+  if (!packed_here()) EXPECT_TRUE(declines(Case{64, 64, 64, 16, 16}, none)) << "no packed kernels";
 }

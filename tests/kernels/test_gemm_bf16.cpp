@@ -1,15 +1,17 @@
 // The bf16 GEMM against a double-precision product of the same bf16 values: every transpose,
 // leading dimensions wider than the matrix, alpha / beta, odd sizes, M = 1, sizes past the widened
 // path's blocks, the training shapes' multiples of 32 with row tails and padded strides; for the
-// AMX path (gemm_bf16_amx.cpp: 64 rows and more, or a transposed A) also K past one packed slice
+// packed path (gemm_bf16_amx.cpp: 64 rows and more, or a transposed A) also K past one packed slice
 // (1024), N past one packed panel, more columns than rows (the threads split columns), 64-byte rows
-// read in place, odd strides of a transposed B, and bits that do not depend on the thread count. Run as the machine dispatches it
-// (AMX where present), with LEANTUNE_AMX=0 (oneDNN; CMakeLists.txt) and with LEANTUNE_ISA=avx2,
+// read in place, odd strides of a transposed B, and bits that do not depend on the thread count. Run
+// as the machine dispatches it (AMX where present), with LEANTUNE_AMX=0, with each AVX-512 micro-kernel
+// (LEANTUNE_PACKED_BF16=dpbf16 / fma / 0, the last oneDNN; CMakeLists.txt) and with LEANTUNE_ISA=avx2,
 // which takes the widened f32 path that AVX2-only CPUs (no oneDNN bf16 matmul) use.
 #include <gtest/gtest.h>
 
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -89,9 +91,12 @@ void check_against_double() {
 
 TEST(GemmBf16, MatchesADoubleProductOfTheSameBf16Values) { check_against_double(); }
 
-// The AMX path sums each element in one thread in a fixed order: the same bits at 1 and 2 threads.
-TEST(GemmBf16, AmxBitsDoNotDependOnTheThreadCount) {
-  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+bool packed_here() { return cpu_isa() == Isa::Avx512 && cpu::packed_bf16_kernels(); }
+const char* kNoPacked = "no packed bf16 kernels here (no AMX nor AVX512-BF16, or LEANTUNE_PACKED_BF16=0)";
+
+// The packed path sums each element in one thread in a fixed order: the same bits at 1 and 2 threads.
+TEST(GemmBf16, PackedBitsDoNotDependOnTheThreadCount) {
+  if (!packed_here()) GTEST_SKIP() << kNoPacked;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0, 1);
   const int before = omp_get_max_threads();
@@ -112,6 +117,42 @@ TEST(GemmBf16, AmxBitsDoNotDependOnTheThreadCount) {
   omp_set_num_threads(before);
 }
 
+// The FMA micro-kernel (PackedMode::Fma) adds each product of the widened values to the f32 sum in k
+// order, one rounding each: a chain of fmaf from +0, bit for bit, through slices and sub-slices of K
+// (C stored and reloaded as f32 between them changes nothing), row and column tails, 1 and 2 threads.
+TEST(GemmBf16, FmaMicroKernelIsAnFmaChainInKOrder) {
+  if (cpu_isa() != Isa::Avx512 || cpu::packed_bf16_mode() != cpu::PackedMode::Fma)
+    GTEST_SKIP() << "the FMA micro-kernel is not the one chosen here (LEANTUNE_PACKED_BF16=fma, LEANTUNE_AMX=0)";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0, 1);
+  struct F { int M, N, K; bool ta, tb; };
+  const int before = omp_get_max_threads();
+  for (const F& t : {F{64, 64, 64, false, true}, F{96, 70, 576, false, true}, F{70, 40, 1100, false, false},
+                     F{64, 33, 96, true, false}, F{100, 1100, 64, false, true}})
+    for (int threads : {1, 2}) {
+      const int lda = t.ta ? t.M : t.K, ldb = t.tb ? t.K : t.N;
+      Aligned<uint16_t> A(size_t(t.M) * t.K), B(size_t(t.N) * t.K);
+      for (auto& v : A) v = f32_to_bf16(nd(rng));
+      for (auto& v : B) v = f32_to_bf16(nd(rng));
+      std::vector<float> C(size_t(t.M) * t.N, 9.0f);
+      omp_set_num_threads(threads);
+      cpu::gemm_bf16(t.ta, t.tb, t.M, t.N, t.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), t.N);
+      omp_set_num_threads(before);
+      int bad = 0;
+      for (int i = 0; i < t.M; ++i)
+        for (int j = 0; j < t.N; ++j) {
+          float s = 0.0f;
+          for (int k = 0; k < t.K; ++k)
+            s = std::fma(bf16_to_f32(t.ta ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]),
+                         bf16_to_f32(t.tb ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j]), s);
+          float got = C[size_t(i) * t.N + j];
+          if (std::memcmp(&s, &got, 4) != 0 && bad++ < 3)
+            ADD_FAILURE() << t.M << "x" << t.N << "x" << t.K << " threads " << threads << " at " << i << "," << j
+                          << ": " << got << " want " << s;
+        }
+    }
+}
+
 TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
   const char* old = std::getenv("LEANTUNE_ISA");
   const std::string saved = old ? old : "";
@@ -121,12 +162,12 @@ TEST(GemmBf16, WidenedPathMatchesTooUnderAnAvx2Cap) {
   else unsetenv("LEANTUNE_ISA");
 }
 
-// gemm_bf16_appended (AMX) against gemm_bf16 on the concatenations it stands for, [A | A2 | 0] and
+// gemm_bf16_appended (packed) against gemm_bf16 on the concatenations it stands for, [A | A2 | 0] and
 // [op(B); op(B2); 0]: the same k steps in the same order, so the same bits (slices and sub-slices of K
 // accumulate through C exactly, whole blocks and part blocks alike, wherever they end: K = 896 splits
 // into 4 sub-slices of 7 steps and the tail, its concatenation's 29 steps into 8, 8, 8 and 5).
 TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
-  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+  if (!packed_here()) GTEST_SKIP() << kNoPacked;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 1);
   struct App { int M, N, K, K2; bool tb; float beta; };
@@ -161,14 +202,14 @@ TEST(GemmBf16, AppendedProductIsTheConcatenationsProduct) {
   }
 }
 
-// gemm_bf16_lora (AMX) against the three steps it fuses: xa = A·op(L) by gemm_bf16, xa rounded
+// gemm_bf16_lora (packed) against the three steps it fuses: xa = A·op(L) by gemm_bf16, xa rounded
 // to bf16, then gemm_bf16_appended with it: the same k steps in the same order, so xa, xa16 and C
 // have the same bits. Both uses: the forward's (B and B2 transposed, L = Aᵀ stored (R, K), beta 0)
 // and the dx product's (nothing transposed, xa16 in the columns after A's own in a wider row,
 // beta 1); at 1 and 2 threads, K past a packed slice (1024), N past one packed panel and one
 // block, ranks 1, 16 and 32, A's rows in a wider padded matrix.
 TEST(GemmBf16, LoraRankTermIsItsThreeSteps) {
-  if (cpu_isa() != Isa::Avx512 || !amx_bf16_kernels()) GTEST_SKIP() << "no AMX bf16 here (or LEANTUNE_AMX=0)";
+  if (!packed_here()) GTEST_SKIP() << kNoPacked;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0, 1);
   struct Lf { int M, N, K, R, lda; };

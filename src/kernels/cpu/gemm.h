@@ -19,6 +19,17 @@ void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
                const uint16_t* B, int ldb, float beta, float* C, int ldc);
 
+// The micro-kernel of gemm_bf16_amx.cpp's packed products (gemm_bf16 at the avx512 level and the
+// fused products below): AMX tiles (where amx_bf16_kernels()), AVX512-BF16 vdpbf16ps, or f32 FMAs on
+// the operands widened in registers (exact: a product of two bf16 values is an f32), or None (oneDNN,
+// unfused). Without AMX the faster of the two AVX-512 units is chosen once per process: Fma where the
+// f32 FMA rate is at least 1.5x vdpbf16ps's FLOP rate (some Xeons run vdpbf16ps at a quarter of their
+// FMA rate), else None. LEANTUNE_PACKED_BF16=0|dpbf16|fma overrides (for tests and comparisons);
+// neither AVX-512 mode runs without avx512_bf16.
+enum class PackedMode { None, Amx, Dpbf16, Fma };
+PackedMode packed_bf16_mode();
+inline bool packed_bf16_kernels() { return packed_bf16_mode() != PackedMode::None; }
+
 namespace amx {
 // gemm_bf16 on AMX tiles (gemm_bf16_amx.cpp); only where amx_bf16_kernels(), K > 0, and never
 // inside a parallel region. Each element's bits do not depend on the thread count.
@@ -33,6 +44,8 @@ void gemm_bf16_appended(bool trans_b, int M, int N, int K, const uint16_t* A, in
 // [hi, hi] (parts 2: an f16 W whose values are all bf16s, hi = W exactly) or [hi, lo, hi, lo]
 // (parts 4: any f16 W, hi + lo = W exactly); A (M, parts · K) holds x's parts to match
 // (half_linear.cpp). K a multiple of 32.
+// FLOP rates of one thread's vdpbf16ps and f32 FMA loops (GFLOP/s; ~1 ms each): packed_bf16_mode()'s choice
+void avx512_dot_rates(double& dpbf16, double& fma);
 void gemm_f16_split(int M, int N, int K, int parts, const uint16_t* A, int lda, const uint16_t* W, int ldw,
                     float* C, int ldc);
 }  // namespace amx

@@ -1,7 +1,7 @@
 // bf16 GEMM behind gemm.h: C (f32) = alpha * op(A) · op(B) + beta * C with A, B in bf16 and f32
-// accumulation: on AMX tiles where the CPU has them (gemm_bf16_amx.cpp; not for a few rows of a
-// stored A), else through oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps where the CPU has it,
-// oneDNN's own emulation on other AVX-512 CPUs). oneDNN 2.x has no BLAS-like bf16 call, so
+// accumulation: on the packed kernels of gemm_bf16_amx.cpp (AMX tiles, or AVX-512 where gemm.h's
+// packed_bf16_mode() picks them; not for a few rows of a stored A), else through oneDNN's matmul
+// primitive (AVX512-BF16 vdpbf16ps where the CPU has it, oneDNN's own emulation on other AVX-512 CPUs). oneDNN 2.x has no BLAS-like bf16 call, so
 // transposes and leading dimensions become strided memory descriptors; primitives are cached per
 // shape (creation costs 0.25-0.5 ms, a cache hit ~1 µs), which allocates only the first time a
 // shape is seen. Where oneDNN has no bf16 matmul (it needs AVX-512: an AVX2-only CPU reports
@@ -11,6 +11,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -96,6 +98,21 @@ dnnl::memory::desc md(int rows, int cols, int ld, bool trans, dnnl::memory::data
 
 }  // namespace
 
+PackedMode packed_bf16_mode() {
+  static const PackedMode avx512 = [] {
+    const char* env = std::getenv("LEANTUNE_PACKED_BF16");
+    const std::string e = env ? env : "";
+    if (!cpu_features().avx512_bf16 || e == "0") return PackedMode::None;
+    if (e == "dpbf16") return PackedMode::Dpbf16;
+    if (e == "fma") return PackedMode::Fma;
+    double dp = 0, fma = 0;
+    amx::avx512_dot_rates(dp, fma);
+    return fma >= 1.5 * dp ? PackedMode::Fma : PackedMode::None;
+  }();
+  if (amx_bf16_kernels()) return PackedMode::Amx;
+  return avx512;
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A, int lda,
                const uint16_t* B, int ldb, float beta, float* C, int ldc) {
   prof::Scope prof_scope("gemm_bf16", 2.0 * M * N * K,
@@ -104,7 +121,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
   if (cpu_isa() != Isa::Avx512) return gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   // AMX (gemm_bf16_amx.cpp) but for a few rows against a stored op(A) (inference's short
   // prompts): there the pass over op(B) dominates, and oneDNN's runs 15-20% faster
-  if (K > 0 && amx_bf16_kernels() && (M >= kAmxMinRows || trans_a))
+  if (K > 0 && packed_bf16_kernels() && (M >= kAmxMinRows || trans_a))
     return amx::gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static std::mutex mu;
   static std::map<Key, Cached> cache;
@@ -149,7 +166,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 }
 
 bool gemm_bf16_appends(int M, int K, int K2) {
-  return cpu_isa() == Isa::Avx512 && amx_bf16_kernels() && M >= kAmxMinRows && K > 0 && K % 32 == 0 && K2 >= 1 &&
+  return cpu_isa() == Isa::Avx512 && packed_bf16_kernels() && M >= kAmxMinRows && K > 0 && K % 32 == 0 && K2 >= 1 &&
          K2 <= 32;
 }
 
@@ -177,7 +194,7 @@ bool gemm_bf16_lora(bool trans_b, int M, int N, int K, const uint16_t* A, int ld
 bool gemm_bf16_glu(int M, int F, int K, const uint16_t* A, int lda, const uint16_t* Wg, const uint16_t* Wu, int ldw,
                    const LoraRankTerm* r, const GluOutputs& o, GluEpilogue epi) {
   const int R = r ? r->R : 0, N = 2 * F;
-  if (F <= 0 || !(cpu_isa() == Isa::Avx512 && amx_bf16_kernels() && M >= kAmxMinRows) ||
+  if (F <= 0 || !(cpu_isa() == Isa::Avx512 && packed_bf16_kernels() && M >= kAmxMinRows) ||
       !amx::glu_fuses(M, F, K, A, lda) || (r && !amx::lora_fuses(M, K, R, A, lda)))
     return false;
   prof::Scope prof_scope("gemm_bf16_glu", 2.0 * M * (N + R) * K + 2.0 * M * N * R,  // (the epilogue inside)
