@@ -305,34 +305,45 @@ __attribute__((always_inline)) inline void vec_rows(__m512 (&acc)[8][2], ATiles 
 // its even and odd k rows, and each product added in k order (a plain f32 dot product's sums).
 __attribute__((always_inline)) inline void fma_rows(__m512 (&acc)[8][2], ATiles a, int r0, const u16* b0,
                                                     const u16* b1, int steps, int first) {
-  const __m512i odd = _mm512_set1_epi32(int(0xFFFF0000u));
-  alignas(64) float aw[32 * 32];
+  alignas(64) float aw[8 * 32];
   for (int s = 0; s < steps; ++s) {
     const float* w = a.f ? a.f + size_t(s) * 1024 + r0 * 32 : aw;
     if (!a.f)  // widened here (lora_rows' A, read in place)
       for (int r = 0; r < 8; ++r) {
-        const int row = r0 + r;
-        const u16* x = a_row(a, s, row);
+        const u16* x = a_row(a, s, r0 + r);
         for (int h = 0; h < 2; ++h)
           _mm512_store_si512(aw + r * 32 + 16 * h, _mm512_slli_epi32(load_pairs_lo(x + 16 * h, 16), 16));
       }
-    const u16* x = b0 + size_t(first + s) * 512;
-    const u16* y = b1 + size_t(first + s) * 512;
-#pragma GCC unroll 2
-    for (int q = 0; q < 16; ++q) {
-      const __m512i vx = _mm512_loadu_si512(x + q * 32), vy = _mm512_loadu_si512(y + q * 32);
-      const __m512 ex = _mm512_castsi512_ps(_mm512_slli_epi32(vx, 16));
-      const __m512 ox = _mm512_castsi512_ps(_mm512_and_si512(vx, odd));
-      const __m512 ey = _mm512_castsi512_ps(_mm512_slli_epi32(vy, 16));
-      const __m512 oy = _mm512_castsi512_ps(_mm512_and_si512(vy, odd));
+    const float* x = reinterpret_cast<const float*>(b0) + size_t(first + s) * 512;
+    const float* y = reinterpret_cast<const float*>(b1) + size_t(first + s) * 512;
+#pragma GCC unroll 4
+    for (int k = 0; k < 32; ++k) {
+      const __m512 bx = _mm512_load_ps(x + k * 16), by = _mm512_load_ps(y + k * 16);
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
-        const __m512 ae = _mm512_set1_ps(w[r * 32 + 2 * q]), ao = _mm512_set1_ps(w[r * 32 + 2 * q + 1]);
-        acc[r][0] = _mm512_fmadd_ps(ao, ox, _mm512_fmadd_ps(ae, ex, acc[r][0]));
-        acc[r][1] = _mm512_fmadd_ps(ao, oy, _mm512_fmadd_ps(ae, ey, acc[r][1]));
+        const __m512 av = _mm512_set1_ps(w[r * 32 + k]);
+        acc[r][0] = _mm512_fmadd_ps(av, bx, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(av, by, acc[r][1]);
       }
     }
   }
+}
+
+// PackedMode::Fma's B: `tiles` packed B tiles (pair layout) widened, each into 32 k rows of 16 f32
+// (the even k of a pair row, then the odd)
+void widen_b(float* dst, const u16* src, size_t tiles) {
+  const __m512i odd = _mm512_set1_epi32(int(0xFFFF0000u));
+  for (size_t t = 0; t < tiles; ++t)
+    for (int q = 0; q < 16; ++q) {
+      const __m512i v = _mm512_load_si512(src + t * 512 + q * 32);
+      _mm512_store_si512(dst + t * 512 + (2 * q) * 16, _mm512_slli_epi32(v, 16));
+      _mm512_store_si512(dst + t * 512 + (2 * q + 1) * 16, _mm512_and_si512(v, odd));
+    }
+}
+
+// Packed B tile t of a panel: bf16 at b, or (PackedMode::Fma) its widened copy at bf, passed on as u16*
+inline const u16* b_tile(const u16* b, const float* bf, size_t t) {
+  return bf ? reinterpret_cast<const u16*>(bf + t * 512) : b + t * 512;
 }
 
 // The 32 rows of `steps` k steps of a (the tile layout) widened to f32 into f (ATiles::f's layout)
@@ -498,12 +509,16 @@ struct Buffers {
   u16* l = nullptr;  // gemm_bf16_lora's packed op(l): two column groups over all of K
   float* c = nullptr;  // gemm_bf16_glu's row blocks of C, two (32 × kGluCols, row stride kGluLd)
   float* af = nullptr;  // PackedMode::Fma: a sub-slice of op(A)'s 32-row block widened (ATiles::f)
+  float* bf = nullptr;  // PackedMode::Fma: the panel b widened (widen_b), kPanelBytes · 2 / 2
+  float* lf = nullptr;  // PackedMode::Fma: l widened, kLoraBytes · 2
 };
 
-Buffers& thread_buffers() {
+Buffers& thread_buffers(PackedMode mode) {
   struct Owned {
     Buffers b;
-    ~Owned() { std::free(b.a), std::free(b.b), std::free(b.l), std::free(b.c), std::free(b.af); }
+    ~Owned() {
+      std::free(b.a), std::free(b.b), std::free(b.l), std::free(b.c), std::free(b.af), std::free(b.bf), std::free(b.lf);
+    }
   };
   thread_local Owned o;
   if (!o.b.a) {
@@ -517,8 +532,14 @@ Buffers& thread_buffers() {
     std::memset(o.b.b, 0, kPanelBytes);
     std::memset(o.b.l, 0, kLoraBytes);
     std::memset(o.b.c, 0, size_t(2 * kBlock) * kGluLd * 4);
+  }
+  if (mode == PackedMode::Fma && !o.b.af) {
     o.b.af = static_cast<float*>(std::aligned_alloc(64, kAfBytes));
+    o.b.bf = static_cast<float*>(std::aligned_alloc(64, kPanelBytes));
+    o.b.lf = static_cast<float*>(std::aligned_alloc(64, kLoraBytes * 2));
     std::memset(o.b.af, 0, kAfBytes);
+    std::memset(o.b.bf, 0, kPanelBytes);
+    std::memset(o.b.lf, 0, kLoraBytes * 2);
   }
   return o.b;
 }
@@ -543,7 +564,7 @@ void blocking(Problem& p);
 // trans_l, M, K2, K, 1, a, lda, l, ldl, 0, xa, K2) computes them (the same slices of K and block(),
 // a read in place, op(l) packed whole at pl: its bits), then rounded into a2's rows; with xa_b its
 // columns R1.. go there.
-void lora_rows(const Problem& p, const u16* pl, int m0) {
+void lora_rows(const Problem& p, const u16* pl, const float* plf, int m0) {
   Problem q{p.a, p.l, p.M, p.K2, p.K, {}, {}, 0, 1.0f, 0.0f, nullptr, kBlock, 0, 0};
   q.mode = p.mode;
   blocking(q);
@@ -553,7 +574,8 @@ void lora_rows(const Problem& p, const u16* pl, int m0) {
     const int steps = std::min(q.kc, p.K - k0) / 32;
     const ATiles a{p.a.p + size_t(m0) * p.a.ld + k0, p.a.ld, 32, size_t(16) * p.a.ld};
     const SliceA s{a, a, steps, 0};
-    block(q, t, kBlock, kBlock, p.K2, k0 == 0, s, pl + size_t(k0 / 32) * 512, pl + size_t(ksteps + k0 / 32) * 512);
+    block(q, t, kBlock, kBlock, p.K2, k0 == 0, s, b_tile(pl, plf, size_t(k0 / 32)),
+          b_tile(pl, plf, size_t(ksteps + k0 / 32)));
   }
   const int R1 = p.xa_b ? p.R1 : p.K2;
   for (int i = 0; i < kBlock; ++i) {
@@ -566,8 +588,10 @@ void lora_rows(const Problem& p, const u16* pl, int m0) {
 
 // Rows [mb0, mb1) × columns [nb0, nb1) of C in 32-blocks, all of K.
 void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
-  Buffers& buf = thread_buffers();
+  Buffers& buf = thread_buffers(p.mode);
+  const bool fma = p.mode == PackedMode::Fma;
   if (p.l.p) pack_b(buf.l, p.l, 0, p.K, 0, p.K2, p.K / 32, 0);
+  if (p.l.p && fma) widen_b(buf.lf, buf.l, size_t(p.K / 32) * 2);
   // op(A) read in place: stored (M, K) with whole k steps and rows on 64-byte lines
   const bool direct = !p.a.trans && p.K % 32 == 0 && p.a.ld % 32 == 0 && reinterpret_cast<uintptr_t>(p.a.p) % 64 == 0;
   for (int n = nb0 * kBlock; n < std::min(p.N, nb1 * kBlock); n += p.nc) {
@@ -578,13 +602,13 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
       if (p.wparts) pack_b_split(buf.b, p, k0, kc, n, cols, stride);
       else pack_b(buf.b, p.b, k0, kc, n, cols, stride, 0, p.b_odd);
       if (tail) pack_b(buf.b, p.b2, 0, p.K2, n, cols, stride, steps);
+      if (fma) widen_b(buf.bf, buf.b, size_t(round_up(cols, kBlock) / 16) * stride);
       Deferred d;  // gemm_bf16_glu: the row block before this one's epilogue (its C buffer the other one)
       for (int mb = mb0; mb < mb1; ++mb) {
         const int m0 = mb * kBlock, rows = std::min(kBlock, p.M - m0);
         float* cb = p.epi ? buf.c + size_t(mb % 2) * kBlock * kGluLd : nullptr;
         const bool in_place = direct && rows == kBlock;
         // a slice of more than kWholeSteps split evenly into sub-slices of at most kSubSteps
-        const bool fma = p.mode == PackedMode::Fma;
         const int subs = fma ? (steps + kFmaSubSteps - 1) / kFmaSubSteps
                              : steps > kWholeSteps ? (steps + kSubSteps - 1) / kSubSteps : 1;
         const int per = (steps + subs - 1) / subs;
@@ -594,7 +618,7 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
           SliceA sa{{buf.a, 32, 1024, 512}, {buf.a + size_t(in_place ? 0 : sub) * 1024, 32, 1024, 512}, sub, t};
           if (in_place) sa.a = ATiles{p.a.p + size_t(m0) * p.a.ld + ks, p.a.ld, 32, size_t(16) * p.a.ld};
           else pack_a(buf.a, p.a, m0, rows, ks, kcs);
-          if (t && p.l.p && n == nb0 * kBlock) lora_rows(p, buf.l, m0);  // the rows' first use
+          if (t && p.l.p && n == nb0 * kBlock) lora_rows(p, buf.l, fma ? buf.lf : nullptr, m0);  // the rows' first use
           if (t) pack_a(const_cast<u16*>(sa.tail.p), p.a2, m0, rows, 0, p.K2);
           if (fma) {
             widen_a(buf.af, sa.a, sub), sa.a.f = buf.af;
@@ -607,12 +631,13 @@ void run_range(const Problem& p, int mb0, int mb1, int nb0, int nb1) {
           const int calls = (cols + kBlock - 1) / kBlock;
           for (int j = 0; j < cols; j += kBlock) {
             if (more || mb + 1 < mb1) prefetch_a(p.a, p.M, nm0, nks, nkc, j / kBlock, calls);
-            const u16* b0 = buf.b + (size_t(j / 16) * stride + s0) * 512;
+            const size_t t0 = size_t(j / 16) * stride + s0;
+            const u16* b0 = b_tile(buf.b, fma ? buf.bf : nullptr, t0);
+            const u16* b1 = b_tile(buf.b, fma ? buf.bf : nullptr, t0 + stride);
             // gemm_bf16_glu: C's row block in one of the thread's two buffers (one slice of K)
             float* c = p.epi ? cb + j : p.C + size_t(m0) * p.ldc + n + j;
             const int ldc = p.epi ? kGluLd : p.ldc;
-            block(p, c, ldc, rows, std::min(kBlock, cols - j), ks == 0, sa, b0, b0 + size_t(stride) * 512,
-                  d.c ? &d : nullptr);
+            block(p, c, ldc, rows, std::min(kBlock, cols - j), ks == 0, sa, b0, b1, d.c ? &d : nullptr);
           }
         }
         if (p.epi) {  // this row block finished: the one before's epilogue done, this one's pending
@@ -659,7 +684,8 @@ void blocking(Problem& p) {
   const int slices = (p.K + kMaxKc - 1) / kMaxKc;
   p.kc = round_up((p.K + slices - 1) / slices, 32);
   const size_t step_bytes = size_t(p.kc + (p.K2 > 0 ? 32 : 0)) * 2;
-  p.nc = std::max(kBlock, int(kPanelBytes / step_bytes) / kBlock * kBlock);
+  const size_t panel = p.mode == PackedMode::Fma ? kPanelBytes / 2 : kPanelBytes;  // Fma: its widened copy in bf
+  p.nc = std::max(kBlock, int(panel / step_bytes) / kBlock * kBlock);
   if (p.epi) p.nc = std::min(p.nc, kGluCols);
 }
 
