@@ -277,6 +277,7 @@ inline const u16* a_row(const ATiles& a, int s, int row) {
 // 8 rows (r0..) of the (32 × 32) block with AVX512-BF16 (vdpbf16ps) instead of tiles: the same
 // packed operands, each C row's 16-column half an accumulator (16), two B rows (one k pair of each
 // column group) loaded per k pair and A's pair broadcast from the tile rows. k steps from `first`.
+template <int G>
 __attribute__((always_inline)) inline void vec_rows(__m512 (&acc)[8][2], ATiles a, int r0, const u16* b0,
                                                     const u16* b1, int steps, int first) {
   const u16* rows[8];
@@ -294,7 +295,7 @@ __attribute__((always_inline)) inline void vec_rows(__m512 (&acc)[8][2], ATiles 
         std::memcpy(&v, rows[r] + as + 2 * q, 4);
         const __m512bh av = (__m512bh)_mm512_set1_epi32(int(v));
         acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, bx);
-        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, by);
+        if constexpr (G == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, by);
       }
     }
   }
@@ -303,6 +304,7 @@ __attribute__((always_inline)) inline void vec_rows(__m512 (&acc)[8][2], ATiles 
 // 8 rows (r0..) of the (32 × 32) block in f32 FMAs on the widened operands (bf16 -> f32 is exact, and
 // so is a product of two): per k step the rows' 32 values are widened into aw, each B pair row into
 // its even and odd k rows, and each product added in k order (a plain f32 dot product's sums).
+template <int G>
 __attribute__((always_inline)) inline void fma_rows(__m512 (&acc)[8][2], ATiles a, int r0, const u16* b0,
                                                     const u16* b1, int steps, int first) {
   alignas(64) float aw[8 * 32];
@@ -318,12 +320,12 @@ __attribute__((always_inline)) inline void fma_rows(__m512 (&acc)[8][2], ATiles 
     const float* y = reinterpret_cast<const float*>(b1) + size_t(first + s) * 512;
 #pragma GCC unroll 4
     for (int k = 0; k < 32; ++k) {
-      const __m512 bx = _mm512_load_ps(x + k * 16), by = _mm512_load_ps(y + k * 16);
+      const __m512 bx = _mm512_load_ps(x + k * 16), by = G == 2 ? _mm512_load_ps(y + k * 16) : bx;
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
         const __m512 av = _mm512_set1_ps(w[r * 32 + k]);
         acc[r][0] = _mm512_fmadd_ps(av, bx, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(av, by, acc[r][1]);
+        if constexpr (G == 2) acc[r][1] = _mm512_fmadd_ps(av, by, acc[r][1]);
       }
     }
   }
@@ -357,21 +359,22 @@ void widen_a(float* f, const ATiles& a, int steps) {
     }
 }
 
-// micro_kernel_avx512<Fma>: micro_kernel's product on AVX-512 (the Problem's mode): four
-// passes of 8 rows over the k steps, B's rows read from L1 by each; d's epilogue rows run between
-// the k steps of the first.
-template <bool Fma>
-void micro_kernel_avx512(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps,
-                         ATiles tail, int tail_steps, Deferred* d = nullptr) {
+// micro_kernel_avx512: micro_kernel's product on AVX-512 (the Problem's mode, Fma or vdpbf16ps): passes
+// of 8 rows over the k steps, B's rows read from L1 by each, only over the block's rows (nrows) and
+// column groups (G: one where ncols <= 16, as a LoRA gradient's r = 16 columns); d's epilogue rows run
+// between the k steps of the first pass.
+template <bool Fma, int G>
+void avx512_passes(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps, ATiles tail,
+                   int tail_steps, Deferred* d, int nrows) {
   const auto rows = [](__m512(&acc)[8][2], ATiles a, int r0, const u16* b0, const u16* b1, int steps, int first)
                         __attribute__((always_inline)) {
-    if constexpr (Fma) fma_rows(acc, a, r0, b0, b1, steps, first);
-    else vec_rows(acc, a, r0, b0, b1, steps, first);
+    if constexpr (Fma) fma_rows<G>(acc, a, r0, b0, b1, steps, first);
+    else vec_rows<G>(acc, a, r0, b0, b1, steps, first);
   };
-  for (int r0 = 0; r0 < kBlock; r0 += 8) {
+  for (int r0 = 0; r0 < nrows; r0 += 8) {
     __m512 acc[8][2];
     for (int r = 0; r < 8; ++r)
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < G; ++h)
         acc[r][h] = load_c ? _mm512_loadu_ps(c + size_t(r0 + r) * ldc + 16 * h) : _mm512_setzero_ps();
     if (d && r0 == 0) {
       for (int s = 0; s < steps; ++s)
@@ -389,8 +392,21 @@ void micro_kernel_avx512(float* c, int ldc, bool load_c, ATiles a, const u16* b0
       rows(acc, tail, r0, b0, b1, tail_steps, steps);
     }
     for (int r = 0; r < 8; ++r)
-      for (int h = 0; h < 2; ++h) _mm512_storeu_ps(c + size_t(r0 + r) * ldc + 16 * h, acc[r][h]);
+      for (int h = 0; h < G; ++h) _mm512_storeu_ps(c + size_t(r0 + r) * ldc + 16 * h, acc[r][h]);
   }
+}
+
+template <bool Fma>
+void micro_kernel_avx512(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps,
+                         ATiles tail, int tail_steps, Deferred* d, int nrows, int ncols) {
+  if (ncols <= 16) avx512_passes<Fma, 1>(c, ldc, load_c, a, b0, b1, steps, tail, tail_steps, d, nrows);
+  else avx512_passes<Fma, 2>(c, ldc, load_c, a, b0, b1, steps, tail, tail_steps, d, nrows);
+}
+
+// The AMX micro-kernel with micro_kernel_avx512's signature (the whole block always)
+void micro_kernel_amx(float* c, int ldc, bool load_c, ATiles a, const u16* b0, const u16* b1, int steps, ATiles tail,
+                      int tail_steps, Deferred* d, int, int) {
+  micro_kernel(c, ldc, load_c, a, b0, b1, steps, tail, tail_steps, d);
 }
 
 struct Problem {
@@ -479,21 +495,21 @@ struct SliceA {
 void block(const Problem& p, float* c, int ldc, int rows, int cols, bool first, const SliceA& s, const u16* b0,
            const u16* b1, Deferred* d = nullptr) {
   const bool load = !first || p.beta != 0.0f;
-  const auto kernel = p.mode == PackedMode::Amx      ? micro_kernel
+  const auto kernel = p.mode == PackedMode::Amx      ? micro_kernel_amx
                       : p.mode == PackedMode::Dpbf16 ? micro_kernel_avx512<false>
                                                      : micro_kernel_avx512<true>;
   if (p.alpha == 1.0f && (!first || p.beta == 0.0f || p.beta == 1.0f)) {  // the tiles continue C's sums
     if (rows == kBlock && cols == kBlock)
-      return kernel(c, ldc, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
+      return kernel(c, ldc, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d, kBlock, kBlock);
     alignas(64) float t[kBlock * kBlock];
     if (load)
       for (int i = 0; i < rows; ++i) std::copy(c + size_t(i) * ldc, c + size_t(i) * ldc + cols, t + i * kBlock);
-    kernel(t, kBlock, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
+    kernel(t, kBlock, load, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d, rows, cols);
     for (int i = 0; i < rows; ++i) std::copy(t + i * kBlock, t + i * kBlock + cols, c + size_t(i) * ldc);
     return;
   }
   alignas(64) float t[kBlock * kBlock];
-  kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d);
+  kernel(t, kBlock, false, s.a, b0, b1, s.steps, s.tail, s.tail_steps, d, rows, cols);
   for (int i = 0; i < rows; ++i) {
     float* ci = c + size_t(i) * ldc;
     const float* v = t + i * kBlock;
