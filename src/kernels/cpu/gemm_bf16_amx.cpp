@@ -18,9 +18,9 @@
 //   few rows at a time between the tile products of the next row block (two C buffers).
 //   Without AMX the same packed operands go to an AVX-512 micro-kernel (gemm.h's PackedMode): 8 rows
 //   of the 32 × 32 block at a time (16 zmm accumulators) over the k steps, with vdpbf16ps, or with f32
-//   FMAs on the operands widened (A's sub-slice of at most 8 steps once per row block, B's pair rows
-//   in registers) where vdpbf16ps is slow (at a quarter of the FMA rate on some Xeons without AMX).
-//   Packing buffers are allocated once per thread (1.47 MiB), on the
+//   FMAs on the operands widened (A's sub-slice of at most 8 steps once per row block, each packed
+//   panel of B once, into f32 copies) where vdpbf16ps is slow (half the FMA rate's FLOPs on some Xeons
+//   without AMX). Packing buffers are allocated once per thread (1.33 MiB; 3.4 MiB with the f32 copies), on the
 //   first call, which the memory plan's baseline probe makes (docs/ARCHITECTURE.md).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
