@@ -41,6 +41,7 @@
 #include "core/ledger.h"
 #include "core/mapped_file.h"
 #include "io/checkpoint_tensors.h"
+#include "kernels/cpu/gemm.h"
 #include "io/quant_model.h"
 #include "core/lora_init.h"
 #include "quant/int4.h"
@@ -68,8 +69,9 @@ bool bf16_attention(const TrainModelOptions& o) {
   if (o.attention_precision != AttentionPrecision::Auto) return o.attention_precision == AttentionPrecision::BF16;
   // auto: the bf16 kernels take 17-23% less CPU time than the f32 ones (bench/bench_attention_bf16.cpp)
   // and the whole bf16 LoRA step 1-2% less (SmolLM2-135M shape, 4 x 512, 1 thread), with half the
-  // bytes for the saved q, k, v
-  return cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+  // bytes for the saved q, k, v; but not where vdpbf16ps is the slow unit (the packed GEMMs chose f32
+  // FMAs, gemm.h): on a 2-vCPU Xeon without AMX the f32 kernels made that step 3.5-5% faster
+  return cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16 && cpu::packed_bf16_mode() != cpu::PackedMode::Fma;
 }
 
 bool bf16_head(const ModelConfig& c, const TrainModelOptions& o) {

@@ -15,6 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/backward.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "train/optimizer.h"
 #include "train/train_model.h"
@@ -236,7 +237,9 @@ struct IsaCap {
 // Which runs get the bf16 attention: precision bf16 with attention_precision bf16, or auto where
 // the kernels' level is avx512 on a CPU with AVX512-BF16; bf16 with another precision is refused.
 TEST(MixedPrecision, AttentionPrecisionResolution) {
-  const bool fast = cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+  // auto: bf16 with the AVX512-BF16 kernels, unless vdpbf16ps is the slow unit (the packed GEMMs' f32 FMAs)
+  const bool fast = cpu_isa() == Isa::Avx512 && cpu_features().avx512_bf16 &&
+                    cpu::packed_bf16_mode() != cpu::PackedMode::Fma;
   EXPECT_EQ(bf16_attention(options("lora", "bf16")), fast);
   EXPECT_TRUE(bf16_attention(options("lora", "bf16", AttentionPrecision::BF16)));
   EXPECT_FALSE(bf16_attention(options("lora", "bf16", AttentionPrecision::F32)));
