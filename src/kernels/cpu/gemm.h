@@ -21,11 +21,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 
 // The micro-kernel of gemm_bf16_amx.cpp's packed products (gemm_bf16 at the avx512 level and the
 // fused products below): AMX tiles (where amx_bf16_kernels()), AVX512-BF16 vdpbf16ps, or f32 FMAs on
-// the operands widened in registers (exact: a product of two bf16 values is an f32), or None (oneDNN,
+// f32 copies of the packed operands (exact: a product of two bf16 values is an f32), or None (oneDNN,
 // unfused). Without AMX the faster of the two AVX-512 units is chosen once per process: Fma where the
 // f32 FMA rate is at least 1.5x vdpbf16ps's FLOP rate (a Xeon without AMX issued vdpbf16ps at a quarter
-// of its FMA rate: half the FLOPs), else None. LEANTUNE_PACKED_BF16=0|dpbf16|fma overrides (for tests and comparisons);
-// neither AVX-512 mode runs without avx512_bf16.
+// of its FMA rate: half the FLOPs), else None. LEANTUNE_PACKED_BF16=0|dpbf16|fma overrides (tests and
+// comparisons); neither AVX-512 mode runs without avx512_bf16.
 enum class PackedMode { None, Amx, Dpbf16, Fma };
 PackedMode packed_bf16_mode();
 inline bool packed_bf16_kernels() { return packed_bf16_mode() != PackedMode::None; }

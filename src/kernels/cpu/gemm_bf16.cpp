@@ -1,7 +1,8 @@
 // bf16 GEMM behind gemm.h: C (f32) = alpha * op(A) · op(B) + beta * C with A, B in bf16 and f32
 // accumulation: on the packed kernels of gemm_bf16_amx.cpp (AMX tiles, or AVX-512 where gemm.h's
 // packed_bf16_mode() picks them; not for a few rows of a stored A), else through oneDNN's matmul
-// primitive (AVX512-BF16 vdpbf16ps where the CPU has it, oneDNN's own emulation on other AVX-512 CPUs). oneDNN 2.x has no BLAS-like bf16 call, so
+// primitive (AVX512-BF16 vdpbf16ps where the CPU has it, oneDNN's own emulation on other AVX-512
+// CPUs). oneDNN 2.x has no BLAS-like bf16 call, so
 // transposes and leading dimensions become strided memory descriptors; primitives are cached per
 // shape (creation costs 0.25-0.5 ms, a cache hit ~1 µs), which allocates only the first time a
 // shape is seen. Where oneDNN has no bf16 matmul (it needs AVX-512: an AVX2-only CPU reports
